@@ -1,0 +1,236 @@
+"""Immutable values shared by sensors, engine, recorder, exporters and UI.
+
+Units are in the names: ``power_w`` (watts), ``energy_j`` (joules), ``interval_s``
+(seconds), ``co2_g`` (grams CO2e). Native units of a sensor (µJ, mW, mJ) never leave
+the sensor module that reads them.
+
+Every number carries its provenance: ``measured`` (read from a hardware counter or
+power sensor), ``estimated`` (a model: TDP x load, W per GiB ...), ``attributed``
+(a measured or estimated power divided among processes by their measured use), or
+``interpolated`` (a phase shorter than a sensor's update period).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class Provenance(str, enum.Enum):
+    MEASURED = "measured"
+    ESTIMATED = "estimated"
+    ATTRIBUTED = "attributed"
+    INTERPOLATED = "interpolated"
+
+    def __str__(self) -> str:  # so f-strings and CSV cells show "measured"
+        return self.value
+
+
+class DomainKind(str, enum.Enum):
+    """What part of the machine a domain covers (used to decide what adds up)."""
+
+    PACKAGE = "package"  # a CPU socket (RAPL package, Apple CPU, estimated CPU)
+    CORE = "core"  # inside a package
+    UNCORE = "uncore"  # inside a package (integrated GPU on clients)
+    DRAM = "dram"  # memory; NOT inside the package even though its zone nests there
+    PSYS = "psys"  # the whole platform (contains package and dram)
+    GPU = "gpu"
+    ANE = "ane"  # Apple Neural Engine
+    MEMORY = "memory"  # estimated memory power
+    OTHER = "other"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Status(str, enum.Enum):
+    OK = "ok"
+    LOST = "lost"  # the sensor failed mid-run (GPU lost, file vanished)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Domain:
+    """One thing whose energy we track.
+
+    ``id`` is stable, unique and readable: ``package-0``, ``package-0/core``,
+    ``package-0/dram``, ``psys``, ``gpu0``, ``cpu``, ``estimate/cpu``.
+    ``in_total`` says whether the domain adds into the machine total: nested domains
+    (core, uncore: inside package) and psys (contains package and dram) do not, so the
+    total never counts the same joule twice (rule in README, "What adds up").
+    """
+
+    id: str
+    name: str
+    kind: DomainKind
+    source: str  # sensor name: "rapl", "nvml", "powermetrics", "estimate"
+    provenance: Provenance
+    in_total: bool = True
+    label: str = ""  # human detail: GPU model, CPU model, zone path
+    uuid: str = ""  # GPU UUID where known
+    index: int | None = None  # GPU index / package number where meaningful
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A sensor's state for one domain at one instant.
+
+    ``energy_j`` is the domain's cumulative energy since the sensor was opened,
+    already corrected for counter wraparound and resets (monotonic, never negative
+    steps). ``power_w`` is an instantaneous power where the hardware offers one
+    (NVML instant field), else None. ``t_s`` is on the monotonic clock the engine
+    passed to the sensor.
+    """
+
+    domain_id: str
+    t_s: float
+    energy_j: float | None
+    power_w: float | None = None
+    status: Status = Status.OK
+    note: str = ""  # why lost, "reset", ...
+
+
+@dataclass(frozen=True)
+class SensorStatus:
+    """Whether a sensor is in use, and if not why not and what fixes it."""
+
+    name: str
+    available: bool
+    reason: str = ""
+    fix: str = ""
+
+    def describe(self) -> str:
+        if self.available:
+            return f"{self.name}: ok" + (f" ({self.reason})" if self.reason else "")
+        text = f"{self.name}: unavailable: {self.reason}"
+        if self.fix:
+            text += f" Fix: {self.fix}"
+        return text
+
+
+@dataclass(frozen=True)
+class Event:
+    """Something noteworthy that happened to a sensor (reset, lost, recovered)."""
+
+    t_s: float
+    source: str
+    domain_id: str
+    kind: str  # "reset", "lost", "write-error", ...
+    message: str
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A user's phase marker: a label at an instant."""
+
+    label: str
+    elapsed_s: float
+    timestamp: float  # wall clock, seconds since epoch (UTC)
+    source: str = "api"  # "key", "cli", "api", "socket"
+    pid: int | None = None
+
+
+@dataclass(frozen=True)
+class DomainSample:
+    """One domain at one tick, as readers (UI, recorder, exporters) see it."""
+
+    domain: Domain
+    power_w: float | None  # average over the last interval (energy_j / interval_s)
+    energy_j: float | None  # energy within the last interval
+    total_energy_j: float  # cumulative since the session started
+    co2_g: float | None  # CO2e of energy_j
+    total_co2_g: float
+    instant_power_w: float | None = None  # hardware's own instant power, where offered
+    status: Status = Status.OK
+    history_w: tuple[float | None, ...] = ()  # recent power_w, oldest first (bounded)
+
+
+@dataclass(frozen=True)
+class Totals:
+    """The machine total: the sum of the domains with ``in_total``, nothing twice."""
+
+    power_w: float | None
+    energy_j: float
+    total_energy_j: float
+    co2_g: float
+    total_co2_g: float
+    provenance: Provenance
+    history_w: tuple[float | None, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProcessShare:
+    """A process's attributed share of power over the last interval."""
+
+    pid: int
+    name: str
+    cpu_share: float  # fraction 0..1 of the CPU time used by all processes in the interval
+    gpu_share: float  # fraction 0..1 of GPU power it was given (summed over GPUs, by W)
+    power_w: float  # attributed CPU + GPU power over the last interval
+    energy_j: float  # attributed energy in the last interval
+    total_energy_j: float  # cumulative attributed energy (CPU + GPU)
+    cpu_energy_j: float = 0.0  # cumulative, CPU part
+    gpu_energy_j: float = 0.0  # cumulative, GPU part
+    in_job: bool = False
+    provenance: Provenance = Provenance.ATTRIBUTED
+
+
+@dataclass(frozen=True)
+class JobSample:
+    """The followed job (``--pid`` or ``-- CMD``): a process tree, all its descendants."""
+
+    pid: int
+    name: str
+    running: bool
+    n_processes: int
+    power_w: float
+    energy_j: float  # in the last interval
+    total_energy_j: float
+    cpu_energy_j: float
+    gpu_energy_j: float
+    co2_g: float
+    total_co2_g: float
+    share: float  # fraction of the machine total power in the last interval
+    exit_code: int | None = None
+    provenance: Provenance = Provenance.ATTRIBUTED
+
+
+@dataclass(frozen=True)
+class CarbonInfo:
+    """Where the CO2e numbers come from."""
+
+    g_per_kwh: float
+    pue: float
+    source: str  # "default world average (IEA 2019)", "country FRA (Our World in Data / Ember, 2023)", ...
+    is_default: bool = False
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything a reader needs at one tick. Immutable: safe to pass across threads."""
+
+    seq: int  # tick number, 0 = the initial (empty) snapshot
+    timestamp: float  # wall clock at the end of the interval, seconds since epoch
+    elapsed_s: float  # since the session started
+    interval_s: float  # length of the last interval (0 for seq 0)
+    host: str
+    domains: tuple[DomainSample, ...]
+    total: Totals
+    carbon: CarbonInfo
+    sensors: tuple[SensorStatus, ...] = ()
+    markers: tuple[Marker, ...] = ()  # every marker so far (bounded)
+    new_markers: tuple[Marker, ...] = ()  # markers added since the previous tick
+    events: tuple[Event, ...] = ()  # events since the previous tick
+    processes: tuple[ProcessShare, ...] = ()  # top processes by power (attribution)
+    idle_power_w: float | None = None  # power no process used (attribution)
+    job: JobSample | None = None
+    monitor_cpu_percent: float | None = None  # tuimeter's own CPU use, % of one core
+    extra: dict = field(default_factory=dict, compare=False)
+
+    def domain(self, domain_id: str) -> DomainSample | None:
+        for d in self.domains:
+            if d.domain.id == domain_id:
+                return d
+        return None

@@ -1,0 +1,1 @@
+"""Sensors: one module per source of readings."""
