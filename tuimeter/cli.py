@@ -1,0 +1,290 @@
+"""Command line: ``tuimeter`` (live UI), ``tuimeter record``, ``tuimeter mark``,
+``tuimeter report``. The UI is imported only for the UI command.
+
+Bad input gets one line on stderr (``tuimeter: error: ...``) and exit status 2, before
+any file is created.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from . import __version__
+
+EXIT_BAD_INPUT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but errors are one line (no usage dump) and exit status 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(EXIT_BAD_INPUT, f"tuimeter: error: {message} (see --help)\n")
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
+    print(f"tuimeter: error: {message}", file=sys.stderr)
+    return code
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def add_measure_options(p: argparse.ArgumentParser) -> None:
+    """Options shared by the UI and ``record``."""
+    p.add_argument("-o", "--output", metavar="FILE", help="session CSV to write")
+    p.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
+    p.add_argument("-i", "--interval", type=_positive_float, default=1.0, metavar="S",
+                   help="seconds between samples (default 1)")
+    p.add_argument("--pid", type=int, metavar="PID",
+                   help="follow this process and its descendants")
+    p.add_argument("--country", metavar="CODE",
+                   help="grid carbon intensity of this country (ISO alpha-3/alpha-2 or name)")
+    p.add_argument("--carbon-intensity", type=_positive_float, metavar="G_PER_KWH",
+                   help="grid carbon intensity in g CO2e per kWh")
+    p.add_argument("--pue", type=float, metavar="PUE", help="power usage effectiveness (>= 1)")
+    p.add_argument("--powercap-root", metavar="DIR",
+                   help="powercap folder (default /sys/class/powercap, or $TUIMETER_POWERCAP_ROOT)")
+    p.add_argument("--no-gpu", action="store_true", help="do not use NVML")
+    p.add_argument("--no-attribution", action="store_true",
+                   help="do not attribute power to processes")
+    p.add_argument("--no-socket", action="store_true",
+                   help="do not listen for markers from `tuimeter mark` and the API")
+
+
+def _split_command(argv: list[str]) -> tuple[list[str], list[str]]:
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1:]
+    return argv, []
+
+
+def _measure_options(args: argparse.Namespace):
+    from .session.measure import MeasureOptions
+
+    return MeasureOptions(
+        interval_s=args.interval, output=args.output, overwrite=args.overwrite,
+        powercap_root=args.powercap_root, gpu=not args.no_gpu, country=args.country,
+        carbon_intensity=args.carbon_intensity, pue=args.pue, pid=args.pid,
+        attribution=not args.no_attribution,
+    )
+
+
+def _check_target(args: argparse.Namespace, command: list[str]) -> str | None:
+    """Validate --pid / -- CMD before anything is created; return an error or None."""
+    if args.pid is not None and command:
+        return "use either --pid or -- CMD, not both"
+    if args.pid is not None:
+        import psutil
+
+        if args.pid <= 0 or not psutil.pid_exists(args.pid):
+            return f"no process with PID {args.pid}"
+    if command and shutil.which(command[0]) is None and not os.path.exists(command[0]):
+        return f"command not found: {command[0]}"
+    return None
+
+
+def make_attributor(opts, engine_pid: int | None = None):
+    """The process attributor, or None when attribution is off or unavailable."""
+    if not opts.attribution:
+        return None
+    try:
+        from .engine.attribution import make_attributor as _make
+    except ImportError:
+        return None
+    return _make(opts)
+
+
+# -- tuimeter record -----------------------------------------------------------------
+def _fmt_progress(snap) -> str:
+    t = snap.total
+    power = "N/A" if t.power_w is None else f"{t.power_w:8.1f} W"
+    prov = "" if str(t.provenance) == "measured" else f" ({t.provenance})"
+    return (f"\r{snap.elapsed_s:8.1f} s  {power}  {t.total_energy_j:10.1f} J  "
+            f"{t.total_co2_g:8.3f} g CO2e{prov} ")
+
+
+def summary_line(snap, path: str | None) -> str:
+    if snap is None:
+        return "tuimeter: nothing recorded"
+    t = snap.total
+    line = (f"tuimeter: {snap.elapsed_s:.1f} s, {t.total_energy_j:.1f} J "
+            f"({t.total_energy_j / 3600:.4f} Wh), {t.total_co2_g:.4f} g CO2e ({t.provenance})")
+    if snap.job is not None:
+        line += f"; job {snap.job.pid}: {snap.job.total_energy_j:.1f} J"
+    if path:
+        line += f" -> {path}"
+    return line
+
+
+def cmd_record(argv: list[str]) -> int:
+    from .session.measure import SetupError, make_engine, open_recorder
+
+    own, command = _split_command(argv)
+    p = _Parser(prog="tuimeter record",
+                description="Record energy headless to a session CSV (for batch jobs, SSH).")
+    add_measure_options(p)
+    p.add_argument("--duration", type=_positive_float, metavar="S", help="stop after S seconds")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+    args = p.parse_args(own)
+    if not args.output:
+        return fail("record needs -o FILE")
+    problem = _check_target(args, command)
+    if problem:
+        return fail(problem)
+    opts = _measure_options(args)
+    try:
+        engine = make_engine(opts, attributor=None)
+        recorder = open_recorder(args.output, engine.host, args.overwrite)
+    except SetupError as exc:
+        return fail(str(exc))
+    return _run_recording(engine, recorder, opts, args, command)
+
+
+def _run_recording(engine, recorder, opts, args, command: list[str]) -> int:
+    stop = threading.Event()
+    signals: list[int] = []
+
+    def on_signal(signum, _frame):
+        signals.append(signum)
+        stop.set()
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    show_progress = not args.quiet and sys.stderr.isatty()
+    progress_lock = threading.Lock()
+
+    def progress(snap):
+        if show_progress:
+            with progress_lock:
+                sys.stderr.write(_fmt_progress(snap))
+                sys.stderr.flush()
+
+    engine.attributor = make_attributor(opts)
+    engine.open()
+    recorder.start(engine.snapshot)
+    engine.subscribe(recorder)
+    engine.subscribe(progress)
+    server = None
+    if not args.no_socket:
+        server = _start_marker_server(engine)
+    child = None
+    exit_code = 0
+    try:
+        if command:
+            try:
+                child = subprocess.Popen(command)
+            except OSError as exc:
+                engine.close()
+                recorder.close()
+                os.unlink(recorder.path)
+                return fail(f"cannot run {command[0]}: {exc.strerror or exc}")
+            if hasattr(engine.attributor, "follow"):
+                engine.attributor.follow(child.pid)
+        engine.start()
+        deadline = None if args.duration is None else time.monotonic() + args.duration
+        sigint_at = None
+        while True:
+            if stop.wait(0.25):
+                if child is None:
+                    break
+                # with a command, we end when it ends: forward the signal if needed
+                if signal.SIGTERM in signals and child.poll() is None:
+                    child.terminate()
+                    signals.remove(signal.SIGTERM)
+                if signal.SIGINT in signals:
+                    sigint_at = sigint_at or time.monotonic()
+                    signals.remove(signal.SIGINT)
+                stop.clear()
+            if recorder.failed.is_set() and child is None:
+                exit_code = 1
+                break
+            if child is not None:
+                if child.poll() is not None:
+                    break
+                if sigint_at and time.monotonic() - sigint_at > 1.0:
+                    child.send_signal(signal.SIGINT)  # it was not sent to the whole group
+                    sigint_at = None
+            if args.pid is not None and not _pid_alive(args.pid):
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+    finally:
+        snap = engine.stop(final_tick=True)
+        if server is not None:
+            server.close()
+        engine.close()
+        recorder.close()
+        for s, h in old.items():
+            signal.signal(s, h)
+    if show_progress:
+        sys.stderr.write("\r" + " " * 72 + "\r")
+    if recorder.error:
+        print(f"tuimeter: error: {recorder.error}; the session up to then is in "
+              f"{recorder.path}", file=sys.stderr)
+        exit_code = 1
+    print(summary_line(snap, recorder.path), file=sys.stderr)
+    if child is not None:
+        rc = child.wait()
+        return 128 - rc if rc < 0 else rc
+    return exit_code
+
+
+def _start_marker_server(engine):
+    """Listen for `tuimeter mark` (a failure to listen never stops the recording)."""
+    try:
+        from .session.markers import start_marker_server
+    except ImportError:
+        return None
+    try:
+        return start_marker_server(engine)
+    except OSError as exc:
+        print(f"tuimeter: warning: markers from other processes are off: {exc}", file=sys.stderr)
+        return None
+
+
+def _pid_alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        p = psutil.Process(pid)
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+# -- dispatch ------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "record":
+        return cmd_record(argv[1:])
+    if argv and argv[0] == "mark":
+        from .session.markers import cmd_mark
+
+        return cmd_mark(argv[1:])
+    if argv and argv[0] == "report":
+        from .session.report_cli import cmd_report
+
+        return cmd_report(argv[1:])
+    if argv and argv[0] in ("--version", "-V"):
+        print(f"tuimeter {__version__}")
+        return 0
+    from .tui.run import cmd_ui
+
+    return cmd_ui(argv)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

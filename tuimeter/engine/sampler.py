@@ -1,0 +1,430 @@
+"""The sampling engine: polls sensors, turns cumulative energy into per-tick power and
+energy, keeps totals and a bounded history, and hands immutable snapshots to readers.
+
+Two paces, on one monotonic clock:
+
+* **poll**: every ``poll_interval_s`` each sensor is read, so that no hardware counter
+  can wrap twice between two reads (``Sensor.max_poll_interval_s``), however long the
+  display/record interval is. A poll only stores the latest cumulative reading.
+* **tick**: every ``interval_s`` (the user's interval) the engine computes, per domain,
+  the energy since the previous tick and its average power, adds the machine total
+  (domains with ``in_total``; nothing twice), CO2e, attribution (if an attributor is
+  set), and publishes a :class:`~tuimeter.model.Snapshot` to every subscriber.
+
+Tests call :meth:`Engine.poll` and :meth:`Engine.tick` directly with a fake clock;
+:meth:`Engine.start` runs the same calls on a daemon thread. This module never imports
+the UI.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import socket
+import threading
+import time
+from typing import Callable, Iterable, Protocol, Sequence
+
+from ..carbon import co2_g
+from ..model import (
+    CarbonInfo,
+    Domain,
+    DomainSample,
+    Event,
+    JobSample,
+    Marker,
+    ProcessShare,
+    Provenance,
+    Reading,
+    SensorStatus,
+    Snapshot,
+    Status,
+    Totals,
+)
+from ..sensors.base import Sensor, SensorUnavailable
+
+log = logging.getLogger(__name__)
+
+Listener = Callable[[Snapshot], None]
+
+#: never poll more often than this, whatever a sensor asks (the monitor must stay light)
+MIN_POLL_INTERVAL_S = 0.05
+#: history points kept per domain for sparklines and charts (memory stays flat)
+DEFAULT_HISTORY_LEN = 600
+#: markers kept in snapshots (the CSV has all of them)
+MAX_MARKERS_KEPT = 1000
+
+
+class Attributor(Protocol):
+    """Divides measured power among processes (see ``tuimeter.engine.attribution``)."""
+
+    def attribute(
+        self, interval_s: float, domains: Sequence[DomainSample], now_s: float
+    ) -> tuple[tuple[ProcessShare, ...], float | None, JobSample | None]:
+        """Return (top processes, idle/system power W, the followed job or None)."""
+
+
+class _DomainState:
+    __slots__ = ("domain", "sensor", "last_energy_j", "tick_energy_j", "total_energy_j",
+                 "total_co2_g", "power_w", "instant_w", "status", "history", "tick_energy")
+
+    def __init__(self, domain: Domain, sensor: Sensor, history_len: int):
+        self.domain = domain
+        self.sensor = sensor
+        self.last_energy_j: float | None = None  # latest cumulative reading (poll)
+        self.tick_energy_j: float | None = None  # cumulative reading at the last tick
+        self.total_energy_j = 0.0
+        self.total_co2_g = 0.0
+        self.power_w: float | None = None
+        self.instant_w: float | None = None
+        self.status = Status.OK
+        self.history: collections.deque = collections.deque(maxlen=history_len)
+        self.tick_energy: float | None = None  # energy within the last tick
+
+
+class Engine:
+    """Samples a fixed set of open sensors.
+
+    ``sensors`` are not yet opened; :meth:`open` opens each, recording an unavailable
+    one's reason instead of failing. ``statuses`` adds the statuses of sensors that
+    discovery already found unavailable, so readers can show why.
+    """
+
+    def __init__(
+        self,
+        sensors: Sequence[Sensor],
+        carbon: CarbonInfo,
+        interval_s: float = 1.0,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wallclock: Callable[[], float] = time.time,
+        cpu_clock: Callable[[], float] = time.process_time,
+        host: str | None = None,
+        history_len: int = DEFAULT_HISTORY_LEN,
+        statuses: Iterable[SensorStatus] = (),
+        attributor: Attributor | None = None,
+    ):
+        if not interval_s > 0:
+            raise ValueError("interval_s must be > 0")
+        self.sensors = list(sensors)
+        self.carbon = carbon
+        self.interval_s = float(interval_s)
+        self.clock = clock
+        self.wallclock = wallclock
+        self.cpu_clock = cpu_clock
+        self.host = host or socket.gethostname()
+        self.history_len = history_len
+        self.attributor = attributor
+        self._statuses: dict[str, SensorStatus] = {s.name: s for s in statuses}
+        self._states: list[_DomainState] = []
+        self._by_id: dict[str, _DomainState] = {}
+        self._open_sensors: list[Sensor] = []
+        self._lock = threading.Lock()  # guards markers and listeners
+        self._pending_markers: list[Marker] = []
+        self._markers: collections.deque = collections.deque(maxlen=MAX_MARKERS_KEPT)
+        self._events: list[Event] = []
+        self._listeners: list[Listener] = []
+        self._total_history: collections.deque = collections.deque(maxlen=history_len)
+        self._total_energy_j = 0.0
+        self._total_co2_g = 0.0
+        self._seq = 0
+        self._start_t: float | None = None
+        self._last_tick_t: float | None = None
+        self._last_cpu_s: float | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._snapshot: Snapshot | None = None
+        self.listener_errors: list[BaseException] = []
+
+    # -- set-up -------------------------------------------------------------------
+    def open(self) -> None:
+        """Open every sensor; take the first readings (the session starts now)."""
+        now = self.clock()
+        for sensor in self.sensors:
+            try:
+                domains = list(sensor.open())
+            except SensorUnavailable as exc:
+                self._statuses[sensor.name] = SensorStatus(sensor.name, False, exc.reason, exc.fix)
+                continue
+            except Exception as exc:  # a broken sensor must not stop the others
+                log.exception("sensor %s failed to open", sensor.name)
+                self._statuses[sensor.name] = SensorStatus(sensor.name, False, f"failed to open: {exc}")
+                continue
+            self._open_sensors.append(sensor)
+            self._statuses[sensor.name] = sensor.status()
+            for d in domains:
+                if d.id in self._by_id:
+                    log.warning("duplicate domain id %s from %s ignored", d.id, sensor.name)
+                    continue
+                st = _DomainState(d, sensor, self.history_len)
+                self._states.append(st)
+                self._by_id[d.id] = st
+        self._poll_sensors(now)
+        for st in self._states:
+            st.tick_energy_j = st.last_energy_j
+        self._start_t = self._last_tick_t = now
+        self._last_cpu_s = self.cpu_clock()
+        self._snapshot = self._build_snapshot(now, 0.0, (), (), ((), None, None), None)
+
+    @property
+    def domains(self) -> list[Domain]:
+        return [st.domain for st in self._states]
+
+    @property
+    def statuses(self) -> list[SensorStatus]:
+        return list(self._statuses.values())
+
+    @property
+    def poll_interval_s(self) -> float:
+        """How often sensors are read: the interval, or less if a counter could wrap."""
+        limits = [self.interval_s]
+        for s in self._open_sensors:
+            m = s.max_poll_interval_s()
+            if m:
+                limits.append(m)
+        return max(MIN_POLL_INTERVAL_S, min(limits))
+
+    def set_interval(self, interval_s: float) -> None:
+        if not interval_s > 0:
+            raise ValueError("interval_s must be > 0")
+        self.interval_s = float(interval_s)
+        self._wake.set()
+
+    # -- readers ------------------------------------------------------------------
+    @property
+    def snapshot(self) -> Snapshot | None:
+        """The latest snapshot (immutable; safe from any thread)."""
+        return self._snapshot
+
+    def subscribe(self, listener: Listener) -> None:
+        """Call ``listener(snapshot)`` after every tick, on the sampling thread.
+
+        Listeners must be quick (hand work to their own thread if not); an exception
+        from one is logged and kept in ``listener_errors``, and never stops sampling.
+        """
+        with self._lock:
+            self._listeners.append(listener)
+
+    def unsubscribe(self, listener: Listener) -> None:
+        with self._lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+    def add_marker(self, label: str, source: str = "api", pid: int | None = None) -> Marker:
+        """Mark the session now. Thread-safe; appears in the next snapshot's new_markers."""
+        now = self.clock()
+        start = self._start_t if self._start_t is not None else now
+        marker = Marker(label=label, elapsed_s=now - start, timestamp=self.wallclock(),
+                        source=source, pid=pid)
+        with self._lock:
+            self._pending_markers.append(marker)
+        return marker
+
+    def note_event(self, event: Event) -> None:
+        with self._lock:
+            self._events.append(event)
+
+    # -- sampling -----------------------------------------------------------------
+    def _poll_sensors(self, now: float) -> None:
+        for sensor in self._open_sensors:
+            try:
+                readings: Sequence[Reading] = sensor.read(now)
+                events = sensor.drain_events()
+            except Exception as exc:  # the whole sensor failed: mark it, go on
+                msg = f"{sensor.name} failed: {exc}"
+                for st in self._states:
+                    if st.sensor is sensor and st.status is not Status.LOST:
+                        st.status = Status.LOST
+                        self._events.append(Event(now, sensor.name, st.domain.id, "lost", msg))
+                continue
+            self._events.extend(events)
+            for r in readings:
+                st = self._by_id.get(r.domain_id)
+                if st is None:
+                    continue
+                if r.status is Status.OK and r.energy_j is not None:
+                    if st.status is Status.LOST or st.last_energy_j is None:
+                        # (re)gained: this reading is the new base, no phantom energy
+                        st.tick_energy_j = r.energy_j
+                    st.last_energy_j = r.energy_j
+                    st.instant_w = r.power_w
+                st.status = r.status
+
+    def poll(self, now: float | None = None) -> None:
+        """Read every sensor once (keeps counters from wrapping twice)."""
+        self._poll_sensors(self.clock() if now is None else now)
+
+    def tick(self, now: float | None = None) -> Snapshot:
+        """Close the current interval: compute power/energy, publish a snapshot."""
+        if self._start_t is None:
+            raise RuntimeError("Engine.open() first")
+        now = self.clock() if now is None else now
+        self._poll_sensors(now)
+        interval = max(now - (self._last_tick_t or now), 1e-9)
+        factor = co2_g(1.0, self.carbon)  # g per J
+        for st in self._states:
+            energy = None
+            if st.status is Status.OK and st.last_energy_j is not None:
+                if st.tick_energy_j is None:
+                    st.tick_energy_j = st.last_energy_j  # first good reading (recovered)
+                energy = max(0.0, st.last_energy_j - st.tick_energy_j)
+                st.tick_energy_j = st.last_energy_j
+            st.power_w = None if energy is None else energy / interval
+            st.total_energy_j += energy or 0.0
+            st.total_co2_g += (energy or 0.0) * factor
+            st.history.append(st.power_w)
+            st.tick_energy = energy
+        with self._lock:
+            new_markers = tuple(self._pending_markers)
+            self._pending_markers.clear()
+            events = tuple(self._events)
+            self._events.clear()
+            listeners = list(self._listeners)
+        self._markers.extend(new_markers)
+        cpu_s = self.cpu_clock()
+        monitor_pct = None
+        if self._last_cpu_s is not None:
+            monitor_pct = 100.0 * (cpu_s - self._last_cpu_s) / interval
+        self._last_cpu_s = cpu_s
+        self._seq += 1
+        domains = self._domain_samples(factor)
+        attribution = ((), None, None)
+        if self.attributor is not None:
+            try:
+                attribution = self.attributor.attribute(interval, domains, now)
+            except Exception as exc:  # attribution is a model: losing it must not stop sampling
+                log.exception("attribution failed")
+                events = events + (Event(now, "attribution", "", "error", str(exc)),)
+        snap = self._build_snapshot(now, interval, new_markers, events, attribution,
+                                    monitor_pct, domains)
+        self._last_tick_t = now
+        self._snapshot = snap
+        for listener in listeners:
+            try:
+                listener(snap)
+            except Exception as exc:
+                log.exception("snapshot listener failed")
+                self.listener_errors.append(exc)
+        return snap
+
+    def _domain_samples(self, factor: float) -> tuple[DomainSample, ...]:
+        out = []
+        for st in self._states:
+            energy = st.tick_energy
+            out.append(DomainSample(
+                domain=st.domain,
+                power_w=st.power_w,
+                energy_j=energy,
+                total_energy_j=st.total_energy_j,
+                co2_g=None if energy is None else energy * factor,
+                total_co2_g=st.total_co2_g,
+                instant_power_w=st.instant_w,
+                status=st.status,
+                history_w=tuple(st.history),
+            ))
+        return tuple(out)
+
+    def _build_snapshot(self, now, interval, new_markers, events, attribution, monitor_pct,
+                        domains: tuple[DomainSample, ...] | None = None) -> Snapshot:
+        factor = co2_g(1.0, self.carbon)
+        if domains is None:
+            domains = self._domain_samples(factor)
+        counted = [d for d in domains if d.domain.in_total]
+        energies = [d.energy_j for d in counted if d.energy_j is not None]
+        energy = sum(energies)
+        if interval > 0:
+            self._total_energy_j += energy
+            self._total_co2_g += energy * factor
+        power = energy / interval if interval > 0 and energies else None
+        if interval > 0:
+            self._total_history.append(power)
+        estimated = any(d.domain.provenance is not Provenance.MEASURED for d in counted)
+        total = Totals(
+            power_w=power,
+            energy_j=energy,
+            total_energy_j=self._total_energy_j,
+            co2_g=energy * factor,
+            total_co2_g=self._total_co2_g,
+            provenance=Provenance.ESTIMATED if estimated else Provenance.MEASURED,
+            history_w=tuple(self._total_history),
+        )
+        processes, idle_w, job = attribution
+        return Snapshot(
+            seq=self._seq,
+            timestamp=self.wallclock(),
+            elapsed_s=now - (self._start_t if self._start_t is not None else now),
+            interval_s=interval,
+            host=self.host,
+            domains=domains,
+            total=total,
+            carbon=self.carbon,
+            sensors=tuple(self._statuses.values()),
+            markers=tuple(self._markers),
+            new_markers=tuple(new_markers),
+            events=tuple(events),
+            processes=tuple(processes),
+            idle_power_w=idle_w,
+            job=job,
+            monitor_cpu_percent=monitor_pct,
+        )
+
+    # -- thread -------------------------------------------------------------------
+    def start(self) -> None:
+        """Open (if needed) and sample on a daemon thread until :meth:`stop`."""
+        if self._start_t is None:
+            self.open()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="tuimeter-sampler", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        next_tick = (self._last_tick_t or self.clock()) + self.interval_s
+        next_poll = self.clock() + self.poll_interval_s
+        while not self._stop.is_set():
+            now = self.clock()
+            wait = min(next_tick, next_poll) - now
+            if wait > 0:
+                self._wake.wait(wait)
+                if self._wake.is_set():
+                    self._wake.clear()
+                    if self._stop.is_set():
+                        break
+                    # interval changed: re-plan from the last tick
+                    next_tick = (self._last_tick_t or now) + self.interval_s
+                    next_poll = min(next_poll, now + self.poll_interval_s)
+                    continue
+            now = self.clock()
+            try:
+                if now >= next_tick:
+                    self.tick(now)
+                    next_tick += self.interval_s
+                    if next_tick <= now:  # fell behind (suspend, slow disk): do not burst
+                        next_tick = now + self.interval_s
+                else:
+                    self.poll(now)
+            except Exception:  # never let the sampler die silently
+                log.exception("sampling failed")
+            next_poll = self.clock() + self.poll_interval_s
+
+    def stop(self, final_tick: bool = True) -> Snapshot | None:
+        """Stop the thread; with ``final_tick`` close the last partial interval."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        snap = self._snapshot
+        if final_tick and self._start_t is not None:
+            now = self.clock()
+            if self._pending_markers or now - (self._last_tick_t or now) > 1e-3:
+                snap = self.tick(now)
+        return snap
+
+    def close(self) -> None:
+        for sensor in self._open_sensors:
+            try:
+                sensor.close()
+            except Exception:
+                log.exception("closing %s failed", sensor.name)
+        self._open_sensors = []

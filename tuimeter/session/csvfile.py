@@ -1,0 +1,178 @@
+"""The session CSV: one schema for every recording (README, "Session CSV").
+
+``pandas.read_csv(path)`` loads a session with no options: a single header line, comma
+separated, ISO 8601 UTC timestamps, empty cells for missing values. Rows are written per
+tick (one per domain, one ``total``, markers, events, attribution) and flushed at every
+tick, so a ``kill -9`` loses at most the tick being written.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import io
+import os
+import uuid
+from typing import IO, Iterable
+
+from ..model import Snapshot
+
+COLUMNS = (
+    "timestamp",  # ISO 8601 UTC with microseconds, end of the interval (or the marker's instant)
+    "elapsed_s",  # seconds since the session started
+    "interval_s",  # length of the interval this row covers (0 for markers and events)
+    "host",
+    "session",  # random id of this recording (merging tells files apart by it)
+    "kind",  # session | sample | total | marker | event | job | process
+    "domain",  # package-0, package-0/dram, gpu0, total, ... ; job/process rows: cpu, gpu, all
+    "source",  # rapl | nvml | powermetrics | estimate | attribution | key | cli | api | socket
+    "in_total",  # 1 if this sample row adds into the machine total, else 0 (empty: n/a)
+    "power_w",  # average power over the interval
+    "energy_j",  # energy within the interval (not cumulative)
+    "co2_g",  # CO2e of energy_j
+    "provenance",  # measured | estimated | attributed | interpolated
+    "label",  # marker label, event message, process name, session details
+    "pid",  # process id for job/process/marker rows
+)
+
+SCHEMA_VERSION = 1
+
+
+class SessionWriteError(OSError):
+    """Writing the session file failed (disk full, file removed, ...)."""
+
+
+def iso_utc(ts: float) -> str:
+    """Seconds since the epoch -> ``2026-11-29T19:56:40.123456+00:00``."""
+    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).isoformat(timespec="microseconds")
+
+
+def _num(x: float | None, digits: int = 6) -> str:
+    if x is None:
+        return ""
+    return f"{x:.{digits}f}".rstrip("0").rstrip(".") if x == x else ""
+
+
+class SessionWriter:
+    """Appends snapshots to a session CSV.
+
+    Create with :meth:`create`, which opens the file before any sampling starts, so an
+    unwritable path fails early (and leaves no file). Every ``write_*`` flushes.
+    A failure raises :class:`SessionWriteError`; everything flushed before stays on disk.
+    """
+
+    def __init__(self, fh: IO[str], path: str, host: str, session_id: str | None = None):
+        self.fh = fh
+        self.path = path
+        self.host = host
+        self.session_id = session_id or uuid.uuid4().hex[:12]
+        self._csv = csv.writer(fh, lineterminator="\n")
+        self._buf = io.StringIO()
+        self._bufcsv = csv.writer(self._buf, lineterminator="\n")
+        self.rows_written = 0
+        self.closed = False
+
+    @classmethod
+    def create(cls, path: str | os.PathLike, host: str, *, overwrite: bool = False,
+               session_id: str | None = None) -> "SessionWriter":
+        """Open ``path`` for a new session and write the header.
+
+        Refuses to replace a non-empty file unless ``overwrite`` (a previous session is
+        worth more than a typo). Raises OSError (with a readable message) on failure.
+        """
+        path = os.fspath(path)
+        if os.path.isdir(path):
+            raise IsADirectoryError(f"{path} is a directory")
+        if not overwrite and os.path.exists(path) and os.path.getsize(path) > 0:
+            raise FileExistsError(f"{path} already exists (choose another name or pass --overwrite)")
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            raise FileNotFoundError(f"directory {parent} does not exist")
+        fh = open(path, "w", newline="", encoding="utf-8")
+        w = cls(fh, path, host, session_id)
+        try:
+            w._csv.writerow(COLUMNS)
+            fh.flush()
+        except OSError as exc:
+            fh.close()
+            raise SessionWriteError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        return w
+
+    # -- rows ---------------------------------------------------------------------
+    def _row(self, ts: float, elapsed: float, interval: float, kind: str, domain: str = "",
+             source: str = "", in_total: str = "", power_w: float | None = None,
+             energy_j: float | None = None, co2_g: float | None = None, provenance: str = "",
+             label: str = "", pid: int | None = None) -> None:
+        self._bufcsv.writerow((
+            iso_utc(ts), _num(elapsed, 6), _num(interval, 6), self.host, self.session_id, kind,
+            domain, source, in_total, _num(power_w), _num(energy_j), _num(co2_g, 9), provenance,
+            label, "" if pid is None else str(pid),
+        ))
+        self.rows_written += 1
+
+    def _flush(self) -> None:
+        data = self._buf.getvalue()
+        self._buf.seek(0)
+        self._buf.truncate()
+        if not data:
+            return
+        try:
+            self.fh.write(data)
+            self.fh.flush()
+        except (OSError, ValueError) as exc:
+            raise SessionWriteError(
+                f"cannot write {self.path}: {getattr(exc, 'strerror', None) or exc}") from exc
+
+    def write_header_info(self, snap: Snapshot, details: str = "") -> None:
+        """A ``session`` row: what was measured, carbon settings, sensor statuses."""
+        parts = [f"tuimeter schema {SCHEMA_VERSION}",
+                 f"carbon {snap.carbon.g_per_kwh:g} g/kWh ({snap.carbon.source})",
+                 f"pue {snap.carbon.pue:g}"]
+        parts += [s.describe() for s in snap.sensors]
+        if details:
+            parts.append(details)
+        self._row(snap.timestamp, snap.elapsed_s, 0.0, "session", label="; ".join(parts))
+        self._flush()
+
+    def write_snapshot(self, snap: Snapshot) -> None:
+        """All rows of one tick, then flush."""
+        for m in snap.new_markers:
+            self._row(m.timestamp, m.elapsed_s, 0.0, "marker", source=m.source, label=m.label,
+                      pid=m.pid)
+        for e in snap.events:
+            self._row(snap.timestamp, snap.elapsed_s, 0.0, "event", domain=e.domain_id,
+                      source=e.source, label=f"{e.kind}: {e.message}")
+        if snap.interval_s > 0:
+            ts, el, iv = snap.timestamp, snap.elapsed_s, snap.interval_s
+            for d in snap.domains:
+                prov = str(d.domain.provenance) if d.status.value == "ok" else "lost"
+                self._row(ts, el, iv, "sample", d.domain.id, d.domain.source,
+                          "1" if d.domain.in_total else "0", d.power_w, d.energy_j, d.co2_g,
+                          prov)
+            t = snap.total
+            self._row(ts, el, iv, "total", "total", "", "", t.power_w, t.energy_j, t.co2_g,
+                      str(t.provenance))
+            if snap.job is not None:
+                j = snap.job
+                self._row(ts, el, iv, "job", "all", "attribution", "", j.power_w, j.energy_j,
+                          j.co2_g, str(j.provenance), j.name, j.pid)
+            for p in snap.processes:
+                self._row(ts, el, iv, "process", "all", "attribution", "", p.power_w,
+                          p.energy_j, None, str(p.provenance), p.name, p.pid)
+        self._flush()
+
+    def write_rows(self, rows: Iterable[dict]) -> None:
+        """Extra rows (as dicts keyed by column), e.g. from attribution; then flush."""
+        for r in rows:
+            self._bufcsv.writerow(tuple(r.get(c, "") for c in COLUMNS))
+            self.rows_written += 1
+        self._flush()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.fh.close()
+        except OSError:
+            pass

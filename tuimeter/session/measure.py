@@ -1,0 +1,98 @@
+"""Set up one measurement: discover sensors, resolve carbon settings, open the engine and
+the session file. Shared by ``tuimeter record``, the UI and the Python API; never
+imports the UI.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..carbon import resolve_carbon
+from ..engine.sampler import Engine
+from ..sensors.discover import discover
+from .csvfile import SessionWriter
+from .recorder import Recorder
+
+
+class SetupError(Exception):
+    """Bad input found before anything was recorded (one line, exit status 2)."""
+
+
+@dataclass
+class MeasureOptions:
+    interval_s: float = 1.0
+    output: str | None = None  # None: a new file in the data directory
+    overwrite: bool = False
+    powercap_root: str | None = None
+    gpu: bool = True
+    country: str | None = None
+    carbon_intensity: float | None = None
+    pue: float | None = None
+    pid: int | None = None  # follow this process tree (attribution)
+    attribution: bool = True
+    extra_sensors: list = field(default_factory=list)  # tests and the API can add sensors
+    host: str | None = None
+
+
+def data_dir() -> Path:
+    """Where sessions go by default: ``$XDG_DATA_HOME/tuimeter/sessions``."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "tuimeter" / "sessions"
+
+
+def default_output() -> str:
+    d = data_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = d / f"session-{stamp}.csv"
+    n = 1
+    while path.exists():
+        n += 1
+        path = d / f"session-{stamp}-{n}.csv"
+    return str(path)
+
+
+def validate_interval(interval_s: float) -> float:
+    try:
+        value = float(interval_s)
+    except (TypeError, ValueError):
+        raise SetupError(f"interval must be a number of seconds, not {interval_s!r}") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise SetupError(f"interval must be > 0 seconds (got {interval_s})")
+    return value
+
+
+def make_engine(opts: MeasureOptions, attributor=None) -> Engine:
+    """Validate options, discover sensors and build an (unopened) engine.
+
+    Raises SetupError for bad input (interval, country, carbon intensity, PUE).
+    """
+    from ..carbon import CarbonError
+
+    interval = validate_interval(opts.interval_s)
+    try:
+        carbon = resolve_carbon(country=opts.country, intensity_g_per_kwh=opts.carbon_intensity,
+                                pue=opts.pue)
+    except CarbonError as exc:
+        raise SetupError(str(exc)) from None
+    found = discover(opts.powercap_root, gpu=opts.gpu)
+    sensors = list(found.sensors) + list(opts.extra_sensors)
+    return Engine(sensors, carbon, interval, host=opts.host or socket.gethostname(),
+                  statuses=found.statuses, attributor=attributor)
+
+
+def open_recorder(path: str | None, host: str, overwrite: bool = False) -> Recorder:
+    """Create the session file now (fails early, before sampling) and wrap it."""
+    target = path or default_output()
+    try:
+        writer = SessionWriter.create(target, host, overwrite=overwrite)
+    except OSError as exc:
+        msg = exc.strerror if getattr(exc, "strerror", None) else str(exc)
+        if getattr(exc, "filename", None) and exc.strerror:
+            msg = f"cannot write {target}: {exc.strerror}"
+        raise SetupError(msg) from None
+    return Recorder(writer)

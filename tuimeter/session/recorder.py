@@ -1,0 +1,57 @@
+"""Recorder: writes every snapshot of an engine to a session CSV.
+
+A write error (disk full, file removed) is caught on the sampling thread, kept in
+``error`` (one line), and sets ``failed``; the caller then ends the session cleanly.
+Everything written before the error is already flushed.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from ..model import Snapshot
+from .csvfile import SessionWriteError, SessionWriter
+
+
+class Recorder:
+    def __init__(self, writer: SessionWriter, details: str = ""):
+        self.writer = writer
+        self.details = details
+        self.error: str | None = None
+        self.failed = threading.Event()
+        self._header_done = False
+        self._lock = threading.Lock()
+
+    @property
+    def path(self) -> str:
+        return self.writer.path
+
+    def start(self, snap: Snapshot | None) -> None:
+        """Write the ``session`` row (call after Engine.open())."""
+        if snap is not None:
+            with self._lock:
+                self._guard(lambda: self.writer.write_header_info(snap, self.details))
+                self._header_done = True
+
+    def __call__(self, snap: Snapshot) -> None:
+        """Engine listener: write one tick."""
+        with self._lock:
+            if self.failed.is_set():
+                return
+            if not self._header_done:
+                self._guard(lambda: self.writer.write_header_info(snap, self.details))
+                self._header_done = True
+            self._guard(lambda: self.writer.write_snapshot(snap))
+
+    def _guard(self, fn) -> None:
+        if self.failed.is_set():
+            return
+        try:
+            fn()
+        except SessionWriteError as exc:
+            self.error = str(exc)
+            self.failed.set()
+
+    def close(self) -> None:
+        with self._lock:
+            self.writer.close()
