@@ -1,0 +1,111 @@
+"""Session CSV: pandas reads it as is, rows per tick, markers as rows, flushed every tick,
+a write error keeps what was written before."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from tests.fakes.scripted import FakeClock, rapl_like
+from tuimeter.engine.sampler import Engine
+from tuimeter.model import CarbonInfo
+from tuimeter.session.csvfile import COLUMNS, SessionWriter
+from tuimeter.session.recorder import Recorder
+
+CARBON = CarbonInfo(475.0, 1.0, "default world average", is_default=True)
+
+
+def record(tmp_path, ticks=5, marker_at=None):
+    path = tmp_path / "s.csv"
+    clock = FakeClock()
+    wall = FakeClock(1_800_000_000.0)
+    eng = Engine([rapl_like()], CARBON, 1.0, clock=clock, wallclock=wall, cpu_clock=lambda: 0.0,
+                 host="node1")
+    eng.open()
+    rec = Recorder(SessionWriter.create(path, "node1"))
+    rec.start(eng.snapshot)
+    eng.subscribe(rec)
+    for i in range(ticks):
+        clock.advance(1.0)
+        wall.advance(1.0)
+        if marker_at == i:
+            eng.add_marker("phase two", source="cli", pid=42)
+        eng.tick()
+    return path, eng, rec
+
+
+def test_pandas_reads_it_with_no_options(tmp_path):
+    """pd.read_csv(path) gives the documented columns and numeric power/energy."""
+    path, _, rec = record(tmp_path)
+    rec.close()
+    df = pd.read_csv(path)
+    assert tuple(df.columns) == COLUMNS
+    samples = df[df.kind == "sample"]
+    assert set(samples.domain) == {"package-0", "package-0/core", "package-0/dram", "psys"}
+    assert len(samples) == 5 * 4
+    assert samples.energy_j.dtype.kind == "f"
+    totals = df[df.kind == "total"]
+    assert len(totals) == 5
+    assert totals.energy_j.sum() == pytest.approx(45.0 * 5)
+    # the in_total column lets a user sum sample rows without double counting
+    assert samples[samples.in_total == 1].energy_j.sum() == pytest.approx(totals.energy_j.sum())
+    ts = pd.to_datetime(df.timestamp)
+    assert str(ts.dt.tz) == "UTC"
+    assert df.timestamp.iloc[1].endswith("+00:00") and "." in df.timestamp.iloc[1]
+    assert (df.host == "node1").all()
+    assert set(df.provenance.dropna()) == {"measured"}
+
+
+def test_marker_rows_have_label_time_and_pid(tmp_path):
+    """A marker is its own row with its label, its instant and who sent it."""
+    path, _, rec = record(tmp_path, marker_at=2)
+    rec.close()
+    df = pd.read_csv(path)
+    m = df[df.kind == "marker"]
+    assert list(m.label) == ["phase two"]
+    assert m.elapsed_s.iloc[0] == pytest.approx(3.0)  # marked after the third advance
+    assert int(m.pid.iloc[0]) == 42
+
+
+def test_each_tick_is_on_disk_before_the_next(tmp_path):
+    """Flushed every tick: a reader sees every completed tick while the session runs."""
+    path, eng, rec = record(tmp_path, ticks=3)
+    df = pd.read_csv(path)  # file still open
+    assert len(df[df.kind == "total"]) == 3
+    rec.close()
+
+
+def test_write_error_stops_cleanly_and_keeps_earlier_rows(tmp_path):
+    """Disk full mid-session: one-line error, earlier ticks intact, no exception to the engine."""
+    path, eng, rec = record(tmp_path, ticks=2)
+
+    class Full:
+        def write(self, _):
+            raise OSError(28, "No space left on device")
+
+        def flush(self):
+            pass
+
+        def close(self):
+            pass
+
+    real = rec.writer.fh
+    rec.writer.fh = Full()
+    eng.clock.advance(1.0)
+    eng.tick()
+    assert rec.failed.is_set()
+    assert "No space left on device" in rec.error and "\n" not in rec.error
+    real.close()
+    df = pd.read_csv(path)
+    assert len(df[df.kind == "total"]) == 2
+
+
+def test_create_refuses_to_replace_a_session(tmp_path):
+    """An existing session is never overwritten by accident."""
+    p = tmp_path / "x.csv"
+    p.write_text("precious\n")
+    with pytest.raises(FileExistsError):
+        SessionWriter.create(p, "h")
+    assert p.read_text() == "precious\n"
+    SessionWriter.create(p, "h", overwrite=True).close()
+    assert p.read_text().startswith("timestamp,")

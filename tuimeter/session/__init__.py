@@ -1,0 +1,1 @@
+"""Session files: CSV writer/reader, recorder, markers, reports (never imports the UI)."""

@@ -1,0 +1,1 @@
+"""The Textual UI (imported only by the UI command)."""
