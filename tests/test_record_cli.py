@@ -1,0 +1,187 @@
+"""End-to-end `tuimeter record`: the real program, a fake powercap tree whose counters a
+background thread advances by a known power curve, and the joules it recorded."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.fakes.powercap import FakePowercap
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def env_for(tmp_path: Path, fake: FakePowercap | None = None) -> dict:
+    env = dict(os.environ)
+    env["XDG_RUNTIME_DIR"] = str(tmp_path / "run")
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
+    env["XDG_DATA_HOME"] = str(tmp_path / "data")
+    (tmp_path / "run").mkdir(exist_ok=True)
+    for k in ("TUIMETER_COUNTRY", "TUIMETER_CARBON_INTENSITY", "TUIMETER_PUE"):
+        env.pop(k, None)
+    if fake is not None:
+        env["TUIMETER_POWERCAP_ROOT"] = str(fake.sensor_root)
+    return env
+
+
+def tuimeter(*args, **kw):
+    return [sys.executable, "-m", "tuimeter", *args]
+
+
+def wait_for(predicate, timeout=30.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def count_totals(path: Path) -> int:
+    if not path.exists():
+        return 0
+    return sum(1 for line in path.read_text().splitlines() if ",total,total," in line)
+
+
+class Driver(threading.Thread):
+    """Advances the fake counters by a known power curve every 5 ms until stopped."""
+
+    CURVE = {
+        "package-0": lambda t: 45.0 + 30.0 * math.sin(t * 3.0),
+        "package-0/core": lambda t: 20.0 + 15.0 * math.sin(t * 3.0),
+        "package-0/dram": lambda t: 6.0,
+        "psys": lambda t: 80.0 + 30.0 * math.sin(t * 3.0),
+    }
+
+    def __init__(self, fake: FakePowercap):
+        super().__init__(daemon=True)
+        self.fake = fake
+        self.halt = threading.Event()
+
+    def run(self):
+        t0 = last = time.monotonic()
+        while not self.halt.wait(0.005):
+            now = time.monotonic()
+            for key, curve in self.CURVE.items():
+                self.fake.advance(key, curve(now - t0) * (now - last))
+            last = now
+
+
+def test_recorded_joules_match_the_truth_within_0_1_percent(tmp_path):
+    """Per domain, the joules in the CSV equal what the counters were advanced by (±0.1%),
+    across a counter wrap, and the total is package + dram."""
+    fake = FakePowercap(tmp_path / "sys").intel_desktop(dram=True, psys=True)
+    # put package-0 a few joules before its wrap point so the session crosses it
+    zone = fake.zone("package-0")
+    fake.set_raw("package-0", 2**32 - int(3.0 / (zone.counter.unit_nj / 1e9)))
+    out = tmp_path / "run.csv"
+    proc = subprocess.Popen(tuimeter("record", "-o", str(out), "--interval", "0.2", "--no-gpu"),
+                            env=env_for(tmp_path, fake), cwd=ROOT, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        wait_for(lambda: count_totals(out) >= 1, what="first tick")
+        before = {k: fake.advanced_j(k) for k in Driver.CURVE}
+        driver = Driver(fake)
+        driver.start()
+        n = count_totals(out)
+        wait_for(lambda: count_totals(out) >= n + 10, what="ten ticks under load")
+        driver.halt.set()
+        driver.join()
+        n = count_totals(out)
+        wait_for(lambda: count_totals(out) >= n + 2, what="two quiet ticks")
+        truth = {k: fake.advanced_j(k) - before[k] for k in Driver.CURVE}
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "J" in err and str(out) in err  # one-line summary
+    df = pd.read_csv(out)
+    samples = df[df.kind == "sample"]
+    for key, joules in truth.items():
+        got = samples[samples.domain == key].energy_j.sum()
+        assert got == pytest.approx(joules, rel=1e-3), key
+    total = df[df.kind == "total"].energy_j.sum()
+    assert total == pytest.approx(truth["package-0"] + truth["package-0/dram"], rel=1e-3)
+    assert set(samples.provenance) == {"measured"}
+
+
+def test_command_mode_exits_with_the_commands_code(tmp_path):
+    """`record -- CMD` runs the command, ends when it ends, and exits with its code."""
+    fake = FakePowercap(tmp_path / "sys").amd_zen()
+    out = tmp_path / "cmd.csv"
+    r = subprocess.run(tuimeter("record", "-o", str(out), "--interval", "0.1", "--no-gpu", "--",
+                                sys.executable, "-c", "import time,sys; time.sleep(0.5); sys.exit(3)"),
+                       env=env_for(tmp_path, fake), cwd=ROOT, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 3, r.stderr
+    df = pd.read_csv(out)
+    assert (df.kind == "total").sum() >= 2
+    assert set(df[df.kind == "sample"].domain) == {"package-0", "package-0/core"}
+
+
+def test_sigterm_ends_cleanly_with_summary(tmp_path):
+    """SIGTERM: exit 0, one-line summary, every tick so far on disk."""
+    fake = FakePowercap(tmp_path / "sys").intel_server(sockets=2)
+    out = tmp_path / "t.csv"
+    proc = subprocess.Popen(tuimeter("record", "-o", str(out), "--interval", "0.1", "--no-gpu"),
+                            env=env_for(tmp_path, fake), cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: count_totals(out) >= 3, what="three ticks")
+    proc.terminate()
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    assert len([l for l in err.splitlines() if l.strip()]) == 1, err
+    df = pd.read_csv(out)
+    assert {"package-0", "package-1", "package-0/dram", "package-1/dram"} <= set(df.domain)
+
+
+def test_duration_stops_recording(tmp_path):
+    """--duration S ends the session by itself."""
+    fake = FakePowercap(tmp_path / "sys").intel_desktop()
+    out = tmp_path / "d.csv"
+    r = subprocess.run(tuimeter("record", "-o", str(out), "--interval", "0.1", "--duration", "0.5",
+                                "--no-gpu"), env=env_for(tmp_path, fake), cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    df = pd.read_csv(out)
+    assert df[df.kind == "total"].interval_s.sum() == pytest.approx(0.5, abs=0.3)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--interval", "0"], "must be > 0"),
+    (["--interval", "-1"], "must be > 0"),
+    (["--pid", "999999999"], "no process with PID 999999999"),
+    (["--country", "Frnace"], "France"),
+    (["--carbon-intensity", "-5"], "must be > 0"),
+    (["--", "definitely-not-a-command-xyz"], "command not found"),
+])
+def test_bad_input_is_one_line_exit_2_and_no_file(tmp_path, args, message):
+    """Bad input: a one-line error naming the problem, exit status 2, no file left behind."""
+    fake = FakePowercap(tmp_path / "sys").intel_desktop()
+    out = tmp_path / "bad.csv"
+    before, after = ([], args) if args and args[0] == "--" else (args, [])
+    r = subprocess.run(tuimeter("record", "-o", str(out), "--no-gpu", *before, *after),
+                       env=env_for(tmp_path, fake), cwd=ROOT, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2, r.stderr
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and message in lines[0], r.stderr
+    assert not out.exists()
+
+
+def test_unwritable_path_is_exit_2(tmp_path):
+    """An output path in a folder that does not exist: one line, exit 2."""
+    fake = FakePowercap(tmp_path / "sys").intel_desktop()
+    r = subprocess.run(tuimeter("record", "-o", str(tmp_path / "nope" / "x.csv"), "--no-gpu"),
+                       env=env_for(tmp_path, fake), cwd=ROOT, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1 and "does not exist" in r.stderr
