@@ -1,0 +1,149 @@
+"""Carbon intensity resolution: priority of sources, country look-up, errors users read."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from tuimeter import carbon
+from tuimeter.carbon import CarbonError, co2_g, lookup_country, resolve_carbon
+from tuimeter.model import CarbonInfo
+
+DATA = Path(carbon.__file__).parent / "data"
+
+
+@pytest.fixture
+def no_config(tmp_path: Path) -> Path:
+    """A config path that does not exist, so the developer's own config never leaks in."""
+    return tmp_path / "absent.toml"
+
+
+def write_config(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_default_is_world_average_and_says_so(no_config: Path) -> None:
+    """With nothing set, 475 g/kWh (IEA 2019) is used and flagged as a default."""
+    info = resolve_carbon(env={}, config_path=no_config)
+    assert info.g_per_kwh == 475.0
+    assert info.pue == 1.0
+    assert info.is_default
+    assert "default" in info.source and "IEA 2019" in info.source
+
+
+@pytest.mark.parametrize("spelling", ["FRA", "fra", "FR", "fr", "France", "FRANCE", " france "])
+def test_country_spellings_resolve_to_france(spelling: str, no_config: Path) -> None:
+    """Alpha-3, alpha-2 and names in any case all find the same row."""
+    info = resolve_carbon(country=spelling, env={}, config_path=no_config)
+    assert info.g_per_kwh == 56.0
+    assert info.source == "FRA France: 56.0 g/kWh (2023, Our World in Data / Ember, CC BY 4.0)"
+    assert not info.is_default
+
+
+def test_every_table_country_is_reachable_by_alpha2() -> None:
+    """Each alpha-2 code in the mapping points at a row whose alpha-3 matches it."""
+    with open(DATA / "iso_alpha2.csv", encoding="utf-8") as fh:
+        mapping = {row["alpha3"]: row["alpha2"] for row in csv.DictReader(fh)}
+    table = carbon.intensity_table()
+    missing = sorted(set(table) - set(mapping))
+    assert missing == []
+    for iso3 in table:
+        assert lookup_country(mapping[iso3]).iso3 == iso3
+
+
+@pytest.mark.parametrize(
+    ("alpha2", "iso3"),
+    [("GB", "GBR"), ("US", "USA"), ("DE", "DEU"), ("NA", "NAM"), ("KR", "KOR"), ("CH", "CHE")],
+)
+def test_alpha2_codes_that_are_easy_to_get_wrong(alpha2: str, iso3: str) -> None:
+    """Spot checks: GB (not UK), NA (Namibia, not a missing value), CH (Switzerland)."""
+    assert lookup_country(alpha2).iso3 == iso3
+
+
+def test_iso_long_name_and_alias_resolve() -> None:
+    """The ISO name ("Russian Federation") and "UK" work besides the table's own names."""
+    assert lookup_country("Russian Federation").iso3 == "RUS"
+    assert lookup_country("uk").iso3 == "GBR"
+
+
+def test_unknown_country_suggests_close_matches(no_config: Path) -> None:
+    """A typo gives a one-line error naming the likely country."""
+    with pytest.raises(CarbonError) as err:
+        resolve_carbon(country="Frnace", env={}, config_path=no_config)
+    message = str(err.value)
+    assert "\n" not in message
+    assert "Frnace" in message and "FRA (France)" in message
+    assert isinstance(err.value, ValueError)
+
+
+@pytest.mark.parametrize("bad", ["abc", "0", "-3", "nan", "inf", ""])
+def test_bad_intensity_is_rejected(bad: str, no_config: Path) -> None:
+    """Intensities that are not positive finite numbers raise CarbonError."""
+    with pytest.raises(CarbonError, match="carbon intensity"):
+        resolve_carbon(intensity_g_per_kwh=bad, env={}, config_path=no_config)
+
+
+@pytest.mark.parametrize("bad", ["0.9", "x", "0"])
+def test_pue_below_one_is_rejected(bad: str, no_config: Path) -> None:
+    """PUE is total facility power / IT power, so it is never below 1."""
+    with pytest.raises(CarbonError, match="PUE"):
+        resolve_carbon(pue=bad, env={}, config_path=no_config)
+
+
+def test_explicit_beats_env_beats_config(tmp_path: Path) -> None:
+    """Arguments override environment variables, which override the config file."""
+    config = write_config(tmp_path, 'country = "DEU"\npue = 1.5\n')
+    env = {"TUIMETER_COUNTRY": "SWE", "TUIMETER_PUE": "1.2"}
+    assert resolve_carbon(env={}, config_path=config).source.startswith("DEU")
+    assert resolve_carbon(env={}, config_path=config).pue == 1.5
+    from_env = resolve_carbon(env=env, config_path=config)
+    assert from_env.source.startswith("SWE") and from_env.pue == 1.2
+    given = resolve_carbon(country="FRA", pue=1.1, env=env, config_path=config)
+    assert given.source.startswith("FRA") and given.pue == 1.1
+
+
+def test_explicit_country_beats_env_intensity(no_config: Path) -> None:
+    """The grid figure is one setting: a --country given beats TUIMETER_CARBON_INTENSITY."""
+    info = resolve_carbon(country="FR", env={"TUIMETER_CARBON_INTENSITY": "300"}, config_path=no_config)
+    assert info.g_per_kwh == 56.0
+
+
+def test_intensity_beats_country_at_the_same_level(no_config: Path) -> None:
+    """Within one level a number is more specific than a country."""
+    env = {"TUIMETER_COUNTRY": "FRA", "TUIMETER_CARBON_INTENSITY": "300"}
+    info = resolve_carbon(env=env, config_path=no_config)
+    assert info.g_per_kwh == 300.0
+    assert "environment" in info.source
+
+
+def test_config_file_under_xdg_config_home(tmp_path: Path) -> None:
+    """Without config_path the file is looked up under $XDG_CONFIG_HOME/tuimeter/."""
+    (tmp_path / "tuimeter").mkdir()
+    (tmp_path / "tuimeter" / "config.toml").write_text("carbon_intensity = 123.5\n", encoding="utf-8")
+    info = resolve_carbon(env={"XDG_CONFIG_HOME": str(tmp_path)})
+    assert info.g_per_kwh == 123.5
+    assert "config" in info.source
+
+
+def test_broken_config_file_is_a_carbon_error(tmp_path: Path) -> None:
+    """A malformed TOML file names its path instead of crashing with a parser traceback."""
+    config = write_config(tmp_path, "country = \n")
+    with pytest.raises(CarbonError, match="config.toml"):
+        resolve_carbon(env={}, config_path=config)
+
+
+def test_empty_env_values_are_ignored(no_config: Path) -> None:
+    """`TUIMETER_COUNTRY=` (set but empty) falls through to the default."""
+    info = resolve_carbon(env={"TUIMETER_COUNTRY": "", "TUIMETER_PUE": ""}, config_path=no_config)
+    assert info.is_default
+
+
+def test_co2_of_one_kwh_is_the_intensity_times_pue() -> None:
+    """3.6 MJ at 56 g/kWh and PUE 1.5 is 84 g."""
+    info = CarbonInfo(g_per_kwh=56.0, pue=1.5, source="test")
+    assert co2_g(3.6e6, info) == pytest.approx(84.0)
+    assert co2_g(0.0, info) == 0.0

@@ -1,0 +1,230 @@
+"""Grid carbon intensity and PUE: which g CO2e per kWh turns joules into CO2e.
+
+Where the figure comes from, first match wins, setting by setting:
+
+1. explicit arguments (the CLI's ``--country`` / ``--carbon-intensity`` / ``--pue``);
+2. environment variables ``TUIMETER_COUNTRY``, ``TUIMETER_CARBON_INTENSITY`` (g/kWh),
+   ``TUIMETER_PUE``;
+3. the config file ``$XDG_CONFIG_HOME/tuimeter/config.toml`` (``~/.config/...`` when the
+   variable is unset), top-level keys ``country``, ``carbon_intensity``, ``pue``;
+4. the world average, 475 g CO2e/kWh (IEA Global Energy & CO2 Status Report 2019, the
+   figure CodeCarbon uses), flagged ``is_default`` so the UI can say it is a guess.
+
+The grid intensity is one setting: the first level that names a country *or* an
+intensity decides it (an explicit ``--country`` beats ``TUIMETER_CARBON_INTENSITY``);
+within one level a number beats a country, being the more specific. PUE is resolved on
+its own, default 1.0 (no data-centre overhead).
+
+Countries are looked up in ``data/grid_carbon_intensity.csv`` (Our World in Data / Ember,
+CC BY 4.0) by ISO 3166 alpha-3 (``FRA``), alpha-2 (``FR``, through
+``data/iso_alpha2.csv``, generated from pycountry 26.2.16, ISO 3166-1) or name, any case
+(``france``). Anything unusable raises :class:`CarbonError`, a ``ValueError`` whose
+one-line message says what was wrong and what would work.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import io
+import math
+import os
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Mapping
+
+from .model import CarbonInfo
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+#: g CO2e per kWh when nothing better is known (IEA 2019, as used by CodeCarbon).
+WORLD_AVERAGE_G_PER_KWH = 475.0
+DEFAULT_SOURCE = (
+    "default world average: 475 g/kWh (IEA 2019); "
+    "set a country (--country, TUIMETER_COUNTRY) for a better figure"
+)
+OWID_CITATION = "Our World in Data / Ember, CC BY 4.0"
+
+ENV_COUNTRY = "TUIMETER_COUNTRY"
+ENV_INTENSITY = "TUIMETER_CARBON_INTENSITY"
+ENV_PUE = "TUIMETER_PUE"
+
+#: common names that are not ISO codes
+_ALIASES = {"uk": "GBR", "great britain": "GBR", "england": "GBR", "america": "USA"}
+
+
+class CarbonError(ValueError):
+    """A country, intensity or PUE that cannot be used; the message says what would."""
+
+
+@dataclass(frozen=True)
+class CountryIntensity:
+    """One row of the grid intensity table."""
+
+    iso3: str
+    country: str
+    g_per_kwh: float
+    year: int
+
+    def source(self) -> str:
+        return f"{self.iso3} {self.country}: {self.g_per_kwh:.1f} g/kWh ({self.year}, {OWID_CITATION})"
+
+
+@dataclass(frozen=True)
+class CarbonSettings:
+    """The raw settings found at one level (arguments, environment or config file).
+
+    Values are as the user wrote them (strings from the environment, anything from TOML);
+    ``origin`` names the level in error messages and source texts.
+    """
+
+    origin: str
+    country: object = None
+    intensity_g_per_kwh: object = None
+    pue: object = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "CarbonSettings":
+        def get(name: str) -> str | None:
+            value = env.get(name)
+            return value if value not in (None, "") else None
+
+        return cls("environment", get(ENV_COUNTRY), get(ENV_INTENSITY), get(ENV_PUE))
+
+    @classmethod
+    def from_config(cls, path: Path) -> "CarbonSettings":
+        """Settings from a TOML file; a missing file gives empty settings."""
+        try:
+            with open(path, "rb") as fh:
+                data = tomllib.load(fh)
+        except FileNotFoundError:
+            return cls(f"config {path}")
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise CarbonError(f"cannot read config file {path}: {exc}") from None
+        return cls(
+            f"config {path}", data.get("country"), data.get("carbon_intensity"), data.get("pue")
+        )
+
+
+def default_config_path(env: Mapping[str, str] = os.environ) -> Path:
+    """``$XDG_CONFIG_HOME/tuimeter/config.toml``, or ``~/.config/tuimeter/config.toml``."""
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "tuimeter" / "config.toml"
+
+
+def _read_data(name: str) -> list[dict[str, str]]:
+    text = (resources.files("tuimeter") / "data" / name).read_text(encoding="utf-8")
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+@lru_cache(maxsize=1)
+def intensity_table() -> dict[str, CountryIntensity]:
+    """The vendored table, by ISO alpha-3 (parsed once)."""
+    table = {}
+    for row in _read_data("grid_carbon_intensity.csv"):
+        table[row["iso3"]] = CountryIntensity(
+            row["iso3"], row["country"], float(row["g_co2e_per_kwh"]), int(row["year"])
+        )
+    return table
+
+
+@lru_cache(maxsize=1)
+def _country_keys() -> dict[str, str]:
+    """Lower-case alpha-2, alpha-3 and names -> alpha-3, for countries in the table."""
+    table = intensity_table()
+    keys: dict[str, str] = {}
+    for row in _read_data("iso_alpha2.csv"):
+        if row["alpha3"] in table:
+            keys[row["alpha2"].lower()] = row["alpha3"]
+            keys.setdefault(row["name"].lower(), row["alpha3"])
+    for entry in table.values():
+        keys[entry.iso3.lower()] = entry.iso3
+        keys[entry.country.lower()] = entry.iso3
+    for alias, iso3 in _ALIASES.items():
+        keys.setdefault(alias, iso3)
+    return keys
+
+
+def lookup_country(country: str) -> CountryIntensity:
+    """A table row for ``FRA``, ``FR`` or ``france``; CarbonError with suggestions if none."""
+    key = " ".join(str(country).split()).lower()
+    keys = _country_keys()
+    if key in keys:
+        return intensity_table()[keys[key]]
+    close = difflib.get_close_matches(key, list(keys), n=3, cutoff=0.6)
+    names = []
+    for match in close:
+        entry = intensity_table()[keys[match]]
+        label = f"{entry.iso3} ({entry.country})"
+        if label not in names:
+            names.append(label)
+    hint = f"did you mean {', '.join(names)}?" if names else "use an ISO code such as FRA or FR"
+    raise CarbonError(f"unknown country {country!r}: {hint}")
+
+
+def _positive_number(value: object, what: str, minimum: float, strict: bool) -> float:
+    bad = isinstance(value, bool)
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        bad = True
+        number = math.nan
+    if bad or not math.isfinite(number) or number < minimum or (strict and number == minimum):
+        bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
+        raise CarbonError(f"{what} must be a number {bound}, got {value!r}")
+    return number
+
+
+def check_intensity(value: object, origin: str = "carbon intensity") -> float:
+    """A grid intensity in g CO2e/kWh, > 0."""
+    return _positive_number(value, f"carbon intensity (g CO2e/kWh, {origin})", 0.0, strict=True)
+
+
+def check_pue(value: object, origin: str = "PUE") -> float:
+    """A power usage effectiveness, >= 1.0 (1.0: no overhead beyond the IT load)."""
+    return _positive_number(value, f"PUE ({origin})", 1.0, strict=False)
+
+
+def resolve_carbon(
+    country: str | None = None,
+    intensity_g_per_kwh: float | str | None = None,
+    pue: float | str | None = None,
+    env: Mapping[str, str] = os.environ,
+    config_path: str | os.PathLike | None = None,
+) -> CarbonInfo:
+    """The CarbonInfo to use, by the priority in the module docstring.
+
+    ``config_path`` overrides the XDG location (None: the default path; a missing file is
+    fine). Raises CarbonError for an unknown country, a non-numeric or non-positive
+    intensity, a PUE below 1, or an unreadable config file.
+    """
+    path = Path(config_path) if config_path is not None else default_config_path(env)
+    levels = [
+        CarbonSettings("given", country, intensity_g_per_kwh, pue),
+        CarbonSettings.from_env(env),
+        CarbonSettings.from_config(path),
+    ]
+    pue_value = 1.0
+    for level in levels:
+        if level.pue is not None:
+            pue_value = check_pue(level.pue, level.origin)
+            break
+    for level in levels:
+        if level.intensity_g_per_kwh is not None:
+            g = check_intensity(level.intensity_g_per_kwh, level.origin)
+            return CarbonInfo(g, pue_value, f"{g:g} g/kWh ({level.origin})")
+        if level.country is not None:
+            entry = lookup_country(str(level.country))
+            return CarbonInfo(entry.g_per_kwh, pue_value, entry.source())
+    return CarbonInfo(WORLD_AVERAGE_G_PER_KWH, pue_value, DEFAULT_SOURCE, is_default=True)
+
+
+def co2_g(energy_j: float, info: CarbonInfo) -> float:
+    """Grams CO2e for ``energy_j`` joules: J / 3.6e6 J/kWh x g/kWh x PUE."""
+    return energy_j / 3.6e6 * info.g_per_kwh * info.pue
