@@ -98,7 +98,8 @@ class CounterTracker:
         if self.last_raw is None:
             self.last_raw, self.last_t = raw, t_s
             return self.energy_j, what
-        dt = max(t_s - (self.last_t or t_s), 1e-3)
+        # not ``self.last_t or t_s``: a clock that starts at 0.0 would make dt 1 ms here
+        dt = max(t_s - (self.last_t if self.last_t is not None else t_s), 1e-3)
         # allow generous slack: the ceiling is a sanity bound, not a physical limit
         budget_j = self.max_power_w * dt * 1.25 + 1.0
         if raw >= self.last_raw:

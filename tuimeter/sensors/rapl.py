@@ -1,0 +1,378 @@
+"""CPU package, core, uncore, DRAM and platform energy from RAPL through Linux powercap.
+
+Layout and counter facts: ``../shared/SENSORS.md`` section 1. In short: ``/sys/class/powercap``
+is a flat folder of links (``intel-rapl:0``, ``intel-rapl:0:0``, ``intel-rapl:a``: ids are
+HEX) into ``/sys/devices/virtual/powercap``; only a zone's ``name`` says what it measures;
+``energy_uj`` (µJ) is a 32-bit counter in units of ``max_energy_range_uj / 0xFFFFFFFF`` that
+wraps. The root can be the class folder or the devices tree (``TUIMETER_POWERCAP_ROOT``),
+which is what to use in a container whose ``/sys/devices`` is masked.
+
+Domain ids: ``package-N`` (and ``package-N-die-M``), children ``package-N/core``,
+``package-N/uncore``, ``package-N/dram``, top-level ``dram-K``, ``psys`` / ``psys-N``.
+Machine total = Σ package + Σ dram; core and uncore are inside the package and psys holds
+both, so they are shown but not added (``in_total=False``).
+
+Every file is read through :func:`_read_text` (one open + one read + close, paths resolved
+once in ``open()``). A fresh open per read, rather than a kept descriptor, lets a zone that a
+driver reload re-creates come back on its own; tests patch ``_read_text`` to inject errors.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from ..model import Domain, DomainKind, Event, Provenance, Reading, SensorStatus, Status
+from .base import CounterTracker, Sensor, SensorUnavailable
+
+DEFAULT_ROOT = "/sys/class/powercap"
+ROOT_ENV = "TUIMETER_POWERCAP_ROOT"
+PRIMARY_TYPE = "intel-rapl"  # preferred over intel-rapl-mmio / intel-rapl-tpmi for duplicates
+RAW_MAX = 0xFFFFFFFF  # the hardware counter is 32 bits; max_energy_range_uj = RAW_MAX × unit
+
+#: sanity ceiling (W) per kind when a zone has no power limit to go by (AMD has none)
+DEFAULT_CEILING_W = {DomainKind.PACKAGE: 500.0, DomainKind.PSYS: 1000.0}
+OTHER_CEILING_W = 200.0  # core, uncore, dram, unknown
+
+PERMISSION_FIX = (
+    "Give a group read access to energy_uj at every boot (a chmod is lost at reboot): a "
+    "systemd-tmpfiles entry, e.g. /etc/tmpfiles.d/tuimeter-rapl.conf with the lines "
+    "'z /sys/class/powercap/intel-rapl:*/energy_uj 0440 root power -' and "
+    "'z /sys/class/powercap/intel-rapl:*:*/energy_uj 0440 root power -', or a udev rule "
+    "(SUBSYSTEM==\"powercap\", ACTION==\"add\", RUN+=\"/bin/chgrp power /sys%p/energy_uj\", "
+    "RUN+=\"/bin/chmod g+r /sys%p/energy_uj\"); then add yourself to the group "
+    "(sudo groupadd -f power && sudo usermod -aG power $USER, log in again). Or run as root."
+)
+MASKED_FIX = (
+    f"Mount or bind the host's /sys/devices/virtual/powercap into the container and point "
+    f"{ROOT_ENV} at it (read-only is enough), or run with the host's /sys."
+)
+NO_RAPL_FIX = (
+    "Load the RAPL driver (sudo modprobe intel_rapl_msr), or on a machine without RAPL use "
+    "the estimate."
+)
+
+_PACKAGE_RE = re.compile(r"package-(\d+)(?:-die-(\d+))?")
+_PSYS_RE = re.compile(r"psys(?:-(\d+))?")
+
+
+def resolve_root(root: str | os.PathLike | None = None) -> Path:
+    """The powercap folder: ``root`` if given, else ``$TUIMETER_POWERCAP_ROOT``, else the default."""
+    if root is not None and str(root):
+        return Path(root)
+    return Path(os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
+
+
+def _read_text(path: str) -> str:
+    """A small sysfs file's text. Raises OSError (PermissionError, FileNotFoundError, ENODEV)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, 4096).decode("ascii", "replace")
+    finally:
+        os.close(fd)
+
+
+def _zone_ids(zone: str) -> tuple[str, tuple[int, ...]] | None:
+    """``"intel-rapl:0:a"`` → ``("intel-rapl", (0, 10))``; None if not a zone name."""
+    ctype, sep, rest = zone.partition(":")
+    if not sep or not ctype:
+        return None
+    try:
+        return ctype, tuple(int(part, 16) for part in rest.split(":"))
+    except ValueError:
+        return None
+
+
+@dataclass
+class _Zone:
+    """One powercap zone as opened: where it lives and how its counter is tracked."""
+
+    zone: str  # "intel-rapl:0:0", also the domain label
+    ctype: str
+    ids: tuple[int, ...]
+    path: str  # the directory it resolved through
+    name: str = ""
+    max_range_uj: int = 0
+    limit_w: float | None = None  # largest constraint_*_power_limit_uw, in W
+    domain: Domain | None = None
+    package: int | None = None
+    tracker: CounterTracker | None = None
+    lost_note: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def energy_path(self) -> str:
+        return os.path.join(self.path, "energy_uj")
+
+    def sort_key(self) -> tuple:
+        return (len(self.ids) > 1, self.ctype != PRIMARY_TYPE, self.ctype, self.ids)
+
+
+def _candidates(root: Path) -> dict[str, list[str]]:
+    """Every zone name under ``root`` with the paths that may lead to it, flat links first."""
+    found: dict[str, list[str]] = {}
+
+    def walk(path: str, prefix: str, depth: int) -> None:
+        try:
+            entries = sorted(os.listdir(path))
+        except OSError:
+            return  # a dangling link or not a folder
+        for entry in entries:
+            if entry.startswith(prefix) and depth < 6:
+                found.setdefault(entry, []).append(os.path.join(path, entry))
+                walk(os.path.join(path, entry), prefix, depth + 1)
+
+    for entry in sorted(os.listdir(root)):
+        if ":" in entry:
+            found.setdefault(entry, []).append(os.path.join(root, entry))
+        else:  # a control type: in a devices tree the zones nest inside it
+            walk(os.path.join(root, entry), entry + ":", 0)
+    return found
+
+
+def _power_limit_w(path: str) -> float | None:
+    """The largest non-zero ``constraint_*_power_limit_uw`` of a zone, in W (None if none)."""
+    limits = []
+    for entry in os.listdir(path):
+        if entry.startswith("constraint_") and entry.endswith("_power_limit_uw"):
+            try:
+                limits.append(int(_read_text(os.path.join(path, entry))) / 1e6)
+            except (OSError, ValueError):
+                continue
+    limits = [w for w in limits if w > 0]
+    return max(limits) if limits else None
+
+
+def _classify(z: _Zone, parent: _Zone | None, tops_of_kind: dict[str, int]) -> None:
+    """Give ``z`` its domain from its name (and its parent's domain for a child zone)."""
+    idx: int | None = None
+    if parent is not None:
+        assert parent.domain is not None
+        kind = {"core": DomainKind.CORE, "uncore": DomainKind.UNCORE,
+                "dram": DomainKind.DRAM}.get(z.name, DomainKind.OTHER)
+        dom_id, in_total, idx = f"{parent.domain.id}/{z.name}", kind is DomainKind.DRAM, parent.package
+    elif m := _PACKAGE_RE.fullmatch(z.name):
+        dom_id, kind, in_total, idx = z.name, DomainKind.PACKAGE, True, int(m.group(1))
+    elif m := _PSYS_RE.fullmatch(z.name):
+        dom_id, kind, in_total = z.name, DomainKind.PSYS, False
+        idx = int(m.group(1)) if m.group(1) else None
+    else:  # top-level dram (some servers) or a name we do not know: number them per type
+        key = f"{z.ctype}/{z.name}"
+        idx = tops_of_kind[key] = tops_of_kind.get(key, -1) + 1
+        kind = DomainKind.DRAM if z.name == "dram" else DomainKind.OTHER
+        dom_id, in_total = f"{z.name}-{idx}", kind is DomainKind.DRAM
+    z.package = idx
+    z.domain = Domain(id=dom_id, name=z.name, kind=kind, source="rapl",
+                      provenance=Provenance.MEASURED, in_total=in_total, label=z.zone, index=idx)
+
+
+def _same_counter(a: _Zone, b: _Zone) -> bool:
+    """Whether two zones read one counter: b's value lies between two reads of a's."""
+    try:
+        a1 = int(_read_text(a.energy_path))
+        b1 = int(_read_text(b.energy_path))
+        a2 = int(_read_text(a.energy_path))
+    except (OSError, ValueError):
+        return False
+    return a1 <= b1 <= a2 or (a2 < a1 and (b1 >= a1 or b1 <= a2))
+
+
+def _discover(root: Path) -> tuple[list[_Zone], list[str]]:
+    """The zones to read, deduplicated and classified, plus notes. Raises SensorUnavailable."""
+    if not root.is_dir():
+        raise SensorUnavailable(f"no powercap folder at {root} (no RAPL driver, or not Linux)",
+                                NO_RAPL_FIX)
+    zones: list[_Zone] = []
+    dangling: list[str] = []
+    notes: list[str] = []
+    for zone, paths in _candidates(root).items():
+        ids = _zone_ids(zone)
+        if ids is None:
+            continue
+        path = next((p for p in paths if os.path.isfile(os.path.join(p, "name"))), None)
+        if path is None:
+            link = paths[0]
+            target = os.readlink(link) if os.path.islink(link) else "?"
+            dangling.append(f"{link} -> {target} does not resolve")
+            continue
+        z = _Zone(zone, ids[0], ids[1], path)
+        try:
+            z.name = _read_text(os.path.join(path, "name")).strip()
+            z.max_range_uj = int(_read_text(os.path.join(path, "max_energy_range_uj")))
+            z.limit_w = _power_limit_w(path)
+        except (OSError, ValueError) as exc:
+            notes.append(f"{zone}: skipped, unreadable name or max_energy_range_uj ({exc})")
+            continue
+        zones.append(z)
+    if not zones and dangling:
+        raise SensorUnavailable(
+            f"the powercap links under {root} dangle ({dangling[0]}): /sys/devices is probably "
+            f"masked in this container, so no zone can be read", MASKED_FIX)
+    if not zones:
+        raise SensorUnavailable(f"no RAPL zones under {root}", NO_RAPL_FIX)
+    if dangling:
+        notes.append(f"{len(dangling)} zone link(s) dangle, e.g. {dangling[0]}")
+
+    by_zone = {z.zone: z for z in zones}
+    kept: dict[str, _Zone] = {}  # domain id -> zone
+    tops_of_kind: dict[str, int] = {}
+    for z in sorted(zones, key=_Zone.sort_key):
+        parent = None
+        if len(z.ids) > 1:
+            parent = by_zone.get(z.zone.rpartition(":")[0])
+            if parent is None or parent.domain is None:
+                notes.append(f"{z.zone} ({z.name}): skipped with its parent zone")
+                continue
+        _classify(z, parent, tops_of_kind)
+        assert z.domain is not None
+        first = kept.get(z.domain.id)
+        if first is None and z.domain.kind is DomainKind.PACKAGE:
+            first = next((k for k in kept.values() if k.domain.kind is DomainKind.PACKAGE
+                          and k.package == z.package and k.max_range_uj == z.max_range_uj
+                          and _same_counter(k, z)), None)
+            if first is not None:
+                z.domain = None  # its children go too: they would repeat the first's
+        if first is not None:
+            why = "same counter as" if z.domain is None else "already read from"
+            notes.append(f"{z.zone} ({z.name}) dropped: {why} {first.zone}")
+            continue
+        kept[z.domain.id] = z
+    # each top-level domain followed by its children, in zone order
+    tops = {dom_id: i for i, dom_id in enumerate(k for k in kept if "/" not in k)}
+    ordered = sorted(kept.values(), key=lambda z: (tops.get(z.domain.id.split("/")[0], 0), len(z.ids)))
+    return ordered, notes
+
+
+class RaplSensor(Sensor):
+    """RAPL energy counters through powercap, one domain per zone (deduplicated).
+
+    ``root``: the powercap folder (see :func:`resolve_root`). ``max_power_w``: the sanity
+    ceiling for every zone, overriding the default (2 × the zone's largest power limit,
+    else :data:`DEFAULT_CEILING_W`); a step above it is a reset, and it sets how often the
+    engine must poll (:meth:`max_poll_interval_s`).
+    """
+
+    name = "rapl"
+
+    def __init__(self, root: str | os.PathLike | None = None, max_power_w: float | None = None):
+        self.root = resolve_root(root)
+        self.max_power_w = max_power_w
+        self._zones: list[_Zone] = []
+        self._notes: list[str] = []
+        self._events: list[Event] = []
+
+    # -- availability -----------------------------------------------------------
+    def _probe(self) -> tuple[list[_Zone], list[str]]:
+        """Discover, then keep the zones whose energy_uj reads. Raises SensorUnavailable."""
+        zones, notes = _discover(self.root)
+        readable: list[_Zone] = []
+        first_error: tuple[str, OSError] | None = None
+        for z in zones:
+            try:
+                _read_text(z.energy_path)
+            except OSError as exc:
+                first_error = first_error or (z.energy_path, exc)
+                notes.append(f"{z.zone} ({z.name}): cannot read energy_uj ({exc.strerror})")
+                continue
+            readable.append(z)
+        if not readable and first_error is not None:
+            path, exc = first_error
+            if isinstance(exc, PermissionError):
+                raise SensorUnavailable(
+                    f"cannot read {path}: permission denied (energy_uj is readable by root only "
+                    f"since Linux 5.10, CVE-2020-8694)", PERMISSION_FIX)
+            raise SensorUnavailable(f"cannot read {path}: {exc.strerror or exc}")
+        return readable, notes
+
+    def is_available(self) -> SensorStatus:
+        """Whether RAPL can be read here; the reason and fix if not. Never raises."""
+        try:
+            zones, notes = self._probe()
+        except SensorUnavailable as exc:
+            return SensorStatus(self.name, False, exc.reason, exc.fix)
+        except Exception as exc:  # a sysfs oddity we did not foresee: say so, don't crash
+            return SensorStatus(self.name, False, f"cannot read {self.root}: {exc!r}")
+        return SensorStatus(self.name, True, self._summary(zones, notes))
+
+    def _summary(self, zones: list[_Zone], notes: list[str]) -> str:
+        ids = ", ".join(z.domain.id for z in zones if z.domain)
+        return "; ".join([f"{ids} from {self.root}", *notes])
+
+    def status(self) -> SensorStatus:
+        return SensorStatus(self.name, True, self._summary(self._zones, self._notes))
+
+    # -- life cycle ---------------------------------------------------------------
+    def open(self) -> Sequence[Domain]:
+        """Resolve every zone once; the first ``read`` sets each counter's baseline.
+
+        Raises SensorUnavailable (no powercap folder, no zones, dangling links, energy_uj
+        unreadable), with the fix in ``.fix``.
+        """
+        self._zones, self._notes = self._probe()
+        for z in self._zones:
+            assert z.domain is not None
+            ceiling_w = self.max_power_w or (2.0 * z.limit_w if z.limit_w else
+                                             DEFAULT_CEILING_W.get(z.domain.kind, OTHER_CEILING_W))
+            # the raw counter wraps at 2**32 units: one unit more than max_energy_range_uj
+            modulus_uj = z.max_range_uj + z.max_range_uj / RAW_MAX
+            z.tracker = CounterTracker(max_range=modulus_uj, scale_j=1e-6, max_power_w=ceiling_w)
+        return [z.domain for z in self._zones if z.domain]
+
+    def close(self) -> None:
+        self._zones = []
+
+    def max_poll_interval_s(self) -> float | None:
+        """Longest gap (s) at which no counter can wrap twice, even at its ceiling power."""
+        intervals = [z.tracker.safe_interval_s() for z in self._zones if z.tracker]
+        return min(intervals) if intervals else None
+
+    def drain_events(self) -> list[Event]:
+        events, self._events = self._events, []
+        return events
+
+    def read(self, now_s: float) -> Sequence[Reading]:
+        """Cumulative energy (J) per domain since the first read, wraps unwrapped.
+
+        A zone that fails to read gives ``status=LOST`` and ``energy_j=None`` (plus a "lost"
+        event) while the others go on; when it reads again it resumes from a new baseline,
+        counting nothing for the gap ("recovered" event). An empty or half-written value is
+        skipped (last energy repeated). A backwards step that cannot be a wrap counts 0 J
+        ("reset" event).
+        """
+        readings = []
+        for z in self._zones:
+            dom, tracker = z.domain, z.tracker
+            assert dom is not None and tracker is not None
+            try:
+                text = _read_text(z.energy_path)
+            except OSError as exc:
+                if not z.lost_note:
+                    z.lost_note = f"cannot read {z.energy_path}: {exc.strerror or exc}"
+                    self._event(now_s, dom.id, "lost", z.lost_note)
+                readings.append(Reading(dom.id, now_s, None, status=Status.LOST, note=z.lost_note))
+                continue
+            try:
+                raw_uj = int(text)
+            except ValueError:  # caught mid-update: skip this one, it is not a reset
+                readings.append(Reading(dom.id, now_s, tracker.energy_j))
+                continue
+            if z.lost_note:
+                z.lost_note = ""
+                tracker.last_raw = None  # new baseline: no invented energy for the gap
+                self._event(now_s, dom.id, "recovered", f"{z.energy_path} reads again")
+            before_uj = tracker.last_raw
+            energy_j, what = tracker.update(raw_uj, now_s)
+            note = ""
+            if what == "reset":
+                note = "reset"
+                self._event(now_s, dom.id, "reset",
+                            f"{z.zone} energy_uj went from {before_uj:.0f} to {raw_uj} µJ, more "
+                            f"than {tracker.max_power_w:g} W allows: counted 0 J for this step")
+            readings.append(Reading(dom.id, now_s, energy_j, note=note))
+        return readings
+
+    def _event(self, t_s: float, domain_id: str, kind: str, message: str) -> None:
+        self._events.append(Event(t_s, self.name, domain_id, kind, message))
