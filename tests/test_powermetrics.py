@@ -319,12 +319,23 @@ def test_unavailable_off_macos() -> None:
 
 def test_unavailable_without_root_says_how_to_fix() -> None:
     """Not root: the reason is powermetrics' own words, the fix names sudo and sudoers."""
-    status = PowermetricsSensor(platform="darwin", geteuid=lambda: 501).is_available()
+    status = PowermetricsSensor(platform="darwin", geteuid=lambda: 501,
+                                sudo_check=lambda: False).is_available()
     assert not status.available
     assert status.reason == "powermetrics must be invoked as the superuser"
     assert "sudoers" in status.fix and "NOPASSWD" in status.fix
     with pytest.raises(SensorUnavailable):
-        PowermetricsSensor(platform="darwin", geteuid=lambda: 501).open()
+        PowermetricsSensor(platform="darwin", geteuid=lambda: 501, sudo_check=lambda: False).open()
+
+
+def test_not_root_but_allowed_by_sudoers_runs_it_through_sudo() -> None:
+    """With the README's NOPASSWD sudoers line, a user's tuimeter runs `sudo -n powermetrics`."""
+    sensor = PowermetricsSensor(platform="darwin", geteuid=lambda: 501, sudo_check=lambda: True,
+                                runner=lambda argv: None,
+                                samplers="cpu_power")
+    assert sensor.is_available().available
+    assert sensor.argv()[:3] == ["sudo", "-n", "/usr/bin/powermetrics"]
+    assert "-f" in sensor.argv() and "plist" in sensor.argv()
 
 
 def test_is_available_never_raises() -> None:
