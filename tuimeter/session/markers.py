@@ -1,0 +1,366 @@
+"""Markers from anywhere: a per-user UNIX socket per running session.
+
+Every running tuimeter (the UI, ``record``, a Python :class:`~tuimeter.api.Meter` that
+samples on its own) listens on ``<dir>/<pid>-<n>.sock``, where ``<dir>`` is
+``$XDG_RUNTIME_DIR/tuimeter`` or else ``<tmp>/tuimeter-<uid>``. The directory is created
+0700 and refused when it is not a real directory owned by this user with no group/other
+access (someone else could otherwise plant sockets or read labels); each socket is
+chmod 0600.
+
+Protocol: the client connects, sends one JSON object on one line (at most
+:data:`MAX_MESSAGE_BYTES`), and reads one JSON line back::
+
+    {"op": "mark", "label": "epoch 2", "source": "cli", "pid": 4242}
+    {"op": "status"}
+
+The reply is ``{"ok": true, ...}`` with the session's state at the marker (see
+:func:`session_state`), or ``{"ok": false, "error": "..."}`` for a refused message. The
+server never raises into the engine: a bad, oversized, slow or half-closed client costs
+it one log line at most. The client never blocks its caller more than about
+:data:`CLIENT_TIMEOUT_S`, and removes sockets nobody listens on (a killed session).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import logging
+import os
+import selectors
+import socket
+import stat
+import sys
+import tempfile
+import threading
+import time
+import unicodedata
+
+log = logging.getLogger(__name__)
+
+#: a message longer than this is refused (a label is short; this is not a data channel)
+MAX_MESSAGE_BYTES = 1024
+#: longest label accepted, in characters
+MAX_LABEL_CHARS = 200
+#: total time a client may spend on all sessions (seconds)
+CLIENT_TIMEOUT_S = 1.0
+#: a connection that has not sent a full line by then is dropped (seconds)
+SERVER_CONN_TIMEOUT_S = 2.0
+#: at most this many clients are served at once; more are closed at once
+MAX_CONNECTIONS = 64
+#: marker sources a client may claim (the Marker model's vocabulary)
+SOURCES = ("cli", "api", "socket")
+
+_counter = itertools.count(1)
+
+
+class UnsafeDirectory(OSError):
+    """The socket directory exists but another user could use it."""
+
+
+def check_label(label: object) -> str:
+    """Return ``label`` if it is a usable marker label, else raise ValueError (one line)."""
+    if not isinstance(label, str):
+        raise ValueError("label must be a string")
+    text = label.strip()
+    if not text:
+        raise ValueError("label is empty")
+    if len(text) > MAX_LABEL_CHARS:
+        raise ValueError(f"label is longer than {MAX_LABEL_CHARS} characters")
+    if any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in text):
+        raise ValueError("label contains control characters")
+    return text
+
+
+def socket_dir(create: bool = True) -> str:
+    """The per-user socket directory (created 0700 when ``create``).
+
+    Raises :class:`UnsafeDirectory` when it exists with the wrong owner, type or mode.
+    """
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isdir(runtime):
+        path = os.path.join(runtime, "tuimeter")
+    else:
+        path = os.path.join(tempfile.gettempdir(), f"tuimeter-{os.getuid()}")
+    if create:
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return path
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafeDirectory(f"{path} is not a directory (a symlink or file); remove it")
+    if st.st_uid != os.getuid():
+        raise UnsafeDirectory(f"{path} belongs to another user; remove it or set XDG_RUNTIME_DIR")
+    if st.st_mode & 0o077:
+        raise UnsafeDirectory(f"{path} is open to other users (mode {st.st_mode & 0o777:o}); "
+                              f"run: chmod 700 {path}")
+    return path
+
+
+def session_state(engine, marker=None) -> dict:
+    """What a reply carries: the engine's cumulative energy at its last tick.
+
+    ``elapsed_s`` is the marker's instant (or now); ``tick_elapsed_s`` the last tick's.
+    A client extrapolates a domain's energy to the marker with its last ``power_w``.
+    """
+    snap = engine.snapshot
+    now_elapsed = marker.elapsed_s if marker is not None else (snap.elapsed_s if snap else 0.0)
+    out = {"ok": True, "server": f"{os.getpid()}:{id(engine):x}", "host": engine.host,
+           "interval_s": engine.interval_s, "elapsed_s": now_elapsed,
+           "timestamp": marker.timestamp if marker is not None else time.time()}
+    if snap is not None:
+        g_per_j = snap.carbon.g_per_kwh * snap.carbon.pue / 3.6e6
+        out.update({
+            "tick_seq": snap.seq, "tick_elapsed_s": snap.elapsed_s, "co2_g_per_j": g_per_j,
+            "total_energy_j": snap.total.total_energy_j, "total_power_w": snap.total.power_w,
+            "domains": [{"id": d.domain.id, "in_total": d.domain.in_total,
+                         "provenance": str(d.domain.provenance),
+                         "total_energy_j": d.total_energy_j, "power_w": d.power_w}
+                        for d in snap.domains],
+        })
+    return out
+
+
+def _handle(engine, line: bytes) -> dict:
+    try:
+        msg = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return {"ok": False, "error": "not a JSON line"}
+    if not isinstance(msg, dict):
+        return {"ok": False, "error": "message must be a JSON object"}
+    op = msg.get("op", "mark")
+    if op == "status":
+        return session_state(engine)
+    if op != "mark":
+        return {"ok": False, "error": f"unknown op {str(op)[:20]!r}"}
+    try:
+        label = check_label(msg.get("label"))
+    except ValueError as exc:
+        return {"ok": False, "error": str(exc)}
+    source = msg.get("source") if msg.get("source") in SOURCES else "socket"
+    pid = msg.get("pid")
+    pid = pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
+    marker = engine.add_marker(label, source=source, pid=pid)
+    return session_state(engine, marker)
+
+
+class MarkerServer:
+    """Serves one engine on one socket from a daemon thread. Call :meth:`close`."""
+
+    def __init__(self, engine, directory: str | None = None):
+        self.engine = engine
+        self.directory = directory or socket_dir()
+        self.path = os.path.join(self.directory, f"{os.getpid()}-{next(_counter)}.sock")
+        self.refused = 0  # messages refused (malformed, oversized, too slow)
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            if os.path.exists(self.path):
+                os.unlink(self.path)
+            self._sock.bind(self.path)
+            os.chmod(self.path, 0o600)
+            self._sock.listen(16)
+            self._sock.setblocking(False)
+        except OSError:
+            self._sock.close()
+            raise
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(self._sock, selectors.EVENT_READ, None)
+        self._sel.register(self._wake_r, selectors.EVENT_READ, "wake")
+        self._conns: dict[socket.socket, list] = {}  # conn -> [buffer, deadline]
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="tuimeter-markers", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._closed:
+            try:
+                events = self._sel.select(timeout=0.5)
+                for key, _mask in events:
+                    if key.data == "wake":
+                        return
+                    if key.fileobj is self._sock:
+                        self._accept()
+                    else:
+                        self._read(key.fileobj)
+                now = time.monotonic()
+                for conn, (_buf, deadline) in list(self._conns.items()):
+                    if now > deadline:
+                        self._finish(conn, {"ok": False, "error": "timed out"}, refused=True)
+            except Exception:  # never let the listener die, never disturb the engine
+                log.exception("marker server error")
+
+    def _accept(self) -> None:
+        try:
+            conn, _ = self._sock.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        if len(self._conns) >= MAX_CONNECTIONS:
+            conn.close()
+            return
+        conn.setblocking(False)
+        self._conns[conn] = [b"", time.monotonic() + SERVER_CONN_TIMEOUT_S]
+        self._sel.register(conn, selectors.EVENT_READ, "conn")
+
+    def _read(self, conn) -> None:
+        state = self._conns.get(conn)
+        if state is None:
+            return
+        try:
+            data = conn.recv(MAX_MESSAGE_BYTES + 1 - len(state[0]))
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        state[0] += data
+        buf = state[0]
+        if b"\n" in buf:
+            line = buf.split(b"\n", 1)[0]
+            reply = _handle(self.engine, line)
+            self._finish(conn, reply, refused=not reply.get("ok"))
+        elif len(buf) > MAX_MESSAGE_BYTES:
+            self._finish(conn, {"ok": False, "error": f"message over {MAX_MESSAGE_BYTES} bytes"},
+                         refused=True)
+        elif not data:  # closed without a full line
+            self._finish(conn, None, refused=bool(buf))
+
+    def _finish(self, conn, reply: dict | None, refused: bool = False) -> None:
+        self.refused += refused
+        self._conns.pop(conn, None)
+        try:
+            self._sel.unregister(conn)
+        except (KeyError, ValueError):
+            pass
+        if reply is not None:
+            try:
+                conn.setblocking(True)
+                conn.settimeout(0.2)
+                conn.sendall(json.dumps(reply).encode() + b"\n")
+            except OSError:
+                pass
+        conn.close()
+
+    def close(self) -> None:
+        """Stop listening and remove the socket (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._wake_w.send(b"x")
+        except OSError:
+            pass
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=2.0)
+        for conn in list(self._conns):
+            conn.close()
+        self._conns.clear()
+        for s in (self._sock, self._wake_r, self._wake_w):
+            s.close()
+        self._sel.close()
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+
+
+def start_marker_server(engine) -> MarkerServer:
+    """Listen for markers for ``engine``; raises OSError if the socket cannot be made."""
+    return MarkerServer(engine)
+
+
+# -- client ----------------------------------------------------------------------------
+def _sockets(directory: str) -> list[str]:
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return []
+    return [os.path.join(directory, n) for n in names if n.endswith(".sock")]
+
+
+def request(message: dict, timeout_s: float = CLIENT_TIMEOUT_S) -> list[dict]:
+    """Send ``message`` to every running session of this user; return their replies.
+
+    Never raises for an absent, stale or slow session; gives up after ``timeout_s`` in
+    all. A socket that refuses connections (its session was killed) is removed.
+    """
+    try:
+        directory = socket_dir(create=False)
+    except OSError as exc:
+        log.warning("tuimeter sockets unusable: %s", exc)
+        return []
+    data = json.dumps(message).encode() + b"\n"
+    deadline = time.monotonic() + timeout_s
+    replies = []
+    for path in _sockets(directory):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        reply = _ask(path, data, min(left, 0.5))
+        if reply is not None:
+            replies.append(reply)
+    return replies
+
+
+def _ask(path: str, data: bytes, timeout_s: float) -> dict | None:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout_s)
+    try:
+        s.connect(path)
+    except (ConnectionRefusedError, FileNotFoundError):
+        s.close()
+        try:
+            os.unlink(path)  # nobody listens: a session that was killed
+        except OSError:
+            pass
+        return None
+    except OSError:
+        s.close()
+        return None
+    try:
+        s.sendall(data)
+        buf = b""
+        while b"\n" not in buf and len(buf) < 1 << 20:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+        reply = json.loads(buf.split(b"\n", 1)[0].decode("utf-8"))
+        return reply if isinstance(reply, dict) else None
+    except (OSError, ValueError):
+        return None
+    finally:
+        s.close()
+
+
+def send_mark(label: str, source: str = "cli", pid: int | None = None) -> int:
+    """Mark every running session; return how many accepted. Raises ValueError on a bad label."""
+    label = check_label(label)
+    replies = request({"op": "mark", "label": label, "source": source,
+                       "pid": os.getpid() if pid is None else pid})
+    return sum(1 for r in replies if r.get("ok"))
+
+
+def cmd_mark(argv: list[str]) -> int:
+    """``tuimeter mark LABEL``: 0 marked, 1 no session running, 2 bad label."""
+    p = argparse.ArgumentParser(prog="tuimeter mark",
+                                description="Add a phase marker to every running tuimeter "
+                                            "session of this user (UI, record, Python API).")
+    p.add_argument("label", nargs="+", help="marker label (words are joined by spaces)")
+    p.add_argument("--pid", type=int, help="process the marker is about (default: this one)")
+    args = p.parse_args(argv)
+    label = " ".join(args.label)
+    try:
+        n = send_mark(label, source="cli", pid=args.pid)
+    except ValueError as exc:
+        print(f"tuimeter: error: {exc}", file=sys.stderr)
+        return 2
+    if n == 0:
+        print("tuimeter: no tuimeter session is running for this user (start `tuimeter` or "
+              "`tuimeter record`); nothing marked", file=sys.stderr)
+        return 1
+    print(f"tuimeter: marked {label!r} in {n} session{'s' if n > 1 else ''}")
+    return 0
