@@ -63,6 +63,9 @@ def add_measure_options(p: argparse.ArgumentParser) -> None:
                    help="do not attribute power to processes")
     p.add_argument("--no-socket", action="store_true",
                    help="do not listen for markers from `tuimeter mark` and the API")
+    from .export import add_export_options
+
+    add_export_options(p)
 
 
 def _split_command(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -131,6 +134,7 @@ def summary_line(snap, path: str | None) -> str:
 
 
 def cmd_record(argv: list[str]) -> int:
+    from .export import ExportError, start_exporters
     from .session.measure import SetupError, make_engine, open_recorder
 
     own, command = _split_command(argv)
@@ -146,15 +150,20 @@ def cmd_record(argv: list[str]) -> int:
     if problem:
         return fail(problem)
     opts = _measure_options(args)
+    exporters: list = []
     try:
         engine = make_engine(opts, attributor=None)
+        exporters = start_exporters(engine, args)  # before the file: a busy port leaves none
         recorder = open_recorder(args.output, engine.host, args.overwrite)
-    except SetupError as exc:
+    except (SetupError, ExportError) as exc:
+        for e in exporters:
+            e.close()
         return fail(str(exc))
-    return _run_recording(engine, recorder, opts, args, command)
+    return _run_recording(engine, recorder, opts, args, command, exporters)
 
 
-def _run_recording(engine, recorder, opts, args, command: list[str]) -> int:
+def _run_recording(engine, recorder, opts, args, command: list[str],
+                   exporters: list = ()) -> int:
     stop = threading.Event()
     signals: list[int] = []
 
@@ -168,8 +177,12 @@ def _run_recording(engine, recorder, opts, args, command: list[str]) -> int:
 
     def progress(snap):
         if show_progress:
+            line = _fmt_progress(snap)
+            problems = "; ".join(p for p in (e.status() for e in exporters) if p)
+            if problems:
+                line += f" [{problems}]"
             with progress_lock:
-                sys.stderr.write(_fmt_progress(snap))
+                sys.stderr.write(line)
                 sys.stderr.flush()
 
     engine.attributor = make_attributor(opts)
@@ -177,6 +190,9 @@ def _run_recording(engine, recorder, opts, args, command: list[str]) -> int:
     recorder.start(engine.snapshot)
     engine.subscribe(recorder)
     engine.subscribe(progress)
+    if not args.quiet:
+        for e in exporters:
+            print(f"tuimeter: {e.describe()}", file=sys.stderr)
     server = None
     if not args.no_socket:
         server = _start_marker_server(engine)
@@ -225,6 +241,8 @@ def _run_recording(engine, recorder, opts, args, command: list[str]) -> int:
         snap = engine.stop(final_tick=True)
         if server is not None:
             server.close()
+        for e in exporters:  # after the final tick, so its points go out too
+            e.close()
         engine.close()
         recorder.close()
         for s, h in old.items():
@@ -235,6 +253,9 @@ def _run_recording(engine, recorder, opts, args, command: list[str]) -> int:
         print(f"tuimeter: error: {recorder.error}; the session up to then is in "
               f"{recorder.path}", file=sys.stderr)
         exit_code = 1
+    for e in exporters:
+        if e.status():
+            print(f"tuimeter: warning: {e.status()}", file=sys.stderr)
     print(summary_line(snap, recorder.path), file=sys.stderr)
     if child is not None:
         rc = child.wait()

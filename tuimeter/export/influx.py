@@ -1,0 +1,341 @@
+"""InfluxDB exporter: the same readings as the Prometheus exporter, pushed as line protocol.
+
+The engine listener only appends the (immutable) snapshot to a queue; a daemon thread
+formats points and POSTs them in batches, so a server that is down or slow never stalls
+sampling or the UI. Points wait in a buffer bounded by ``max_points``; past the bound the
+**oldest** are dropped (a live dashboard wants the present) and counted in
+:attr:`InfluxExporter.dropped_points`, which the progress line and the UI show. Failed
+sends are retried with a backoff capped at ``max_backoff_s``, so sending resumes by itself
+once the server is back.
+
+Two APIs, chosen by the options given:
+
+* InfluxDB 1.x: ``POST {url}/write?db=DB&precision=u`` (credentials in the URL,
+  ``http://user:pass@host:8086``, go as HTTP Basic auth);
+* InfluxDB 2.x: ``POST {url}/api/v2/write?org=ORG&bucket=BUCKET&precision=us`` with
+  ``Authorization: Token TOKEN``.
+
+Measurements (tags, then fields; timestamps in microseconds, the snapshot's wall clock):
+
+* ``tuimeter_domain`` host, domain, kind, source, provenance, in_total: power_w, energy_j
+  (in the interval), total_energy_j, co2_g, total_co2_g, up
+* ``tuimeter_machine`` host, provenance: power_w, energy_j, total_energy_j, co2_g,
+  total_co2_g, monitor_cpu_ratio, seq
+* ``tuimeter_job`` host, pid, name, provenance: power_w, energy_j, total_energy_j,
+  cpu_energy_j, gpu_energy_j, total_co2_g, share, running
+* ``tuimeter_marker`` host, source: label (string), pid (at the marker's own instant)
+"""
+
+from __future__ import annotations
+
+import base64
+import collections
+import logging
+import math
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import Callable
+
+from ..model import Snapshot
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_POINTS = 100_000  # about 4.5 h of a 5-domain machine at 1 s
+DEFAULT_BATCH_POINTS = 5_000
+
+
+# -- line protocol ---------------------------------------------------------------------
+def _escape_key(text: str) -> str:
+    """Measurement names, tag keys and tag values: escape comma, equals, space."""
+    return (text.replace("\\", "\\\\").replace(",", r"\,").replace("=", r"\=")
+            .replace(" ", r"\ ").replace("\n", r"\n"))
+
+
+def _escape_measurement(text: str) -> str:
+    return text.replace("\\", "\\\\").replace(",", r"\,").replace(" ", r"\ ")
+
+
+def _field(value) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return f"{value}i"
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return None  # line protocol has no NaN/inf
+        return repr(value)
+    text = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{text}"'
+
+
+def line(measurement: str, tags: dict[str, str], fields: dict, ts_us: int) -> str | None:
+    """One point in line protocol; empty tags and None/NaN fields are left out.
+
+    Returns None when no field is left (InfluxDB refuses a point without fields).
+    """
+    head = _escape_measurement(measurement)
+    for k in sorted(tags):  # sorted tags: what InfluxDB recommends for write speed
+        v = tags[k]
+        if v != "" and v is not None:
+            head += f",{_escape_key(k)}={_escape_key(str(v))}"
+    parts = []
+    for k, v in fields.items():
+        f = _field(v)
+        if f is not None:
+            parts.append(f"{_escape_key(k)}={f}")
+    if not parts:
+        return None
+    return f"{head} {','.join(parts)} {ts_us}"
+
+
+def snapshot_lines(snap: Snapshot) -> list[str]:
+    """Every point of one tick (nothing for seq 0, the empty starting snapshot)."""
+    out: list[str | None] = []
+    for m in snap.new_markers:
+        out.append(line("tuimeter_marker", {"host": snap.host, "source": m.source},
+                        {"label": m.label, "pid": m.pid, "elapsed_s": float(m.elapsed_s)},
+                        int(round(m.timestamp * 1e6))))
+    if snap.interval_s <= 0:
+        return [x for x in out if x]
+    ts = int(round(snap.timestamp * 1e6))
+    for d in snap.domains:
+        dom = d.domain
+        out.append(line("tuimeter_domain",
+                        {"host": snap.host, "domain": dom.id, "kind": str(dom.kind),
+                         "source": dom.source, "provenance": str(dom.provenance),
+                         "in_total": "1" if dom.in_total else "0"},
+                        {"power_w": d.power_w, "energy_j": d.energy_j,
+                         "total_energy_j": float(d.total_energy_j), "co2_g": d.co2_g,
+                         "total_co2_g": float(d.total_co2_g),
+                         "up": d.status.value == "ok"}, ts))
+    t = snap.total
+    cpu = None if snap.monitor_cpu_percent is None else snap.monitor_cpu_percent / 100.0
+    out.append(line("tuimeter_machine", {"host": snap.host, "provenance": str(t.provenance)},
+                    {"power_w": t.power_w, "energy_j": float(t.energy_j),
+                     "total_energy_j": float(t.total_energy_j), "co2_g": float(t.co2_g),
+                     "total_co2_g": float(t.total_co2_g), "monitor_cpu_ratio": cpu,
+                     "seq": int(snap.seq)}, ts))
+    job = snap.job
+    if job is not None:
+        out.append(line("tuimeter_job",
+                        {"host": snap.host, "pid": str(job.pid), "name": job.name,
+                         "provenance": str(job.provenance)},
+                        {"power_w": float(job.power_w), "energy_j": float(job.energy_j),
+                         "total_energy_j": float(job.total_energy_j),
+                         "cpu_energy_j": float(job.cpu_energy_j),
+                         "gpu_energy_j": float(job.gpu_energy_j),
+                         "total_co2_g": float(job.total_co2_g), "share": float(job.share),
+                         "running": bool(job.running)}, ts))
+    return [x for x in out if x]
+
+
+# -- target ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class InfluxTarget:
+    """Where to write. ``db`` set: the 1.x API; else ``org``/``bucket``/``token``: 2.x."""
+
+    url: str  # base URL, no trailing slash, no credentials
+    db: str | None = None
+    org: str | None = None
+    bucket: str | None = None
+    token: str | None = None
+    basic_auth: str | None = None  # "user:password" from the URL (1.x)
+
+    @property
+    def api(self) -> str:
+        return "v1" if self.db else "v2"
+
+    def write_url(self) -> str:
+        if self.db:
+            q = urllib.parse.urlencode({"db": self.db, "precision": "u"})
+            return f"{self.url}/write?{q}"
+        q = urllib.parse.urlencode({"org": self.org, "bucket": self.bucket, "precision": "us"})
+        return f"{self.url}/api/v2/write?{q}"
+
+    def headers(self) -> dict[str, str]:
+        h = {"Content-Type": "text/plain; charset=utf-8"}
+        if self.token:
+            h["Authorization"] = f"Token {self.token}"
+        elif self.basic_auth:
+            h["Authorization"] = "Basic " + base64.b64encode(self.basic_auth.encode()).decode()
+        return h
+
+    def describe(self) -> str:
+        where = f"db {self.db}" if self.db else f"org {self.org}, bucket {self.bucket}"
+        return f"InfluxDB at {self.url} ({where})"
+
+
+class _Rejected(Exception):
+    """The server refused the batch (4xx): sending it again cannot help."""
+
+
+def _post(target: InfluxTarget, body: bytes, timeout_s: float) -> None:
+    """POST one batch; raises _Rejected (4xx) or OSError (down, slow, 5xx)."""
+    req = urllib.request.Request(target.write_url(), data=body, method="POST",
+                                 headers=target.headers())
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+            resp.read()
+    except urllib.error.HTTPError as exc:
+        detail = exc.read()[:200].decode("utf-8", "replace").strip()
+        msg = f"HTTP {exc.code}" + (f": {detail}" if detail else "")
+        if 400 <= exc.code < 500 and exc.code not in (408, 429):
+            raise _Rejected(msg) from None
+        raise OSError(msg) from None
+    except urllib.error.URLError as exc:
+        reason = exc.reason
+        raise OSError(getattr(reason, "strerror", None) or str(reason)) from None
+
+
+# -- exporter --------------------------------------------------------------------------
+class InfluxExporter:
+    """Engine listener plus a sender thread. Call :meth:`close` at the end of the session.
+
+    ``min_period_s``: at most one POST per period while the server is healthy (points of
+    faster ticks go together). ``close`` tries for ``close_timeout_s`` to send what is
+    left, then counts the rest as dropped.
+    """
+
+    name = "influx"
+
+    def __init__(self, engine, target: InfluxTarget, *, max_points: int = DEFAULT_MAX_POINTS,
+                 batch_points: int = DEFAULT_BATCH_POINTS, min_period_s: float = 1.0,
+                 timeout_s: float = 5.0, max_backoff_s: float = 5.0,
+                 close_timeout_s: float = 5.0, clock: Callable[[], float] = time.monotonic,
+                 post: Callable[[InfluxTarget, bytes, float], None] = _post):
+        if max_points < 1:
+            raise ValueError("max_points must be >= 1")
+        self.engine = engine
+        self.target = target
+        self.max_points = max_points
+        self.batch_points = max(1, batch_points)
+        self.min_period_s = min_period_s
+        self.timeout_s = timeout_s
+        self.max_backoff_s = max_backoff_s
+        self.close_timeout_s = close_timeout_s
+        self._clock = clock
+        self._post = post
+        self._cond = threading.Condition()
+        self._snaps: collections.deque = collections.deque()  # guarded by _cond
+        self._lines: collections.deque = collections.deque()  # sender thread only
+        self._stop = False
+        self.sent_points = 0
+        self.dropped_points = 0
+        self.rejected_points = 0  # part of dropped_points: refused by the server (4xx)
+        self.last_error: str | None = None  # None while the last send succeeded
+        self.sends = 0
+        self.failures = 0
+        self._thread = threading.Thread(target=self._run, name="tuimeter-influx", daemon=True)
+        self._thread.start()
+        engine.subscribe(self)
+
+    # -- sampling thread: O(1), never blocks on the network --------------------------
+    def __call__(self, snap: Snapshot) -> None:
+        with self._cond:
+            self._snaps.append(snap)
+            self._cond.notify()
+
+    # -- readers ---------------------------------------------------------------------
+    @property
+    def buffered_points(self) -> int:
+        return len(self._lines)
+
+    def describe(self) -> str:
+        return f"pushing to {self.target.describe()}"
+
+    def status(self) -> str:
+        """One short line for a progress line or status bar; "" while all is well."""
+        parts = []
+        if self.last_error:
+            parts.append(f"influx: {self.last_error}, retrying")
+        if self.dropped_points:
+            parts.append(f"influx: {self.dropped_points} points dropped")
+        return "; ".join(parts)
+
+    # -- sender thread ---------------------------------------------------------------
+    def _take_snapshots(self) -> None:
+        with self._cond:
+            snaps = list(self._snaps)
+            self._snaps.clear()
+        for snap in snaps:
+            self._lines.extend(snapshot_lines(snap))
+        over = len(self._lines) - self.max_points
+        if over > 0:
+            for _ in range(over):
+                self._lines.popleft()
+            self.dropped_points += over
+
+    def _send_batch(self) -> bool:
+        """Send the oldest batch; True if the server took it (or refused it for good)."""
+        n = min(self.batch_points, len(self._lines))
+        batch = [self._lines[i] for i in range(n)]
+        body = ("\n".join(batch) + "\n").encode("utf-8")
+        self.sends += 1
+        try:
+            self._post(self.target, body, self.timeout_s)
+        except _Rejected as exc:
+            self.rejected_points += n
+            self.dropped_points += n
+            self.last_error = f"server refused {n} points ({exc})"
+            log.warning("influx refused %d points: %s", n, exc)
+            ok = True
+        except Exception as exc:  # down, slow, 5xx: keep the points, retry later
+            self.failures += 1
+            self.last_error = str(exc) or exc.__class__.__name__
+            return False
+        else:
+            self.sent_points += n
+            self.last_error = None
+            ok = True
+        for _ in range(n):
+            self._lines.popleft()
+        return ok
+
+    def _run(self) -> None:
+        next_send = self._clock()
+        backoff = self.min_period_s
+        while True:
+            with self._cond:
+                while not self._stop and not self._snaps and not self._lines:
+                    self._cond.wait()
+                if not self._stop and not self._snaps:
+                    wait = next_send - self._clock()
+                    if wait > 0:
+                        self._cond.wait(wait)
+                stopping = self._stop
+            self._take_snapshots()
+            if stopping:
+                break
+            if not self._lines or self._clock() < next_send:
+                continue
+            if self._send_batch():
+                backoff = self.min_period_s
+                # more than a batch waiting (after an outage): catch up without pausing
+                next_send = self._clock() + (0 if self._lines else self.min_period_s)
+            else:
+                backoff = min(max(backoff * 2, 0.25), self.max_backoff_s)
+                next_send = self._clock() + backoff
+        self._final_flush()
+
+    def _final_flush(self) -> None:
+        deadline = self._clock() + self.close_timeout_s
+        while self._lines and self._clock() < deadline:
+            if not self._send_batch():
+                break
+        if self._lines:
+            self.dropped_points += len(self._lines)
+            self._lines.clear()
+
+    def close(self) -> None:
+        """Stop listening, send what is buffered (bounded by close_timeout_s), stop."""
+        self.engine.unsubscribe(self)
+        with self._cond:
+            self._stop = True
+            self._cond.notify()
+        self._thread.join(timeout=self.close_timeout_s + self.timeout_s + 1)
