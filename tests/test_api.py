@@ -1,0 +1,193 @@
+"""Python API: Meter (own and attached), phases shorter than a tick, @measure, mark()."""
+
+from __future__ import annotations
+
+import csv
+import warnings
+
+import pytest
+
+import tuimeter
+from tests.fakes.scripted import FakeClock, rapl_like
+from tuimeter import api
+from tuimeter.engine import sampler
+from tuimeter.engine.sampler import Engine
+from tuimeter.model import CarbonInfo
+from tuimeter.session import markers
+from tuimeter.session.csvfile import SessionWriter
+from tuimeter.session.recorder import Recorder
+
+CARBON = CarbonInfo(g_per_kwh=360.0, pue=1.0, source="test")
+
+
+@pytest.fixture(autouse=True)
+def runtime_dir(tmp_path, monkeypatch):
+    d = tmp_path / "run"
+    d.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(d))
+    monkeypatch.setattr(api, "_warned_none", False)
+    return d
+
+
+def make_engine():
+    clock = FakeClock()
+    eng = Engine([rapl_like()], CARBON, 1.0, clock=clock, wallclock=FakeClock(1.8e9),
+                 cpu_clock=lambda: 0.0, host="h")
+    return eng, clock
+
+
+def test_import_is_light():
+    """`import tuimeter` exports the API lazily and names a version."""
+    assert tuimeter.__version__
+    assert tuimeter.Meter is api.Meter and tuimeter.mark is api.mark
+    assert tuimeter.measure is api.measure
+
+
+def test_own_mode_phases_and_csv(tmp_path):
+    """No session running: the meter samples itself, writes the CSV, returns per-phase energy."""
+    eng, clock = make_engine()
+    out = tmp_path / "run.csv"
+    with api.Meter(output=str(out), label="train", engine=eng, autostart=False) as meter:
+        assert not meter.attached
+        for _ in range(3):
+            clock.advance(1.0)
+            eng.tick()
+        meter.mark("eval")
+        for _ in range(2):
+            clock.advance(1.0)
+            eng.tick()
+    train, ev = meter.phases
+    assert (train.label, ev.label) == ("train", "eval")
+    assert train.duration_s == pytest.approx(3.0) and train.energy_j == pytest.approx(135.0)
+    assert ev.energy_j == pytest.approx(90.0) and ev.provenance == "measured"
+    assert train.domains["package-0/core"] == pytest.approx(75.0)  # nested: listed, not added
+    assert train.co2_g == pytest.approx(135.0 * 360 / 3.6e6)
+    rows = list(csv.DictReader(out.open()))
+    assert [r["label"] for r in rows if r["kind"] == "marker"] == ["train", "eval"]
+    assert meter.energy_j == pytest.approx(225.0)
+
+
+def test_phase_shorter_than_a_tick_is_interpolated():
+    """A 0.1 s phase inside a 1 s tick gets that tick's power x 0.1 s, labelled interpolated."""
+    eng, clock = make_engine()
+    with api.Meter(label="before", engine=eng, autostart=False) as meter:
+        clock.advance(0.4)
+        meter.mark("blink")
+        clock.advance(0.1)
+        meter.mark("after")
+        clock.advance(0.5)
+        eng.tick()
+    blink = meter.phases[1]
+    assert blink.provenance == "interpolated"
+    assert blink.energy_j == pytest.approx(4.5)  # 45 W x 0.1 s
+    assert blink.energy_j > 0
+
+
+def _running_session(tmp_path):
+    """A tuimeter session as `record` runs it: engine, recorder, marker server."""
+    eng, clock = make_engine()
+    writer = SessionWriter.create(tmp_path / "session.csv", "h")
+    rec = Recorder(writer)
+    eng.open()
+    rec.start(eng.snapshot)
+    eng.subscribe(rec)
+    return eng, clock, rec, markers.start_marker_server(eng)
+
+
+def test_attached_mode_marks_the_running_session(tmp_path, monkeypatch):
+    """With a session running, Meter starts no sampler and marks that session's file."""
+    eng, clock, rec, server = _running_session(tmp_path)
+    started = []
+    monkeypatch.setattr(sampler.Engine, "open", lambda self: started.append(self))
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            with api.Meter(output=str(tmp_path / "ignored.csv"), label="rank0") as meter:
+                clock.advance(2.0)
+                eng.tick()
+                meter.mark("phase2")
+                clock.advance(1.0)
+                eng.tick()
+        assert meter.attached and started == []
+        assert any("not written" in str(w.message) for w in seen)
+        assert not (tmp_path / "ignored.csv").exists()
+        clock.advance(1.0)
+        eng.tick()
+    finally:
+        server.close()
+        rec.close()
+    rows = list(csv.DictReader((tmp_path / "session.csv").open()))
+    assert [r["label"] for r in rows if r["kind"] == "marker"] == ["rank0", "phase2", "end"]
+    rank0, phase2 = meter.phases
+    assert rank0.energy_j == pytest.approx(90.0) and rank0.provenance == "measured"
+    assert phase2.energy_j == pytest.approx(45.0)
+
+
+def test_attached_short_phase_is_interpolated(tmp_path):
+    """Attached, a phase with no tick inside it is extrapolated from the last tick's power."""
+    eng, clock, rec, server = _running_session(tmp_path)
+    try:
+        clock.advance(1.0)
+        eng.tick()
+        with api.Meter(label="tiny") as meter:
+            clock.advance(0.2)
+    finally:
+        server.close()
+        rec.close()
+    (tiny,) = meter.phases
+    assert tiny.provenance == "interpolated" and tiny.energy_j == pytest.approx(9.0)
+
+
+def test_two_meters_in_one_process_count_once():
+    """A second Meter while one samples attaches to it (one sampler for a multi-rank job)."""
+    eng, clock = make_engine()
+    with api.Meter(label="owner", engine=eng, autostart=False) as owner:
+        with api.Meter(label="rank1") as rank1:
+            clock.advance(1.0)
+            eng.tick()
+        assert rank1.attached and not owner.attached
+    assert rank1.phases[0].energy_j == pytest.approx(45.0)
+
+
+def test_mark_without_session_returns_false_and_warns_once():
+    with pytest.warns(RuntimeWarning, match="no tuimeter session"):
+        assert tuimeter.mark("x") is False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tuimeter.mark("y") is False  # no second warning
+
+
+def test_mark_bad_label_never_raises():
+    with pytest.warns(RuntimeWarning, match="control"):
+        assert tuimeter.mark("a\x00b") is False
+
+
+def test_mark_with_session_returns_true(tmp_path):
+    eng, clock, rec, server = _running_session(tmp_path)
+    try:
+        assert tuimeter.mark("hello") is True
+    finally:
+        server.close()
+        rec.close()
+
+
+def test_measure_decorator_bare_and_with_options():
+    """@measure wraps each call in a Meter; the last meter is kept on the wrapper."""
+    eng, clock = make_engine()
+
+    @tuimeter.measure(engine=eng, autostart=False)
+    def work(n):
+        clock.advance(n)
+        eng.tick()
+        return n * 2
+
+    assert work(2.0) == 4.0
+    (phase,) = work.last_meter.phases
+    assert phase.label.endswith("work") and phase.energy_j == pytest.approx(90.0)
+
+    @tuimeter.measure
+    def nothing():
+        return "ok"
+
+    assert nothing.last_meter is None
+    assert callable(nothing)

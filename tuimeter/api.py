@@ -1,0 +1,386 @@
+"""The Python API: ``Meter``, ``@measure`` and ``mark``.
+
+::
+
+    with tuimeter.Meter(output="run.csv") as meter:
+        train()
+        meter.mark("evaluate")
+        evaluate()
+    for phase in meter.phases:
+        print(phase.label, phase.energy_j, phase.provenance)
+
+Two modes, chosen on entry:
+
+* **attached**: a tuimeter (UI, ``record``, or another process's ``Meter``) already
+  measures this machine for this user. The meter only marks that session (through its
+  socket) and computes each phase's energy from the cumulative energy the session
+  returns with each marker. No second sampler: eight ranks of a job are counted once,
+  in that session's file; ``output`` is not written (a warning says so).
+* **own**: nothing runs; the meter starts an engine (and a marker socket, so other
+  processes can attach to it), writes ``output`` if given (no file when None), and
+  computes phases from its own ticks. Entry is serialised by a per-user lock file, so
+  ranks starting together elect one sampler. Attached meters lose their source when
+  that owner exits: for a long multi-process job run ``tuimeter record`` around it.
+
+A phase shorter than a tick gets the tick's average power x its duration, with
+provenance ``interpolated``; edges of longer phases are apportioned by time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+import threading
+import warnings
+from dataclasses import dataclass, field
+
+from .session import markers
+
+log = logging.getLogger(__name__)
+_warned_none = False
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase: from a marker to the next (or to the end)."""
+
+    label: str
+    start_s: float  # seconds since the session began (own mode: since the meter began)
+    duration_s: float
+    energy_j: float | None  # machine total (domains with in_total); None if unknown
+    co2_g: float | None
+    provenance: str  # measured | estimated | interpolated | unknown
+    domains: dict = field(default_factory=dict)  # domain id -> energy J (all domains)
+
+    @property
+    def wh(self) -> float | None:
+        return None if self.energy_j is None else self.energy_j / 3600.0
+
+    @property
+    def power_w(self) -> float | None:
+        """Average power over the phase (W)."""
+        if self.energy_j is None or self.duration_s <= 0:
+            return None
+        return self.energy_j / self.duration_s
+
+
+def mark(label: str) -> bool:
+    """Mark every running tuimeter session of this user. Never raises, never blocks (~1 s).
+
+    Returns False (and warns once per process) when no session is running.
+    """
+    global _warned_none
+    try:
+        n = markers.send_mark(label, source="api")
+    except ValueError as exc:
+        warnings.warn(f"tuimeter.mark: {exc}", RuntimeWarning, stacklevel=2)
+        return False
+    except Exception as exc:  # the caller's program matters more than a marker
+        warnings.warn(f"tuimeter.mark failed: {exc}", RuntimeWarning, stacklevel=2)
+        return False
+    if n == 0 and not _warned_none:
+        _warned_none = True
+        warnings.warn("tuimeter.mark: no tuimeter session is running for this user; "
+                      "markers are dropped", RuntimeWarning, stacklevel=2)
+    return n > 0
+
+
+@contextlib.contextmanager
+def _entry_lock():
+    """Serialise 'find a session or start one' between processes of this user."""
+    try:
+        import fcntl
+
+        fh = open(os.path.join(markers.socket_dir(), "api.lock"), "a")
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+    finally:
+        fh.close()
+
+
+class Meter:
+    """Measure phases of a program (context manager). See the module docstring.
+
+    ``output``: session CSV to write in own mode (None: no file). ``label``: the first
+    phase. ``attach``: False always samples on its own. ``engine``: an unopened
+    :class:`~tuimeter.engine.sampler.Engine` to use instead of discovering sensors (tests,
+    custom sensors); with ``autostart=False`` its ticks are left to the caller.
+    Other keywords are :class:`~tuimeter.session.measure.MeasureOptions` fields
+    (``interval_s``, ``country``, ``carbon_intensity``, ``pue``, ``gpu``, ...).
+    """
+
+    def __init__(self, output: str | None = None, *, label: str = "start", attach: bool = True,
+                 engine=None, autostart: bool = True, overwrite: bool = False, **options):
+        self.output = output
+        self.first_label = markers.check_label(label)
+        self.attach = attach
+        self.engine = engine
+        self.autostart = autostart
+        self.overwrite = overwrite
+        self.options = options
+        self.attached = False
+        self.recorder = None
+        self.server = None
+        self._own = False
+        self._lock = threading.Lock()
+        self._bounds: list = []  # attached: (label, state reply); own: (label, elapsed_s)
+        self._ticks: list = []  # own: (t0, t1, {domain: J}) since the oldest open phase
+        self._done: list[Phase] = []  # own: phases whose end a tick has covered
+        self._meta: dict = {}  # domain id -> (in_total, provenance)
+        self._g_per_j = 0.0
+        self._end: float | None = None
+        self._server_id = None
+
+    # -- lifecycle ------------------------------------------------------------------
+    def __enter__(self) -> "Meter":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        with _entry_lock():
+            if self.attach and self.engine is None and self._try_attach():
+                return
+            self._start_own()
+
+    def _try_attach(self) -> bool:
+        replies = [r for r in markers.request({"op": "mark", "label": self.first_label,
+                                               "source": "api", "pid": os.getpid()})
+                   if r.get("ok")]
+        if not replies:
+            return False
+        self.attached = True
+        self._server_id = replies[0].get("server")
+        self._bounds.append((self.first_label, replies[0]))
+        if self.output:
+            warnings.warn(f"tuimeter: a session is already running; phases are marked there "
+                          f"and {self.output} is not written", RuntimeWarning, stacklevel=4)
+        return True
+
+    def _start_own(self) -> None:
+        from .session.measure import MeasureOptions, make_engine, open_recorder
+
+        opts = MeasureOptions(output=self.output, overwrite=self.overwrite, attribution=False,
+                              **self.options)
+        if self.engine is None:
+            self.engine = make_engine(opts)
+        eng = self.engine
+        if self.output:
+            self.recorder = open_recorder(self.output, eng.host, self.overwrite)
+        eng.open()
+        snap = eng.snapshot
+        self._g_per_j = snap.carbon.g_per_kwh * snap.carbon.pue / 3.6e6
+        self._meta = {d.id: (d.in_total, str(d.provenance)) for d in eng.domains}
+        if self.recorder is not None:
+            self.recorder.start(snap)
+            eng.subscribe(self.recorder)
+        eng.subscribe(self._on_tick)
+        self._own = True
+        self._bounds.append((self.first_label, eng.add_marker(self.first_label, "api",
+                                                              os.getpid()).elapsed_s))
+        try:
+            self.server = markers.start_marker_server(eng)
+        except OSError as exc:
+            log.warning("tuimeter: other processes cannot attach: %s", exc)
+        if self.autostart:
+            eng.start()
+
+    def stop(self) -> None:
+        """End the last phase; stop the own engine and close the file (idempotent)."""
+        if self._end is not None:
+            return
+        if self.attached:
+            replies = self._ask({"op": "mark", "label": "end", "source": "api",
+                                 "pid": os.getpid()})
+            self._bounds.append(("end", replies))
+            self._end = 0.0
+            return
+        if not self._own:
+            return
+        if self.server is not None:
+            self.server.close()
+        snap = self.engine.stop(final_tick=True)
+        with self._lock:
+            self._end = snap.elapsed_s if snap is not None else 0.0
+            self._finalize(force=True)
+        self.engine.unsubscribe(self._on_tick)
+        self.engine.close()
+        if self.recorder is not None:
+            self.recorder.close()
+            if self.recorder.error:
+                warnings.warn(f"tuimeter: {self.recorder.error}", RuntimeWarning, stacklevel=3)
+
+    # -- phases ---------------------------------------------------------------------
+    def mark(self, label: str) -> None:
+        """End the current phase and start ``label``. A bad label warns and is ignored."""
+        try:
+            label = markers.check_label(label)
+        except ValueError as exc:
+            warnings.warn(f"tuimeter: {exc}", RuntimeWarning, stacklevel=2)
+            return
+        if self._end is not None:
+            warnings.warn("tuimeter: meter already stopped", RuntimeWarning, stacklevel=2)
+            return
+        if self.attached:
+            self._bounds.append((label, self._ask({"op": "mark", "label": label,
+                                                    "source": "api", "pid": os.getpid()})))
+        elif self._own:
+            m = self.engine.add_marker(label, "api", os.getpid())
+            with self._lock:
+                self._bounds.append((label, m.elapsed_s))
+
+    def _ask(self, message: dict) -> dict | None:
+        for r in markers.request(message):
+            if r.get("ok") and r.get("server") == self._server_id:
+                return r
+        warnings.warn("tuimeter: the session this meter marks has ended; the energy of "
+                      "this phase is unknown", RuntimeWarning, stacklevel=3)
+        return None
+
+    @property
+    def phases(self) -> list[Phase]:
+        """Phases so far. Own mode: the open phase too, and parts not yet ticked are
+        extrapolated from the last tick; attached: finished phases only."""
+        if self.attached:
+            return _attached_phases(self._bounds)
+        with self._lock:
+            return list(self._done) + self._pending_phases()
+
+    @property
+    def energy_j(self) -> float | None:
+        """Energy of all phases together (J)."""
+        vals = [p.energy_j for p in self.phases]
+        return None if not vals or None in vals else sum(vals)
+
+    # -- own mode: phases from ticks ------------------------------------------------
+    def _on_tick(self, snap) -> None:
+        if snap.interval_s <= 0:
+            return
+        energies = {d.domain.id: d.energy_j for d in snap.domains if d.energy_j is not None}
+        with self._lock:
+            self._ticks.append((snap.elapsed_s - snap.interval_s, snap.elapsed_s, energies))
+            self._finalize()
+
+    def _finalize(self, force: bool = False) -> None:
+        """Move phases whose end a tick has passed into ``_done``; drop unneeded ticks."""
+        last_t = self._ticks[-1][1] if self._ticks else float("-inf")
+        while len(self._bounds) > 1 and (force or self._bounds[1][1] <= last_t):
+            (label, t0), (_l, t1) = self._bounds[0], self._bounds[1]
+            self._done.append(self._phase(label, t0, t1))
+            self._bounds.pop(0)
+        if force and self._bounds and self._end is not None:
+            label, t0 = self._bounds.pop(0)
+            self._done.append(self._phase(label, t0, max(t0, self._end)))
+        keep_from = self._bounds[0][1] if self._bounds else float("inf")
+        while self._ticks and self._ticks[0][1] <= keep_from:
+            self._ticks.pop(0)
+
+    def _pending_phases(self) -> list[Phase]:
+        out = []
+        end = self._ticks[-1][1] if self._ticks else (self._bounds[-1][1] if self._bounds else 0)
+        for i, (label, t0) in enumerate(self._bounds):
+            t1 = self._bounds[i + 1][1] if i + 1 < len(self._bounds) else max(t0, end)
+            out.append(self._phase(label, t0, t1))
+        return out
+
+    def _phase(self, label: str, t0: float, t1: float) -> Phase:
+        domains, whole = _integrate(self._ticks, t0, t1)
+        total = sum(e for d, e in domains.items() if self._meta.get(d, (True,))[0])
+        if not whole:
+            prov = "interpolated"
+        elif any(p != "measured" for it, p in self._meta.values() if it):
+            prov = "estimated"
+        else:
+            prov = "measured"
+        return Phase(label, t0, t1 - t0, total, total * self._g_per_j, prov, domains)
+
+
+def _integrate(ticks, t0: float, t1: float) -> tuple[dict, bool]:
+    """Energy per domain over [t0, t1] from ticks (piecewise-constant power).
+
+    A tick partly inside contributes in proportion to its overlap; a phase inside one
+    tick is that tick's average power x its duration. ``whole`` says whether at least
+    one tick lies entirely inside the phase (else the result is interpolated).
+    A phase after the last tick is extrapolated with the last tick's power.
+    """
+    out: dict[str, float] = {}
+    whole = False
+    covered_to = t0
+    for a, b, energies in ticks:
+        if b <= t0 or a >= t1 or b <= a:
+            continue
+        frac = (min(b, t1) - max(a, t0)) / (b - a)
+        whole = whole or (a >= t0 and b <= t1)
+        for d, e in energies.items():
+            out[d] = out.get(d, 0.0) + e * frac
+        covered_to = max(covered_to, min(b, t1))
+    if covered_to < t1 and ticks:  # beyond the last tick: its power, extrapolated
+        a, b, energies = ticks[-1]
+        for d, e in energies.items():
+            out[d] = out.get(d, 0.0) + e / max(b - a, 1e-9) * (t1 - covered_to)
+    return out, whole and covered_to >= t1
+
+
+def _attached_phases(bounds: list) -> list[Phase]:
+    """Phases from marker replies: cumulative energy extrapolated to each marker."""
+    out = []
+    for i in range(len(bounds) - 1):  # the open phase (no end marker yet) is left out
+        label, start = bounds[i]
+        end = bounds[i + 1][1]
+        if start is None or end is None or "domains" not in start or "domains" not in end:
+            t0 = start.get("elapsed_s", 0.0) if start else 0.0
+            dur = (end.get("elapsed_s", t0) - t0) if end and start else 0.0
+            out.append(Phase(label, t0, dur, None, None, "unknown", {}))
+            continue
+        e0, e1 = _at_marker(start), _at_marker(end)
+        domains = {d: max(0.0, e1[d] - e0.get(d, 0.0)) for d in e1}
+        counted = {d["id"]: d for d in end["domains"] if d["in_total"]}
+        total = sum(e for d, e in domains.items() if d in counted)
+        if start.get("tick_seq") == end.get("tick_seq"):
+            prov = "interpolated"
+        elif any(d["provenance"] != "measured" for d in counted.values()):
+            prov = "estimated"
+        else:
+            prov = "measured"
+        co2 = total * end.get("co2_g_per_j", 0.0)
+        out.append(Phase(label, start["elapsed_s"], end["elapsed_s"] - start["elapsed_s"],
+                         total, co2, prov, domains))
+    return out
+
+
+def _at_marker(state: dict) -> dict:
+    dt = max(0.0, state["elapsed_s"] - state.get("tick_elapsed_s", state["elapsed_s"]))
+    return {d["id"]: d["total_energy_j"] + (d["power_w"] or 0.0) * dt for d in state["domains"]}
+
+
+def measure(func=None, *, label: str | None = None, output: str | None = None, **options):
+    """Decorator: run each call under a :class:`Meter` (one phase named after the function).
+
+    Usable bare (``@measure``) or with Meter options (``@measure(output="f.csv")``). After
+    each call, ``wrapper.last_meter`` holds the meter (``.phases``, ``.energy_j``) and a
+    line is logged at INFO on the ``tuimeter.api`` logger. ``func.meter`` is not
+    reachable from inside the function; use ``tuimeter.mark`` there.
+    """
+    if func is None:
+        return lambda f: measure(f, label=label, output=output, **options)
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        meter = Meter(output=output, label=label or func.__qualname__[:200], **options)
+        with meter:
+            result = func(*args, **kwargs)
+        wrapper.last_meter = meter
+        e = meter.energy_j
+        log.info("tuimeter: %s: %s J", func.__qualname__, "N/A" if e is None else f"{e:.3f}")
+        return result
+
+    wrapper.last_meter = None
+    return wrapper
