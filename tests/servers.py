@@ -27,7 +27,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-RAW_MAX = 0xFFFFFFFF
 
 
 def wait_for(condition, timeout_s: float, what: str, poll_s: float = 0.1):
@@ -74,52 +73,33 @@ def http_post(url: str, data: bytes = b"", timeout_s: float = 5.0) -> bytes:
 
 # -- a live powercap tree --------------------------------------------------------------
 class LivePowercap:
-    """A minimal, faithful powercap tree (class links into a devices tree, package-0 with
-    a dram child) whose counters a thread advances at constant power, wrapping at
-    ``max_energy_range_uj`` like the hardware.
+    """The RAPL engineer's faithful :class:`~tests.fakes.powercap.FakePowercap` (Intel
+    client: package-0 with core, uncore and dram; no psys), with a thread that advances the
+    counters at constant power (wraps included), so that a real ``tuimeter record`` in
+    another process measures something.
 
     ``root`` is the class folder, what ``TUIMETER_POWERCAP_ROOT`` points at.
     """
 
     def __init__(self, base: Path, package_w: float = 20.0, dram_w: float = 3.0,
                  step_s: float = 0.05):
-        self.base = base
-        dev = base / "devices" / "virtual" / "powercap" / "intel-rapl"
-        pkg = dev / "intel-rapl:0"
-        dram = pkg / "intel-rapl:0:0"
-        cls = base / "class" / "powercap"
-        for d in (dram, cls):
-            d.mkdir(parents=True, exist_ok=True)
-        (dev / "enabled").write_text("1\n")
-        self.zones = {"package-0": (pkg, package_w), "dram": (dram, dram_w)}
-        self.max_uj = 262143328850
-        for name, (path, _) in self.zones.items():
-            (path / "name").write_text(name + "\n")
-            (path / "max_energy_range_uj").write_text(f"{self.max_uj}\n")
-            (path / "enabled").write_text("1\n")
-            (path / "energy_uj").write_text("0\n")
-        for link, target in (("intel-rapl", "../../devices/virtual/powercap/intel-rapl"),
-                             ("intel-rapl:0", "../../devices/virtual/powercap/intel-rapl/"
-                                              "intel-rapl:0"),
-                             ("intel-rapl:0:0", "../../devices/virtual/powercap/intel-rapl/"
-                                                "intel-rapl:0/intel-rapl:0:0")):
-            os.symlink(target, cls / link)
-        self.root = cls
+        from tests.fakes.powercap import FakePowercap
+
+        self.fake = FakePowercap(base).intel_desktop(dram=True, psys=False)
+        self.root = self.fake.sensor_root
+        self.power_w = {"package-0": package_w, "package-0/core": package_w * 0.6,
+                        "package-0/uncore": package_w * 0.1, "package-0/dram": dram_w}
         self.step_s = step_s
         self._stop = threading.Event()
-        self._t0 = time.monotonic()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _write(self, elapsed_s: float) -> None:
-        for path, watts in self.zones.values():
-            uj = int(watts * elapsed_s * 1e6) % self.max_uj
-            tmp = path / "energy_uj.tmp"
-            tmp.write_text(f"{uj}\n")
-            os.replace(tmp, path / "energy_uj")  # a reader never sees a half-written file
-
     def _run(self) -> None:
-        while not self._stop.wait(self.step_s):
-            self._write(time.monotonic() - self._t0)
+        last = time.monotonic()
+        while not self._stop.wait(self.step_s):  # the pace of a simulated load
+            now = time.monotonic()
+            for key, watts in self.power_w.items():
+                self.fake.advance(key, watts * (now - last))
+            last = now
 
     def __enter__(self) -> "LivePowercap":
         self._thread.start()
@@ -161,10 +141,14 @@ def csv_samples(path: Path, domain: str) -> list[dict]:
 
 
 def csv_cumulative(path: Path, domain: str) -> list[tuple[float, float]]:
-    """(timestamp seconds since epoch, cumulative energy J) after each tick."""
+    """(timestamp s since epoch, cumulative energy J) at the session start and each tick."""
     from datetime import datetime
 
-    out, total = [], 0.0
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    start = next(r for r in rows if r["kind"] == "session")
+    out = [(datetime.fromisoformat(start["timestamp"]).timestamp(), 0.0)]
+    total = 0.0
     for r in csv_samples(path, domain):
         total += float(r["energy_j"] or 0.0)
         out.append((datetime.fromisoformat(r["timestamp"]).timestamp(), total))
