@@ -1,0 +1,198 @@
+"""`tuimeter report`: segments, formats, merging files and hosts, bad input, --plot.
+
+Session files are made by the real Engine and SessionWriter on fake clocks, so every
+expected joule is known exactly."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.fakes.scripted import FakeClock, rapl_like
+from tuimeter.engine.sampler import Engine
+from tuimeter.model import CarbonInfo
+from tuimeter.session.csvfile import SessionWriter
+from tuimeter.session.recorder import Recorder
+from tuimeter.session.report import build_report, load_file
+from tuimeter.session.report_cli import cmd_report, to_json
+
+CARBON = CarbonInfo(g_per_kwh=360.0, pue=1.0, source="test")
+T0 = 1_800_000_000.0
+
+
+def record(path, host="h", start=0.0, ticks=10, interval=1.0, marks=(), power=None):
+    """Record ``ticks`` ticks from wall time T0+start; ``marks``: {tick index: label}.
+
+    rapl_like: package-0 40 W + dram 5 W counted (45 W); core 25 W and psys 60 W not.
+    """
+    clock = FakeClock(1000.0 + start)  # not 0.0: the engine treats a 0.0 tick time as unset
+    eng = Engine([rapl_like(power)], CARBON, interval, clock=clock,
+                 wallclock=lambda: T0 + clock.t, cpu_clock=lambda: 0.0, host=host)
+    rec = Recorder(SessionWriter.create(path, host))
+    eng.open()
+    rec.start(eng.snapshot)
+    eng.subscribe(rec)
+    marks = dict(marks)
+    for i in range(ticks):
+        if i in marks:
+            eng.add_marker(marks[i], "cli")
+        clock.advance(interval)
+        eng.tick()
+    rec.close()
+    return str(path)
+
+
+def report(*paths):
+    return build_report([load_file(str(p)) for p in paths])
+
+
+def test_segments_between_markers(tmp_path):
+    """Markers split the session; each segment has its energy, duration, share, provenance."""
+    f = record(tmp_path / "a.csv", ticks=10, marks={0: "train", 6: "eval"})
+    (host,) = report(f).hosts
+    train, ev = host.segments
+    assert (train.label, ev.label) == ("train", "eval")
+    assert train.duration_s == pytest.approx(6.0) and ev.duration_s == pytest.approx(4.0)
+    assert train.energy_j == pytest.approx(270.0) and ev.energy_j == pytest.approx(180.0)
+    assert train.domains["package-0/core"].energy_j == pytest.approx(150.0)
+    assert not train.domains["psys"].in_total
+    assert sum(s.share for s in host.segments) == pytest.approx(1.0)
+    assert train.provenance == "measured"
+    assert train.co2_g == pytest.approx(270.0 * 360 / 3.6e6)
+    assert host.energy_j == pytest.approx(450.0)
+
+
+def test_marker_inside_a_tick_splits_by_time(tmp_path):
+    """A marker between ticks apportions the straddling sample by time."""
+    f = record(tmp_path / "a.csv", ticks=4, interval=2.0, marks={})
+    rep = report(f)
+    assert rep.energy_j == pytest.approx(360.0)
+
+
+def test_json_structure(tmp_path, capsys):
+    f = record(tmp_path / "a.csv", ticks=5, marks={2: "b"})
+    assert cmd_report([f, "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    for part in [doc["total"]] + doc["hosts"] + doc["segments"]:
+        for key in ("energy_j", "wh", "co2_g", "duration_s"):
+            assert key in part
+    assert doc["total"]["energy_j"] == pytest.approx(225.0)
+    assert doc["total"]["wh"] == pytest.approx(225.0 / 3600)
+    assert doc["total"]["duration_s"] == pytest.approx(5.0)
+    assert [s["label"] for s in doc["segments"]] == ["(start)", "b"]
+    assert sum(s["share"] for s in doc["segments"]) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("fmt, needle", [("table", "host total"), ("csv", "host,segment"),
+                                         ("markdown", "| segment |")])
+def test_other_formats(tmp_path, capsys, fmt, needle):
+    f = record(tmp_path / "a.csv", ticks=3, marks={1: "x"})
+    assert cmd_report([f, "--format", fmt]) == 0
+    out = capsys.readouterr().out
+    assert needle in out and "x" in out
+
+
+def test_eight_files_same_host_counted_once(tmp_path):
+    """Eight recorders on one host at the same time: the report is the energy of one."""
+    one = report(record(tmp_path / "one.csv", ticks=20, marks={5: "epoch 2"}))
+    files = [record(tmp_path / f"r{i}.csv", ticks=20, marks={5: "epoch 2"}) for i in range(8)]
+    rep = report(*files)
+    (host,) = rep.hosts
+    assert host.sessions == 8
+    assert rep.energy_j == pytest.approx(one.energy_j) == pytest.approx(900.0)
+    assert [s.label for s in host.segments] == ["(start)", "epoch 2"]
+    assert host.segments[1].energy_j == pytest.approx(675.0)
+
+
+def test_overlapping_files_count_the_overlap_once(tmp_path):
+    """Two files of one host overlapping 5 s of 10 s each: 15 s of energy, not 20."""
+    a = record(tmp_path / "a.csv", start=0.0, ticks=10)
+    b = record(tmp_path / "b.csv", start=5.0, ticks=10)
+    rep = report(a, b)
+    assert rep.energy_j == pytest.approx(45.0 * 15)
+    assert rep.duration_s == pytest.approx(15.0)
+
+
+def test_two_hosts_add_up(tmp_path):
+    a = record(tmp_path / "a.csv", host="n1", ticks=10)
+    b = record(tmp_path / "b.csv", host="n2", ticks=10, power={"package-0": 100.0})
+    rep = report(a, b)
+    assert [h.host for h in rep.hosts] == ["n1", "n2"]
+    assert rep.hosts[0].energy_j == pytest.approx(450.0)
+    assert rep.hosts[1].energy_j == pytest.approx(1050.0)
+    assert rep.energy_j == pytest.approx(1500.0)
+
+
+def test_not_a_session_named_with_line_and_others_reported(tmp_path, capsys):
+    """A foreign CSV is an error naming file and line 1; the good file is still reported."""
+    bad = tmp_path / "other.csv"
+    bad.write_text("a,b,c\n1,2,3\n")
+    good = record(tmp_path / "good.csv", ticks=2)
+    assert cmd_report([str(bad), good]) == 0
+    captured = capsys.readouterr()
+    assert f"tuimeter: error: {bad}: line 1: not a tuimeter session" in captured.err
+    assert "90.0" in captured.out
+
+
+def test_every_file_bad_exits_2(tmp_path, capsys):
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    assert cmd_report([str(empty), str(tmp_path / "missing.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "empty file" in err and "missing.csv" in err
+
+
+def test_truncated_last_line_warns_and_keeps_the_rest(tmp_path, capsys):
+    """A recorder killed mid-write: the cut line is named, everything before is reported."""
+    f = tmp_path / "killed.csv"
+    record(f, ticks=4)
+    text = f.read_text()
+    f.write_text(text + text.splitlines()[-2][:25])
+    n_lines = len(text.splitlines()) + 1
+    assert cmd_report([str(f), "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    assert f"{f}: line {n_lines}: truncated last line" in captured.err
+    assert json.loads(captured.out)["total"]["energy_j"] == pytest.approx(180.0)
+
+
+def test_malformed_middle_row_and_bad_number(tmp_path):
+    f = tmp_path / "s.csv"
+    record(f, ticks=3)
+    lines = f.read_text().splitlines()
+    lines.insert(3, "garbage,row")
+    bad = lines[5].split(",")
+    bad[1] = "zzz"
+    lines[5] = ",".join(bad)
+    f.write_text("\n".join(lines) + "\n")
+    res = load_file(str(f))
+    assert any("line 4: malformed row" in p for p in res.problems)
+    assert any("line 6: bad value" in p for p in res.problems)
+
+
+def test_empty_session_says_no_samples(tmp_path, capsys):
+    f = record(tmp_path / "e.csv", ticks=0)
+    assert cmd_report([f]) == 0
+    assert "no samples" in capsys.readouterr().err
+
+
+def test_plot_without_tty(tmp_path, capsys):
+    """--plot draws into a string: works with stdout a pipe."""
+    f = record(tmp_path / "a.csv", ticks=30, marks={10: "phase b"})
+    assert cmd_report([f, "--plot"]) == 0
+    out = capsys.readouterr().out
+    assert "total power" in out and "host total" in out
+
+
+def test_report_json_is_pure_with_plot(tmp_path, capsys):
+    f = record(tmp_path / "a.csv", ticks=5)
+    assert cmd_report([f, "--plot", "--format", "json"]) == 0
+    json.loads(capsys.readouterr().out)
+
+
+def test_to_json_shares_per_host(tmp_path):
+    a = record(tmp_path / "a.csv", host="n1", ticks=4, marks={2: "m"})
+    b = record(tmp_path / "b.csv", host="n2", ticks=4, marks={1: "m"})
+    doc = to_json(report(a, b))
+    for host in ("n1", "n2"):
+        assert sum(s["share"] for s in doc["segments"] if s["host"] == host) == pytest.approx(1)

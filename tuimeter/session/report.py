@@ -1,0 +1,379 @@
+"""Energy per phase from session CSVs: segments between markers, merged over files.
+
+**Load** (:func:`load_file`): one streaming pass per file (``csv`` module, no pandas).
+Only ``sample`` rows are kept, per (host, session, domain) as three ``array('d')``
+(end time, interval, energy): 24 bytes a sample, so a 24-hour 1 s session of 10
+domains stays near 20 MB. ``total`` rows are not needed (the total is re-added from
+samples with ``in_total``, which is how it was made). Times are wall-clock seconds:
+each session's first row fixes ``wall - elapsed_s`` and later rows use ``elapsed_s``
+(monotonic inside a session, aligned across files by the clock of each host).
+
+**Merge** (:func:`build_report`): per host, per domain, the sessions that recorded it
+are taken in order of start; a session's samples that end before the time already
+covered are dropped, a sample straddling it is cut by time. So eight files recorded
+together on one host count the machine once, while hosts add up. (A gap inside an
+earlier session is not filled from a later one: simple, and never counts twice.)
+
+**Segments**: per host, the markers of all its sessions in time order; a run of
+markers with the same label within :data:`MARKER_MERGE_S` (every rank of a job marking
+"epoch 2") is one boundary. A sample that spans a boundary is split in proportion to
+time; a segment that contains no whole sample is ``interpolated``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import datetime as _dt
+import math
+from array import array
+from dataclasses import dataclass, field
+
+from .reader import SessionFormatError, SessionReader
+
+#: markers with the same label closer than this (s) on one host are one boundary
+MARKER_MERGE_S = 1.0
+#: segments shorter than this with no energy (a marker at the very start) are dropped
+MIN_SEGMENT_S = 1e-3
+J_PER_WH = 3600.0
+
+
+class _Series:
+    """One domain in one session: parallel arrays of samples, in time order."""
+
+    __slots__ = ("t1", "iv", "e", "in_total", "provs", "last_prov", "lost", "g_per_j", "sid")
+
+    def __init__(self, in_total: bool, sid: tuple):
+        self.t1 = array("d")  # end of the sample's interval, wall-clock s
+        self.iv = array("d")  # interval length, s
+        self.e = array("d")  # energy within the interval, J
+        self.in_total = in_total
+        self.provs: set[str] = set()
+        self.last_prov = ""
+        self.lost = 0  # samples with no energy (sensor lost)
+        self.g_per_j = 0.0
+        self.sid = sid
+
+    @property
+    def start(self) -> float:
+        return self.t1[0] - self.iv[0] if self.t1 else math.inf
+
+    @property
+    def end(self) -> float:
+        return self.t1[-1] if self.t1 else -math.inf
+
+
+@dataclass
+class SessionData:
+    host: str
+    session: str
+    path: str
+    offset: float  # wall-clock s minus elapsed_s
+    series: dict = field(default_factory=dict)  # domain -> _Series
+    markers: list = field(default_factory=list)  # (t wall s, label, source)
+    g_per_j: float | None = None
+
+
+@dataclass
+class FileResult:
+    path: str
+    sessions: list = field(default_factory=list)
+    problems: list = field(default_factory=list)
+    error: str | None = None  # the file could not be used at all
+    rows: int = 0
+
+
+def _wall(ts: str) -> float:
+    return _dt.datetime.fromisoformat(ts).timestamp()
+
+
+def load_file(path: str) -> FileResult:
+    """Read one session file in one pass. Never raises for bad content."""
+    res = FileResult(path)
+    rd = SessionReader(path)
+    sessions: dict[tuple, SessionData] = {}
+    cur = None
+    key = (None, None)
+    last_el, el = None, 0.0
+    last_iv, iv = None, 0.0
+    bad_numbers = 0
+    try:
+        for row in rd:
+            kind = row[5]
+            try:
+                if row[3] != key[0] or row[4] != key[1]:
+                    key = (row[3], row[4])
+                    cur = sessions.get(key)
+                    if cur is None:
+                        cur = sessions[key] = SessionData(key[0], key[1], path,
+                                                          _wall(row[0]) - float(row[1]))
+                    last_el = last_iv = None
+                if kind == "sample":
+                    if row[1] != last_el:
+                        last_el = row[1]
+                        el = float(last_el) + cur.offset
+                    if row[2] != last_iv:
+                        last_iv = row[2]
+                        iv = float(last_iv)
+                    s = cur.series.get(row[6])
+                    if s is None:
+                        s = cur.series[row[6]] = _Series(row[8] == "1", (key, path))
+                    energy = row[10]
+                    if energy:
+                        s.e.append(float(energy))
+                        s.t1.append(el)
+                        s.iv.append(iv)
+                        if row[12] != s.last_prov:
+                            s.last_prov = row[12]
+                            s.provs.add(row[12])
+                        if cur.g_per_j is None and row[11] and s.e[-1] > 0:
+                            cur.g_per_j = float(row[11]) / s.e[-1]
+                    else:
+                        s.lost += 1
+                elif kind == "marker":
+                    cur.markers.append((float(row[1]) + cur.offset, row[13], row[7]))
+            except ValueError as exc:
+                bad_numbers += 1
+                if bad_numbers <= 5:
+                    rd.problem(f"bad value ({exc}); row skipped")
+    except SessionFormatError as exc:
+        res.error = str(exc)
+    res.problems = rd.problems
+    res.rows = rd.rows
+    res.sessions = list(sessions.values())
+    for sess in res.sessions:
+        for s in sess.series.values():
+            s.g_per_j = sess.g_per_j or 0.0
+    if not res.error and not any(s.t1 for sess in res.sessions for s in sess.series.values()):
+        res.problems.append(f"{path}: no samples (an empty session)")
+    return res
+
+
+# -- computing -----------------------------------------------------------------------
+@dataclass
+class DomainEnergy:
+    energy_j: float
+    co2_g: float
+    in_total: bool
+    provenance: str
+
+
+@dataclass
+class Segment:
+    host: str
+    index: int
+    label: str
+    start_t: float  # wall-clock s
+    end_t: float
+    energy_j: float
+    co2_g: float
+    provenance: str
+    share: float  # of its host's energy, 0..1
+    domains: dict  # domain -> DomainEnergy
+
+    @property
+    def duration_s(self) -> float:
+        return max(0.0, self.end_t - self.start_t)
+
+
+@dataclass
+class HostReport:
+    host: str
+    files: list
+    sessions: int
+    start_t: float
+    end_t: float
+    energy_j: float
+    co2_g: float
+    provenance: str
+    domains: dict
+    segments: list
+    data: list = field(default_factory=list, repr=False)  # SessionData, for plotting
+
+    @property
+    def duration_s(self) -> float:
+        return max(0.0, self.end_t - self.start_t)
+
+
+@dataclass
+class Report:
+    hosts: list
+    files: list  # FileResult
+    energy_j: float
+    co2_g: float
+    start_t: float
+    end_t: float
+    provenance: str
+
+    @property
+    def duration_s(self) -> float:
+        return max(0.0, self.end_t - self.start_t)
+
+    @property
+    def problems(self) -> list[str]:
+        return [p for f in self.files for p in ([f.error] if f.error else []) + f.problems]
+
+
+def _boundaries(sessions: list[SessionData]) -> list[tuple[float, str]]:
+    marks = sorted((m for s in sessions for m in s.markers), key=lambda m: m[0])
+    out: list[tuple[float, str]] = []
+    run_t, run_label = -math.inf, None
+    for t, label, _source in marks:
+        if label == run_label and t - run_t <= MARKER_MERGE_S:
+            continue
+        run_t, run_label = t, label
+        out.append((t, label))
+    return out
+
+
+def _kept(series: list[_Series]) -> list[tuple[_Series, int, float]]:
+    """Each series' (start index, clip time): the part no earlier session covered."""
+    out = []
+    covered = -math.inf
+    for s in sorted(series, key=lambda s: (s.start, -len(s.t1))):
+        if not s.t1 or s.end <= covered:
+            continue
+        out.append((s, bisect.bisect_right(s.t1, covered), covered))
+        covered = s.end
+    return out
+
+
+def _split(s: _Series, i0: int, clip: float, cuts: list[float], energy: list[float],
+           whole: list[int]) -> None:
+    """Add the samples of ``s`` from ``i0`` (cut at ``clip``) into segments.
+
+    ``cuts`` are the segment starts after the first: segment k is [cuts[k-1], cuts[k]).
+    ``whole[k]`` counts samples lying entirely in segment k. This is the report's hot
+    loop: a sample inside the current segment costs two comparisons and an addition.
+    """
+    t1s, ivs, es = s.t1, s.iv, s.e
+    n = len(t1s)
+    if i0 >= n:
+        return
+    inf = math.inf
+    ncuts = len(cuts)
+    k = bisect.bisect_right(cuts, max(clip, t1s[i0] - ivs[i0]))
+    seg_start = cuts[k - 1] if k else -inf
+    nxt = cuts[k] if k < ncuts else inf
+    acc = 0.0
+    w = 0
+    low = max(seg_start, clip)
+    for i in range(i0, n):
+        t1 = t1s[i]
+        if t1 <= nxt and t1 - ivs[i] >= low:
+            acc += es[i]
+            w += 1
+            continue
+        iv = ivs[i]
+        a = max(t1 - iv, clip)
+        if a >= t1:
+            continue
+        e_per_s = es[i] / iv
+        while t1 > nxt:  # the sample crosses one or more cuts
+            if nxt > a:
+                acc += e_per_s * (nxt - a)
+                a = nxt
+            energy[k] += acc
+            whole[k] += w
+            acc, w = 0.0, 0
+            k += 1
+            seg_start = low = nxt
+            nxt = cuts[k] if k < ncuts else inf
+        acc += e_per_s * (t1 - a)
+    energy[k] += acc
+    whole[k] += w
+
+
+def _provenance(provs: set[str], whole: bool) -> str:
+    if not whole:
+        return "interpolated"
+    kinds = provs - {"measured"}
+    return "measured" if not kinds else ("estimated" if kinds <= {"estimated"} else
+                                         sorted(kinds)[0])
+
+
+def _host_report(host: str, sessions: list[SessionData]) -> HostReport:
+    bounds = _boundaries(sessions)
+    cuts = [t for t, _ in bounds]
+    labels = ["(start)"] + [label for _, label in bounds]
+    nseg = len(labels)
+    by_domain: dict[str, list[_Series]] = {}
+    for sess in sessions:
+        for dom, s in sess.series.items():
+            by_domain.setdefault(dom, []).append(s)
+    seg_domains: list[dict] = [{} for _ in range(nseg)]
+    seg_whole = [0] * nseg
+    start_t, end_t = math.inf, -math.inf
+    dom_totals: dict[str, DomainEnergy] = {}
+    for dom, series in sorted(by_domain.items()):
+        energy = [0.0] * nseg
+        co2 = [0.0] * nseg
+        whole = [0] * nseg
+        provs: set[str] = set()
+        for s, i0, clip in _kept(series):
+            part = [0.0] * nseg
+            _split(s, i0, clip, cuts, part, whole)
+            for k in range(nseg):
+                energy[k] += part[k]
+                co2[k] += part[k] * s.g_per_j
+            provs |= s.provs
+            start_t = min(start_t, max(s.start, clip))
+            end_t = max(end_t, s.end)
+        in_total = series[0].in_total
+        for k in range(nseg):
+            seg_whole[k] += whole[k]
+            seg_domains[k][dom] = DomainEnergy(energy[k], co2[k], in_total,
+                                               _provenance(provs, whole[k] > 0))
+        dom_totals[dom] = DomainEnergy(sum(energy), sum(co2), in_total, _provenance(provs, True))
+    if start_t == math.inf:  # no samples at all
+        t = [m[0] for s in sessions for m in s.markers] or [s.offset for s in sessions]
+        start_t, end_t = min(t), max(t)
+    host_e = sum(d.energy_j for d in dom_totals.values() if d.in_total)
+    host_co2 = sum(d.co2_g for d in dom_totals.values() if d.in_total)
+    segments = []
+    for k in range(nseg):
+        s0 = max(cuts[k - 1] if k else -math.inf, start_t)
+        s1 = min(cuts[k] if k < len(cuts) else math.inf, end_t)
+        doms = seg_domains[k]
+        e = sum(d.energy_j for d in doms.values() if d.in_total)
+        if s1 - s0 < MIN_SEGMENT_S and e == 0 and (k == 0 or k < nseg - 1):
+            continue
+        counted = {d.provenance for d in doms.values() if d.in_total}
+        prov = _provenance(counted - {"interpolated"}, seg_whole[k] > 0)
+        segments.append(Segment(host, len(segments) + 1, labels[k], s0, max(s0, s1), e,
+                                sum(d.co2_g for d in doms.values() if d.in_total), prov,
+                                e / host_e if host_e > 0 else 0.0, doms))
+    counted = {d.provenance for d in dom_totals.values() if d.in_total}
+    return HostReport(host, sorted({s.path for s in sessions}), len(sessions), start_t,
+                      max(start_t, end_t), host_e, host_co2, _provenance(counted, True),
+                      dom_totals, segments, sessions)
+
+
+def build_report(files: list[FileResult]) -> Report:
+    """Merge loaded files: per host (overlaps counted once), then all hosts added."""
+    by_host: dict[str, list[SessionData]] = {}
+    for f in files:
+        for s in f.sessions:
+            by_host.setdefault(s.host, []).append(s)
+    hosts = [_host_report(h, ss) for h, ss in sorted(by_host.items())]
+    provs = {h.provenance for h in hosts if h.energy_j > 0}
+    return Report(hosts, files, sum(h.energy_j for h in hosts), sum(h.co2_g for h in hosts),
+                  min((h.start_t for h in hosts), default=0.0),
+                  max((h.end_t for h in hosts), default=0.0), _provenance(provs, True))
+
+
+def power_series(host: HostReport, points: int = 200) -> tuple[list[float], list[float]]:
+    """(times, total W) in ``points`` bins over the host's span, for plotting."""
+    span = max(host.duration_s, 1e-9)
+    width = span / points
+    cuts = [host.start_t + width * i for i in range(1, points)]
+    energy = [0.0] * points
+    by_domain: dict[str, list[_Series]] = {}
+    for sess in host.data:
+        for dom, s in sess.series.items():
+            if s.in_total:
+                by_domain.setdefault(dom, []).append(s)
+    for series in by_domain.values():
+        for s, i0, clip in _kept(series):
+            _split(s, i0, clip, cuts, energy, [0] * points)
+    times = [host.start_t + width * (i + 0.5) for i in range(points)]
+    return times, [e / width for e in energy]

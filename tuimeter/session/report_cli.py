@@ -1,0 +1,168 @@
+"""``tuimeter report FILE...``: energy per phase, per host and in all, in four formats.
+
+Exit status: 0 when anything was reported, 2 when no file could be used (each bad file
+gets ``tuimeter: error: FILE: line N: why`` on stderr, readable parts still reported;
+smaller problems are ``tuimeter: warning: ...``). ``--plot`` draws total power over
+time with the markers (plotext, imported lazily from :mod:`tuimeter.report_plot`); it
+goes to stdout before a table or markdown report, to stderr with csv or json so those
+stay machine-readable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as _dt
+import io
+import json
+import sys
+
+from .report import J_PER_WH, Report, build_report, load_file
+
+FORMATS = ("table", "csv", "json", "markdown")
+CSV_FIELDS = ("host", "segment", "label", "start", "duration_s", "domain", "in_total",
+              "energy_j", "wh", "avg_w", "co2_g", "share", "provenance")
+
+
+def _iso(t: float) -> str:
+    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _avg(e: float, d: float) -> float | None:
+    return e / d if d > 0 else None
+
+
+def _fields(energy_j: float, co2_g: float, duration_s: float) -> dict:
+    return {"energy_j": energy_j, "wh": energy_j / J_PER_WH, "co2_g": co2_g,
+            "duration_s": duration_s, "avg_w": _avg(energy_j, duration_s)}
+
+
+def _domains(doms: dict, duration_s: float) -> dict:
+    return {d: {**_fields(v.energy_j, v.co2_g, duration_s), "in_total": v.in_total,
+                "provenance": v.provenance} for d, v in doms.items()}
+
+
+def to_json(rep: Report) -> dict:
+    """The JSON document: ``total``, ``hosts``, ``segments`` (same fields), ``files``."""
+    return {
+        "total": {**_fields(rep.energy_j, rep.co2_g, rep.duration_s),
+                  "start": _iso(rep.start_t), "end": _iso(rep.end_t),
+                  "provenance": rep.provenance},
+        "hosts": [{"host": h.host, **_fields(h.energy_j, h.co2_g, h.duration_s),
+                   "start": _iso(h.start_t), "end": _iso(h.end_t), "provenance": h.provenance,
+                   "files": h.files, "sessions": h.sessions,
+                   "domains": _domains(h.domains, h.duration_s)} for h in rep.hosts],
+        "segments": [{"host": s.host, "index": s.index, "label": s.label,
+                      **_fields(s.energy_j, s.co2_g, s.duration_s),
+                      "start": _iso(s.start_t), "end": _iso(s.end_t), "share": s.share,
+                      "provenance": s.provenance, "domains": _domains(s.domains, s.duration_s)}
+                     for h in rep.hosts for s in h.segments],
+        "files": [{"path": f.path, "rows": f.rows, "error": f.error, "problems": f.problems}
+                  for f in rep.files],
+    }
+
+
+def _rows(rep: Report):
+    """Long rows: per segment its total then each domain; per host; overall."""
+    for h in rep.hosts:
+        for s in h.segments:
+            base = (h.host, s.index, s.label, _iso(s.start_t), s.duration_s)
+            yield base + ("total", "", s.energy_j, s.co2_g, s.share, s.provenance)
+            for d, v in s.domains.items():
+                yield base + (d, int(v.in_total), v.energy_j, v.co2_g, None, v.provenance)
+        share = h.energy_j / rep.energy_j if rep.energy_j > 0 else 0.0
+        yield (h.host, "", "(host total)", _iso(h.start_t), h.duration_s, "total", "",
+               h.energy_j, h.co2_g, share, h.provenance)
+    yield ("(all hosts)", "", "(total)", _iso(rep.start_t), rep.duration_s, "total", "",
+           rep.energy_j, rep.co2_g, 1.0 if rep.energy_j > 0 else 0.0, rep.provenance)
+
+
+def to_csv(rep: Report) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CSV_FIELDS)
+    for host, seg, label, start, dur, dom, it, e, co2, share, prov in _rows(rep):
+        w.writerow((host, seg, label, start, f"{dur:.3f}", dom, it, f"{e:.6g}",
+                    f"{e / J_PER_WH:.6g}", "" if not dur else f"{e / dur:.6g}", f"{co2:.6g}",
+                    "" if share is None else f"{share:.6f}", prov))
+    return buf.getvalue()
+
+
+def _num(x: float | None, spec: str) -> str:
+    return "N/A" if x is None else format(x, spec)
+
+
+def _table_lines(rep: Report, md: bool) -> list[str]:
+    head = ("segment", "duration s", "energy J", "Wh", "avg W", "g CO2e", "share", "provenance")
+    lines = []
+    for h in rep.hosts:
+        lines.append(f"{'## ' if md else ''}host {h.host}: {len(h.files)} file(s), "
+                     f"{h.sessions} session(s), {_iso(h.start_t)} .. {_iso(h.end_t)}")
+        body = []
+        for s in h.segments:
+            body.append((f"{s.index}. {s.label}", s.duration_s, s.energy_j, s.co2_g, s.share,
+                         s.provenance))
+            for d, v in s.domains.items():
+                mark = "" if v.in_total else " (not added)"
+                body.append((f"   {d}{mark}", s.duration_s, v.energy_j, v.co2_g, None,
+                             v.provenance))
+        body.append(("host total", h.duration_s, h.energy_j, h.co2_g, None, h.provenance))
+        cells = [(lab, f"{dur:.1f}", f"{e:.1f}", f"{e / J_PER_WH:.4f}",
+                  _num(_avg(e, dur), ".2f"), f"{co2:.4f}", "" if sh is None else f"{sh:.1%}",
+                  prov) for lab, dur, e, co2, sh, prov in body]
+        lines += _grid(head, cells, md)
+        lines.append("")
+    lines.append(f"{'**' if md else ''}Total: {rep.energy_j:.1f} J ({rep.energy_j / J_PER_WH:.4f} Wh), "
+                 f"{rep.co2_g:.4f} g CO2e over {rep.duration_s:.1f} s, {len(rep.hosts)} host(s), "
+                 f"{rep.provenance}{'**' if md else ''}")
+    return lines
+
+
+def _grid(head: tuple, cells: list[tuple], md: bool) -> list[str]:
+    if md:
+        out = ["| " + " | ".join(head) + " |", "|" + "|".join(
+            "---" if i == 0 or i == len(head) - 1 else "---:" for i in range(len(head))) + "|"]
+        return out + ["| " + " | ".join(c.strip().replace("|", "\\|") for c in row) + " |"
+                      for row in cells]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *cells)]
+    fmt = lambda row: "  ".join(  # noqa: E731
+        str(c).ljust(w) if i in (0, len(row) - 1) else str(c).rjust(w)
+        for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+    return [fmt(head)] + [fmt(r) for r in cells]
+
+
+def render(rep: Report, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(to_json(rep), indent=2) + "\n"
+    if fmt == "csv":
+        return to_csv(rep)
+    return "\n".join(_table_lines(rep, md=fmt == "markdown")) + "\n"
+
+
+def cmd_report(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="tuimeter report",
+        description="Energy per phase (segments between markers) of one or more session "
+                    "files; several files are merged per host, overlaps counted once.")
+    p.add_argument("files", nargs="+", metavar="FILE", help="session CSV files")
+    p.add_argument("--format", choices=FORMATS, default="table", help="output format")
+    p.add_argument("--plot", action="store_true", help="draw power over time with markers")
+    args = p.parse_args(argv)
+    files = [load_file(path) for path in args.files]
+    for f in files:
+        if f.error:
+            print(f"tuimeter: error: {f.error}", file=sys.stderr)
+        for problem in f.problems:
+            print(f"tuimeter: warning: {problem}", file=sys.stderr)
+    usable = [f for f in files if f.sessions]
+    if not usable:
+        return 2
+    rep = build_report(usable)
+    rep.files = files
+    if args.plot:
+        from ..report_plot import plot_report
+
+        text = plot_report(rep)
+        print(text, file=sys.stdout if args.format in ("table", "markdown") else sys.stderr)
+    sys.stdout.write(render(rep, args.format))
+    return 0
