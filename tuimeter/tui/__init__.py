@@ -1,1 +1,1 @@
-"""The Textual UI (imported only by the UI command)."""
+"""The live terminal UI (Textual). Imported only by the ``tuimeter`` UI command."""

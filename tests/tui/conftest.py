@@ -1,0 +1,73 @@
+"""Shared set-up for the UI tests: an engine over scripted sensors on a fake clock, its
+session file, and a deterministic replay of tests/data/sessions/demo.csv."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.scripted import FakeClock, ScriptedSensor, domain, rapl_like
+from tuimeter.engine.sampler import Engine
+from tuimeter.model import CarbonInfo, DomainKind
+from tuimeter.session.measure import open_recorder
+from tuimeter.tui.app import TuimeterApp
+from tuimeter.tui.run import make_replay, open_session
+
+DEMO = Path(__file__).resolve().parents[1] / "data" / "sessions" / "demo.csv"
+CARBON = CarbonInfo(g_per_kwh=360.0, pue=1.0, source="test grid")
+
+
+@pytest.fixture(autouse=True)
+def _no_cursor_blink(monkeypatch):
+    """Blinking cursors make screens differ from one frame to the next."""
+    from textual.widgets import Input
+
+    monkeypatch.setattr(Input, "cursor_blink", False, raising=False)
+
+
+def gpu_sensor() -> ScriptedSensor:
+    return ScriptedSensor("nvml", [domain("gpu0", DomainKind.GPU, source="nvml")],
+                          {"gpu0": 150.0})
+
+
+def make_app(tmp_path: Path, *, job=None, sensors=None, **kw):
+    """An app over scripted sensors on a fake clock, recording to tmp_path/session.csv.
+
+    The engine thread is not started: tests call :func:`tick`.
+    """
+    clock = FakeClock()
+    sensors = sensors if sensors is not None else [rapl_like(), gpu_sensor()]
+    engine = Engine(sensors, CARBON, 1.0, clock=clock, wallclock=lambda: 1_800_000_000 + clock(),
+                    cpu_clock=lambda: 0.0, host="test-host")
+    recorder = open_recorder(str(tmp_path / "session.csv"), engine.host)
+    open_session(engine, recorder)
+    app = TuimeterApp(engine, recorder=recorder, job=job, start_engine=False,
+                      export_dir=str(tmp_path), **kw)
+    return app, clock
+
+
+def replay_app(clock: FakeClock, recorder_path: str | None = None):
+    """The demo session replayed on a fake clock (deterministic: fixed host, 0% CPU)."""
+    engine, sensor = make_replay(str(DEMO), clock=clock, cpu_clock=lambda: 0.0)
+    recorder = open_recorder(recorder_path, engine.host) if recorder_path else None
+    open_session(engine, recorder)
+    return TuimeterApp(engine, recorder=recorder, replay=sensor, attribution="replay",
+                       start_engine=False)
+
+
+async def tick(pilot, clock: FakeClock, n: int = 1, dt: float = 1.0) -> None:
+    """Advance the fake clock and tick the engine ``n`` times, then let the UI catch up."""
+    for _ in range(n):
+        clock.advance(dt)
+        pilot.app.engine.tick()
+    await pilot.pause()
+
+
+async def wait_for(pilot, condition, tries: int = 200) -> bool:
+    """Let the app run until ``condition()`` holds (bounded; no wall-clock assertions)."""
+    for _ in range(tries):
+        if condition():
+            return True
+        await pilot.pause(0.05)
+    return condition()

@@ -1,0 +1,275 @@
+"""Pilot tests of the live UI: every key, the session file it leaves behind, job
+following, resizing and frame skipping. The engine runs on a fake clock, ticked by hand."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from textual.widgets import Static
+
+from tests.fakes.scripted import rapl_like
+from tuimeter.tui.app import INTERVALS_S
+from tuimeter.tui.job import JobWatcher
+from tuimeter.tui.messages import SnapshotReady
+from tuimeter.tui.screens import HelpScreen, LabelScreen
+from tuimeter.tui.widgets import DomainRow, JobPanel, PowerChart, TopBar
+
+from .conftest import make_app, tick, wait_for
+
+
+def text(widget: Static) -> str:
+    return str(widget.content)
+
+
+def session(tmp_path) -> pd.DataFrame:
+    return pd.read_csv(tmp_path / "session.csv")
+
+
+def markers(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["kind"] == "marker"].reset_index(drop=True)
+
+
+@pytest.mark.asyncio
+async def test_m_adds_numbered_markers_to_the_session_csv(tmp_path):
+    """`m` marks the moment it is pressed as 'mark N'; the rows are in the CSV after q."""
+    app, clock = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await tick(pilot, clock, 3)
+        await pilot.press("m")
+        await tick(pilot, clock, 2)
+        await pilot.press("m")
+        await tick(pilot, clock, 1)
+        await pilot.press("q")
+    m = markers(session(tmp_path))
+    assert list(m["label"]) == ["mark 1", "mark 2"]
+    assert list(m["elapsed_s"]) == [3.0, 5.0]
+    assert set(m["source"]) == {"key"}
+
+
+@pytest.mark.asyncio
+async def test_shift_m_asks_for_a_label(tmp_path):
+    """`M` opens a prompt; Enter adds the typed label, Esc adds nothing."""
+    app, clock = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await tick(pilot, clock, 2)
+        await pilot.press("M")
+        assert isinstance(app.screen, LabelScreen)
+        await pilot.press(*"train, epoch 1")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert not isinstance(app.screen, LabelScreen)
+        await tick(pilot, clock, 2)
+        await pilot.press("M")
+        await pilot.press(*"dropped")
+        await pilot.press("escape")
+        await tick(pilot, clock, 1)
+        await pilot.press("q")
+    m = markers(session(tmp_path))
+    assert list(m["label"]) == ["train, epoch 1"]
+    assert list(m["elapsed_s"]) == [2.0]
+
+
+@pytest.mark.asyncio
+async def test_marker_typed_while_paused_is_still_recorded(tmp_path):
+    """Pausing stops the display, not the session: markers and ticks are recorded."""
+    app, clock = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await tick(pilot, clock, 1)
+        await pilot.press("p")
+        assert app.paused
+        assert "PAUSED" in text(app.query_one(TopBar))
+        drawn = app.frames_drawn
+        await tick(pilot, clock, 3)
+        await pilot.press("m")
+        await tick(pilot, clock, 1)
+        assert app.frames_drawn == drawn
+        assert "0:00:01" in text(app.query_one(TopBar))
+        await pilot.press("p")
+        assert not app.paused
+        assert "0:00:05" in text(app.query_one(TopBar))
+        await pilot.press("q")
+    df = session(tmp_path)
+    assert (df["kind"] == "total").sum() == 5
+    assert list(markers(df)["elapsed_s"]) == [4.0]
+
+
+@pytest.mark.asyncio
+async def test_e_exports_the_session_so_far(tmp_path):
+    """`e` copies the session written so far to a new file and says where."""
+    app, clock = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await tick(pilot, clock, 3)
+        await pilot.press("m")
+        await tick(pilot, clock, 1)
+        await pilot.press("e")
+        assert await wait_for(pilot, lambda: app.exports)
+        path = app.exports[0]
+        assert os.path.dirname(path) == str(tmp_path)
+        assert os.path.basename(path).startswith("tuimeter-export-")
+        shown = " ".join(str(n.message) for n in app._notifications)
+        assert os.path.abspath(path) in shown
+        await pilot.press("q")
+    exported = pd.read_csv(path)
+    assert (exported["kind"] == "total").sum() == 4
+    assert list(markers(exported)["label"]) == ["mark 1"]
+
+
+@pytest.mark.asyncio
+async def test_plus_and_minus_step_the_interval_within_bounds(tmp_path):
+    """`+` lengthens and `-` shortens the engine interval, never past 0.1 s or 60 s."""
+    app, clock = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("plus")
+        assert app.engine.interval_s == 2.0
+        assert "every 2 s" in text(app.query_one(TopBar))
+        for _ in range(2):
+            await pilot.press("minus")
+        assert app.engine.interval_s == 0.5
+        for _ in range(20):
+            await pilot.press("minus")
+        assert app.engine.interval_s == INTERVALS_S[0]
+        for _ in range(20):
+            await pilot.press("plus")
+        assert app.engine.interval_s == INTERVALS_S[-1]
+        await pilot.press("q")
+
+
+@pytest.mark.asyncio
+async def test_q_ends_with_a_final_tick_and_closes_the_file(tmp_path):
+    """`q` closes the last partial interval, closes the session file, returns the snapshot."""
+    app, clock = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await tick(pilot, clock, 2)
+        clock.advance(0.5)
+        await pilot.press("q")
+    assert app.return_value is not None
+    assert app.return_value.elapsed_s == 2.5
+    assert app.recorder.writer.closed
+    assert (session(tmp_path)["kind"] == "total").sum() == 3
+
+
+@pytest.mark.asyncio
+async def test_help_screen_lists_every_key_and_closes(tmp_path):
+    """`?` shows the keys, the badge legend and the sensors; Esc closes it."""
+    app, clock = make_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        body = " ".join(text(s) for s in app.screen.query(Static))
+        for word in ("mark N", "pause", "export", "interval", "quit", "[measured]", "[LOST]",
+                     "rapl ok", str(tmp_path / "session.csv")):
+            assert word in body
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+        await pilot.press("q")
+
+
+@pytest.mark.asyncio
+async def test_rows_show_power_energy_and_badges(tmp_path):
+    """Each domain row has its badge, W now and cumulative energy; a lost one says LOST."""
+    rapl = rapl_like()
+    app, clock = make_app(tmp_path, sensors=[rapl])
+    async with app.run_test(size=(100, 30)) as pilot:
+        await tick(pilot, clock, 30)
+        rows = {r.key: r for r in app.query(DomainRow)}
+        pkg = " ".join(text(s) for s in rows["package-0"].query(Static))
+        assert "[measured]" in pkg and "40.0 W" in pkg and "1.20 kJ" in pkg
+        rapl.lost.add("package-0/dram")
+        await tick(pilot, clock, 1)
+        dram = " ".join(text(s) for s in rows["package-0/dram"].query(Static))
+        assert "[LOST]" in dram and "N/A" in dram
+        await pilot.press("q")
+
+
+@pytest.mark.asyncio
+async def test_a_slow_terminal_skips_frames_not_ticks(tmp_path):
+    """Snapshots queued behind a newer one are replaced; every tick is still recorded."""
+    app, clock = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        drawn = app.frames_drawn
+        for _ in range(5):
+            clock.advance(1.0)
+            app.engine.tick()
+        await pilot.pause()
+        assert app.frames_drawn == drawn + 1
+        assert "0:00:05" in text(app.query_one(TopBar))
+        await pilot.press("q")
+    assert (session(tmp_path)["kind"] == "total").sum() == 5
+
+
+def test_snapshot_ready_replaces_only_snapshots():
+    from textual.message import Message
+
+    old = SnapshotReady(None, ())  # type: ignore[arg-type]
+    assert old.can_replace(SnapshotReady(None, ()))  # type: ignore[arg-type]
+    assert not old.can_replace(Message())
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("first,second", [((80, 24), (160, 48)), ((160, 48), (80, 24))])
+async def test_resizing_keeps_every_part_on_screen(tmp_path, first, second):
+    """At 80x24 and 160x48, and after resizing between them, every domain row, the chart
+    and the footer are on screen and the chart follows the size."""
+    app, clock = make_app(tmp_path)
+    async with app.run_test(size=first) as pilot:
+        await tick(pilot, clock, 20)
+        widths = []
+        for size in (first, second):
+            await pilot.resize_terminal(*size)
+            await tick(pilot, clock, 1)
+            w, h = size
+            for row in app.query(DomainRow):
+                assert 0 < row.region.bottom <= h - 1 and row.region.width == w - 2
+            chart = app.query_one(PowerChart)
+            assert chart.region.height >= 5 and chart.region.bottom <= h
+            widths.append(chart.region.width)
+            assert app.query_one("Footer").region.bottom == h
+        assert widths[0] != widths[1]
+        await pilot.press("q")
+
+
+@pytest.mark.asyncio
+async def test_pid_of_a_process_that_exits(tmp_path):
+    """--pid: the job panel names the process and says when it has exited."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        app, clock = make_app(tmp_path, job=JobWatcher(child.pid))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await tick(pilot, clock, 2)
+            panel = text(app.query_one(JobPanel))
+            assert f"JOB {child.pid}" in panel and "running" in panel
+            child.kill()
+            child.wait()
+            await tick(pilot, clock, 1)
+            panel = text(app.query_one(JobPanel))
+            assert "EXITED" in panel and "0:00:03" in panel
+            shown = " ".join(str(n.message) for n in app._notifications)
+            assert f"job {child.pid}" in shown and "exited" in shown
+            await pilot.press("q")
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+@pytest.mark.asyncio
+async def test_no_color_keeps_every_state_readable(tmp_path, monkeypatch):
+    """With NO_COLOR the app runs colourless and states are still words."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    rapl = rapl_like()
+    rapl.lost.add("psys")
+    app, clock = make_app(tmp_path, sensors=[rapl])
+    assert app.no_color
+    async with app.run_test(size=(80, 24)) as pilot:
+        await tick(pilot, clock, 3)
+        await pilot.press("p")
+        rows = {r.key: r for r in app.query(DomainRow)}
+        assert "[LOST]" in " ".join(text(s) for s in rows["psys"].query(Static))
+        assert "PAUSED" in text(app.query_one(TopBar))
+        await pilot.press("q")
+

@@ -1,0 +1,269 @@
+"""Replay a recorded session CSV as if its sensors were live.
+
+The ``sample`` rows of a session give, per domain and interval, the energy used; summed
+they are each domain's cumulative energy at the end of every interval. :class:`ReplaySensor`
+serves that cumulative energy (linear inside an interval: the interval's average power is
+all the file knows) at session time, so the ordinary engine and UI show the recording with
+its original domains, provenance and lost periods.
+
+Time: the engine must run on :attr:`ReplaySensor.session_clock`, a clock that advances
+``speed`` session seconds per second of ``clock``. Power is then energy per *session*
+second (right at any speed), and elapsed times and markers land where they were recorded.
+``wallclock`` gives the original wall time of the session (start timestamp + elapsed).
+
+Markers: ``markers`` holds the session's markers; when ``on_marker`` is set, each is handed
+to it (``on_marker(label, source, pid)``) from the first read at or after its time, so the
+caller can pass it to ``Engine.add_marker`` (late by at most one poll).
+
+``total``, ``job``, ``process``, ``event`` and ``session`` rows are not replayed: the engine
+recomputes the total from the domains' ``in_total`` flags. Never imports the UI.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import csv
+import datetime as _dt
+import os
+import re
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from ..model import CarbonInfo, Domain, DomainKind, Provenance, Reading, SensorStatus, Status
+from .base import Sensor, SensorUnavailable
+
+
+#: where :meth:`ReplaySensor.session_clock` starts, session seconds
+CLOCK_ORIGIN_S = 1000.0
+
+
+class ReplayError(ValueError):
+    """The file is not a session CSV tuimeter can replay (one line, for the user)."""
+
+
+@dataclass(frozen=True)
+class ReplayMarker:
+    elapsed_s: float  # session seconds since the recording started
+    label: str
+    source: str
+    pid: int | None = None
+
+
+class _Track:
+    """One domain's cumulative energy over session time."""
+
+    __slots__ = ("domain", "ends_s", "starts_s", "cum_j", "lost")
+
+    def __init__(self, domain: Domain):
+        self.domain = domain
+        self.starts_s: list[float] = []  # interval start, session s
+        self.ends_s: list[float] = []  # interval end, session s
+        self.cum_j: list[float] = []  # cumulative energy at each interval end, J
+        self.lost: list[bool] = []  # the interval was recorded as lost
+
+    def energy_at(self, t_s: float) -> tuple[float | None, Status]:
+        i = bisect.bisect_left(self.ends_s, t_s)
+        if i >= len(self.ends_s):  # after the recording: energy stays where it ended
+            return (self.cum_j[-1] if self.cum_j else 0.0), Status.OK
+        if self.lost[i]:
+            return None, Status.LOST
+        before = self.cum_j[i - 1] if i > 0 else 0.0
+        start, end = self.starts_s[i], self.ends_s[i]
+        if t_s <= start or end <= start:
+            return before, Status.OK
+        return before + (self.cum_j[i] - before) * (t_s - start) / (end - start), Status.OK
+
+
+_KINDS = (("/core", DomainKind.CORE), ("/uncore", DomainKind.UNCORE), ("dram", DomainKind.DRAM),
+          ("psys", DomainKind.PSYS), ("gpu", DomainKind.GPU), ("ane", DomainKind.ANE),
+          ("memory", DomainKind.MEMORY), ("package", DomainKind.PACKAGE),
+          ("cpu", DomainKind.PACKAGE))
+
+
+def kind_of(domain_id: str) -> DomainKind:
+    """Guess a domain's kind from its id (the CSV does not store it)."""
+    lowered = domain_id.lower()
+    for needle, kind in _KINDS:
+        if needle in lowered:
+            return kind
+    return DomainKind.OTHER
+
+
+def _float(text: str) -> float | None:
+    try:
+        return float(text) if text != "" else None
+    except ValueError:
+        return None
+
+
+def _parse_ts(text: str) -> float | None:
+    try:
+        return _dt.datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
+
+
+_CARBON = re.compile(r"carbon ([0-9.eE+-]+) g/kWh \((.*?)\)(?:;|$)")
+_PUE = re.compile(r"pue ([0-9.eE+-]+)")
+
+
+class ReplaySensor(Sensor):
+    """Serves a session CSV's per-domain energy at ``speed`` x real time."""
+
+    name = "replay"
+
+    def __init__(self, path: str | os.PathLike, speed: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic):
+        if not speed > 0:
+            raise ValueError("speed must be > 0")
+        self.path = os.fspath(path)
+        self.speed = float(speed)
+        self._clock = clock
+        self._base = clock()
+        self.on_marker: Callable[[str, str, int | None], object] | None = None
+        self.host = ""
+        self.start_timestamp = 0.0  # wall clock of the recording's start, s since epoch
+        self.carbon: CarbonInfo | None = None
+        self.session_details = ""
+        self.markers: list[ReplayMarker] = []
+        self._tracks: list[_Track] = []
+        self._t0: float | None = None
+        self._next_marker = 0
+        self._load()
+
+    # -- clocks -------------------------------------------------------------------
+    def session_clock(self) -> float:
+        """Session seconds (``speed`` x the real clock), from CLOCK_ORIGIN_S when made.
+
+        Not from 0: readers treat a time of 0.0 as "no time yet" (``t or now``).
+        """
+        return CLOCK_ORIGIN_S + (self._clock() - self._base) * self.speed
+
+    def wallclock(self) -> float:
+        """The recording's wall time at the current session time."""
+        return self.start_timestamp + self.session_clock() - CLOCK_ORIGIN_S
+
+    @property
+    def duration_s(self) -> float:
+        """Length of the recording, session seconds."""
+        return max((t.ends_s[-1] for t in self._tracks if t.ends_s), default=0.0)
+
+    # -- loading ------------------------------------------------------------------
+    def _load(self) -> None:
+        try:
+            fh = open(self.path, newline="", encoding="utf-8")
+        except OSError as exc:
+            raise ReplayError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+        tracks: dict[str, _Track] = {}
+        first_ts: tuple[float, float] | None = None  # (timestamp, elapsed)
+        with fh:
+            reader = csv.DictReader(fh)
+            need = {"elapsed_s", "interval_s", "kind", "domain", "energy_j"}
+            if reader.fieldnames is None or not need <= set(reader.fieldnames):
+                raise ReplayError(f"{self.path} is not a tuimeter session CSV "
+                                  f"(needs columns {', '.join(sorted(need))})")
+            for row in reader:
+                kind = row.get("kind", "")
+                elapsed = _float(row.get("elapsed_s", ""))
+                if elapsed is None:
+                    continue
+                if not self.host:
+                    self.host = row.get("host", "") or ""
+                if first_ts is None:
+                    ts = _parse_ts(row.get("timestamp", ""))
+                    if ts is not None:
+                        first_ts = (ts, elapsed)
+                if kind == "session":
+                    self._read_session_row(row.get("label", ""))
+                elif kind == "marker":
+                    pid = _float(row.get("pid", ""))
+                    self.markers.append(ReplayMarker(elapsed, row.get("label", ""),
+                                                     row.get("source", "") or "api",
+                                                     None if pid is None else int(pid)))
+                elif kind == "sample":
+                    self._add_sample(tracks, row, elapsed)
+        if not tracks:
+            raise ReplayError(f"{self.path} has no sample rows to replay")
+        self._tracks = list(tracks.values())
+        self.markers.sort(key=lambda m: m.elapsed_s)
+        if first_ts is not None:
+            self.start_timestamp = first_ts[0] - first_ts[1]
+
+    def _read_session_row(self, label: str) -> None:
+        self.session_details = label
+        m = _CARBON.search(label)
+        if m and _float(m.group(1)):
+            pue = _PUE.search(label)
+            self.carbon = CarbonInfo(g_per_kwh=float(m.group(1)),
+                                     pue=float(pue.group(1)) if pue else 1.0,
+                                     source=f"{m.group(2)}, as recorded")
+
+    @staticmethod
+    def _add_sample(tracks: dict[str, _Track], row: dict, elapsed: float) -> None:
+        did = row.get("domain", "")
+        prov_text = row.get("provenance", "")
+        lost = prov_text == "lost"
+        track = tracks.get(did)
+        if track is None:
+            try:
+                prov = Provenance(prov_text)
+            except ValueError:
+                prov = Provenance.MEASURED
+            track = tracks[did] = _Track(Domain(
+                id=did, name=did, kind=kind_of(did), source=row.get("source", "") or "replay",
+                provenance=prov, in_total=row.get("in_total", "1") != "0",
+                label="replayed"))
+        elif not lost and track.domain.provenance.value != prov_text:
+            try:  # the first rows were lost: take the provenance from the first good one
+                prov = Provenance(prov_text)
+                if all(track.lost):
+                    track.domain = dataclasses.replace(track.domain, provenance=prov)
+            except ValueError:
+                pass
+        interval = _float(row.get("interval_s", "")) or 0.0
+        energy = _float(row.get("energy_j", ""))
+        before = track.cum_j[-1] if track.cum_j else 0.0
+        track.starts_s.append(elapsed - interval)
+        track.ends_s.append(elapsed)
+        track.cum_j.append(before + (energy or 0.0))
+        track.lost.append(lost or energy is None)
+
+    # -- Sensor -------------------------------------------------------------------
+    def is_available(self) -> SensorStatus:
+        return SensorStatus(self.name, True, os.path.basename(self.path))
+
+    def status(self) -> SensorStatus:
+        speed = "" if self.speed == 1 else f" at {self.speed:g}x"
+        return SensorStatus(self.name, True, f"{os.path.basename(self.path)}{speed}")
+
+    def open(self):
+        if not self._tracks:
+            raise SensorUnavailable(f"{self.path} has no samples")
+        return [t.domain for t in self._tracks]
+
+    def read(self, now_s: float):
+        if self._t0 is None:
+            self._t0 = now_s
+        t = now_s - self._t0
+        self._emit_markers(t)
+        out = []
+        for track in self._tracks:
+            energy, status = track.energy_at(t)
+            out.append(Reading(track.domain.id, now_s, energy, status=status,
+                               note="lost in the recording" if status is Status.LOST else ""))
+        return out
+
+    def _emit_markers(self, t_s: float) -> None:
+        if self.on_marker is None:
+            return
+        while self._next_marker < len(self.markers) and \
+                self.markers[self._next_marker].elapsed_s <= t_s + 1e-9:
+            m = self.markers[self._next_marker]
+            self._next_marker += 1
+            self.on_marker(m.label, m.source, m.pid)
+
+    def finished(self, elapsed_s: float) -> bool:
+        """Whether the session time ``elapsed_s`` is at or past the recording's end."""
+        return elapsed_s >= self.duration_s - 1e-9

@@ -1,0 +1,302 @@
+"""The live UI over an :class:`~tuimeter.engine.sampler.Engine`.
+
+The engine samples on its own thread and records every tick (the recorder is one of its
+listeners). The UI only reads snapshots: a listener posts :class:`SnapshotReady`, which a
+newer one replaces while still queued, so a slow terminal skips frames, never ticks.
+
+The caller opens the engine and subscribes the recorder first (see ``run.open_session``);
+the app subscribes itself on mount, starts the sampler thread (unless ``start_engine`` is
+False: tests tick the engine by hand on a fake clock), and on ``q`` stops the engine with a
+final tick, closes the recorder and exits with the last snapshot.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import shutil
+from typing import TYPE_CHECKING
+
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.reactive import reactive
+from textual.widgets import Footer
+
+from ..model import Snapshot
+from .format import fmt_duration, fmt_interval
+from .job import JobWatcher
+from .messages import SnapshotFeed, SnapshotReady
+from .screens import HelpScreen, LabelScreen
+from .widgets import (DomainTable, JobPanel, PowerChart, ProcessPanel, SensorStatusLine,
+                      TopBar, TotalsPanel)
+
+if TYPE_CHECKING:
+    from ..engine.sampler import Engine
+    from ..sensors.replay import ReplaySensor
+    from ..session.recorder import Recorder
+
+#: the refresh intervals ``+`` and ``-`` step through, seconds
+INTERVALS_S = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0)
+
+
+def export_path(directory: str, now: _dt.datetime | None = None) -> str:
+    """A new file name ``tuimeter-export-YYYYmmdd-HHMMSS[-N].csv`` in ``directory``."""
+    stamp = (now or _dt.datetime.now()).strftime("%Y%m%d-%H%M%S")
+    path = os.path.join(directory, f"tuimeter-export-{stamp}.csv")
+    n = 1
+    while os.path.exists(path):
+        n += 1
+        path = os.path.join(directory, f"tuimeter-export-{stamp}-{n}.csv")
+    return path
+
+
+def copy_complete_rows(src: str, dst: str) -> None:
+    """Copy the session file as written so far, without a row still being written."""
+    shutil.copyfile(src, dst)
+    with open(dst, "rb+") as fh:
+        data = fh.read()
+        end = data.rfind(b"\n") + 1
+        if end < len(data):
+            fh.truncate(end)
+
+
+class TuimeterApp(App[Snapshot | None]):
+    """What ``tuimeter`` shows. See the module docstring for the life cycle."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "tuimeter"
+    ENABLE_COMMAND_PALETTE = False
+    BINDINGS = [
+        Binding("m", "mark", "Mark"),
+        Binding("M", "mark_labelled", "Label mark", key_display="M"),
+        Binding("p", "pause", "Pause"),
+        Binding("e", "export", "Export"),
+        Binding("plus,equals_sign", "slower", "Slower", key_display="+"),
+        Binding("minus,underscore", "faster", "Faster", key_display="-"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    paused: reactive[bool] = reactive(False)
+    """The display is frozen (the engine keeps sampling and recording)."""
+    interval_s: reactive[float] = reactive(1.0)
+    """The engine's tick interval, seconds (what the display refresh follows)."""
+
+    def __init__(self, engine: "Engine", *, recorder: "Recorder | None" = None,
+                 job: JobWatcher | None = None, replay: "ReplaySensor | None" = None,
+                 attribution: str = "unavailable", export_dir: str = ".",
+                 start_engine: bool = True, keep_session: bool = True) -> None:
+        super().__init__()
+        self.engine = engine
+        self.recorder = recorder
+        self.job = job
+        self.replay = replay
+        self.attribution = attribution
+        self.export_dir = export_dir
+        self.start_engine = start_engine
+        self.keep_session = keep_session
+        self.final_snapshot: Snapshot | None = None
+        self.exports: list[str] = []
+        self.frames_drawn = 0
+        self._feed = SnapshotFeed(self.post_message, engine.history_len)
+        self._latest: SnapshotReady | None = None
+        self._marks = 0
+        self._running = False
+        self._finished = False
+        self._job_exited_at: float | None = None
+        self._replay_done = False
+        self._record_error_shown = False
+        self.set_reactive(TuimeterApp.interval_s, engine.interval_s)
+
+    @property
+    def session_path(self) -> str | None:
+        return self.recorder.path if self.recorder is not None and self.keep_session else None
+
+    # -- layout -------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield TopBar(id="top")
+        job = JobPanel(id="job")
+        job.display = self.job is not None
+        yield job
+        yield DomainTable(self.engine.domains, id="domains")
+        with Horizontal(id="middle"):
+            yield PowerChart(id="chart")
+            yield TotalsPanel(id="totals")
+        yield ProcessPanel(self.attribution, id="processes")
+        yield SensorStatusLine(id="sensors")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        snap = self.engine.snapshot
+        if snap is not None:
+            self._draw(SnapshotReady(snap, ()))
+        self.engine.subscribe(self._feed)
+        if self.start_engine:
+            self.engine.start()
+            self._running = True
+
+    # -- snapshots ----------------------------------------------------------------
+    def on_snapshot_ready(self, message: SnapshotReady) -> None:
+        self._latest = message
+        snap = message.snapshot
+        self._check_job(snap)
+        self._check_recorder()
+        if self.replay is not None and not self._replay_done and self.replay.finished(snap.elapsed_s):
+            self._replay_done = True
+            self._stop_engine(final_tick=False)
+            self.notify(f"replay finished at {fmt_duration(snap.elapsed_s)}; press q to quit")
+        if not self.paused:
+            self._draw(message)
+
+    def _mode(self) -> str:
+        if self.replay is None:
+            return ""
+        speed = "" if self.replay.speed == 1 else f" {self.replay.speed:g}x"
+        done = " (finished)" if self._replay_done else ""
+        return f"REPLAY {os.path.basename(self.replay.path)}{speed}{done}"
+
+    def _cpu_percent(self, snap: Snapshot) -> float | None:
+        pct = snap.monitor_cpu_percent
+        if pct is not None and self.replay is not None:
+            pct *= self.replay.speed  # the engine divides by session seconds
+        return pct
+
+    def _draw(self, message: SnapshotReady) -> None:
+        snap = message.snapshot
+        self.query_one(TopBar).show(snap, self.interval_s, self.paused, self._mode(),
+                                    self._cpu_percent(snap))
+        self.query_one(DomainTable).show(snap)
+        self.query_one(PowerChart).show(snap, message.times_s)
+        self.query_one(TotalsPanel).show(snap)
+        self.query_one(ProcessPanel).show(snap)
+        self.query_one(SensorStatusLine).show(snap.sensors)
+        if self.job is not None:
+            self.query_one(JobPanel).show(self.job.state, snap.job, self._job_exited_at)
+        self.frames_drawn += 1
+
+    def _redraw(self) -> None:
+        if self._latest is not None:
+            self._draw(self._latest)
+        elif self.engine.snapshot is not None:
+            self._draw(SnapshotReady(self.engine.snapshot, ()))
+
+    def _check_job(self, snap: Snapshot) -> None:
+        if self.job is None or self._job_exited_at is not None:
+            return
+        state = self.job.poll()
+        if state.running and (snap.job is None or snap.job.running):
+            return
+        self._job_exited_at = snap.elapsed_s
+        code = state.exit_code if state.exit_code is not None else (
+            snap.job.exit_code if snap.job is not None else None)
+        how = "" if code is None else f" with code {code}"
+        self.notify(f"job {state.pid} ({state.name}) exited{how}", timeout=10)
+        if self.paused:  # the job panel says so even while the display is paused
+            self.query_one(JobPanel).show(state, snap.job, self._job_exited_at)
+
+    def _check_recorder(self) -> None:
+        rec = self.recorder
+        if rec is not None and rec.failed.is_set() and not self._record_error_shown:
+            self._record_error_shown = True
+            self.notify(f"recording stopped: {rec.error}", severity="error", timeout=30)
+
+    # -- keys ---------------------------------------------------------------------
+    def action_mark(self) -> None:
+        self._marks += 1
+        self._add_marker(f"mark {self._marks}")
+
+    def action_mark_labelled(self) -> None:
+        def added(label: str | None) -> None:
+            if label:
+                self._add_marker(label)
+
+        self.push_screen(LabelScreen(), added)
+
+    def _add_marker(self, label: str) -> None:
+        if self._finished or self._replay_done:
+            self.notify("the session has ended: no more markers", severity="warning")
+            return
+        marker = self.engine.add_marker(label, source="key")
+        self.notify(f"marker '{label}' at {fmt_duration(marker.elapsed_s)}")
+
+    def action_pause(self) -> None:
+        self.paused = not self.paused
+
+    def watch_paused(self, paused: bool) -> None:
+        if not paused:
+            self._redraw()
+        else:
+            snap = self._latest.snapshot if self._latest else self.engine.snapshot
+            self.query_one(TopBar).show(snap, self.interval_s, True, self._mode(),
+                                        None if snap is None else self._cpu_percent(snap))
+
+    def _step_interval(self, direction: int) -> None:
+        now = self.interval_s
+        if direction > 0:
+            choices = [s for s in INTERVALS_S if s > now + 1e-9]
+            new = choices[0] if choices else INTERVALS_S[-1]
+        else:
+            choices = [s for s in INTERVALS_S if s < now - 1e-9]
+            new = choices[-1] if choices else INTERVALS_S[0]
+        if new != now:
+            self.engine.set_interval(new)
+            self.interval_s = new
+        self.notify(f"refresh every {fmt_interval(new)}")
+
+    def action_slower(self) -> None:
+        self._step_interval(+1)
+
+    def action_faster(self) -> None:
+        self._step_interval(-1)
+
+    def watch_interval_s(self) -> None:
+        self._redraw()
+
+    def action_help(self) -> None:
+        snap = self.engine.snapshot
+        sensors = snap.sensors if snap is not None else tuple(self.engine.statuses)
+        self.push_screen(HelpScreen(sensors, self.session_path))
+
+    def action_export(self) -> None:
+        if self.recorder is None:
+            self.notify("nothing to export: this session is not recorded", severity="warning")
+            return
+        self._export(self.recorder.path, export_path(self.export_dir))
+
+    @work(thread=True, exclusive=True, group="export")
+    def _export(self, src: str, dst: str) -> None:
+        try:
+            copy_complete_rows(src, dst)
+        except OSError as exc:
+            self.call_from_thread(self.notify, f"export failed: {exc.strerror or exc}",
+                                  severity="error")
+            return
+        self.exports.append(dst)
+        self.call_from_thread(self.notify, f"exported to {os.path.abspath(dst)}", timeout=15)
+
+    async def action_quit(self) -> None:
+        self.exit(self.finish())
+
+    # -- shutdown -----------------------------------------------------------------
+    def _stop_engine(self, final_tick: bool) -> Snapshot | None:
+        if self._running:
+            self._running = False
+            return self.engine.stop(final_tick=final_tick)
+        if final_tick and not self._replay_done:
+            return self.engine.stop(final_tick=True)
+        return self.engine.snapshot
+
+    def finish(self) -> Snapshot | None:
+        """Stop sampling (final tick), close the session file. Idempotent."""
+        if self._finished:
+            return self.final_snapshot
+        self._finished = True
+        self.engine.unsubscribe(self._feed)
+        snap = self._stop_engine(final_tick=True)
+        self.engine.close()
+        if self.recorder is not None:
+            self.recorder.close()
+        self.final_snapshot = snap
+        return snap

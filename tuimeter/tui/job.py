@@ -1,0 +1,74 @@
+"""The followed job (``--pid PID`` or ``-- CMD``): its name and whether it still runs.
+
+Attribution (``Snapshot.job``) gives the job's power and energy; this watcher only says
+what the process is and when it ends, so the UI can say so even without attribution.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+
+import psutil
+
+
+@dataclass(frozen=True)
+class JobState:
+    pid: int
+    name: str
+    running: bool
+    status: str  # psutil status ("running", "sleeping", ...) or "exited"
+    exit_code: int | None = None
+
+
+class JobWatcher:
+    """Watches one process. ``popen`` is set when tuimeter started it (``-- CMD``): then
+    the exit code is known, and :meth:`stop` ends it if it still runs at quit."""
+
+    def __init__(self, pid: int, popen: subprocess.Popen | None = None,
+                 command: list[str] | None = None, log_path: str | None = None):
+        self.pid = pid
+        self.popen = popen
+        self.command = command or []
+        self.log_path = log_path
+        self.name = self.command[0] if self.command else str(pid)
+        self._proc: psutil.Process | None = None
+        try:
+            self._proc = psutil.Process(pid)
+            self.name = self._proc.name()
+        except psutil.Error:
+            pass
+        self.state = JobState(pid, self.name, True, "running")
+
+    def poll(self) -> JobState:
+        """Check now (cheap: one status read). Once exited, stays exited."""
+        if not self.state.running:
+            return self.state
+        if self.popen is not None:
+            code = self.popen.poll()
+            if code is not None:
+                self.state = JobState(self.pid, self.name, False, "exited", code)
+                return self.state
+        try:
+            status = self._proc.status() if self._proc is not None else "exited"
+            running = self._proc is not None and self._proc.is_running() \
+                and status != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            status, running = "exited", False
+        if running:
+            self.state = JobState(self.pid, self.name, True, str(status))
+        elif self.popen is None:
+            self.state = JobState(self.pid, self.name, False, "exited")
+        return self.state
+
+    def stop(self, timeout_s: float = 5.0) -> int | None:
+        """End the command tuimeter started (SIGTERM, then SIGKILL); its exit code."""
+        if self.popen is None:
+            return None
+        if self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+        return self.popen.wait()

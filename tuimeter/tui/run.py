@@ -1,0 +1,185 @@
+"""``tuimeter`` (the UI command): parse options, build the engine, recorder and job,
+run the app, then print the summary and where the session was saved."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+from ..cli import (_Parser, _check_target, _measure_options, _positive_float,
+                   _split_command, _start_marker_server, add_measure_options, fail,
+                   make_attributor, summary_line)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="tuimeter",
+                description="Live power and energy monitor. `tuimeter -- CMD ARGS` runs and "
+                            "follows a command; `tuimeter record` records headless.")
+    add_measure_options(p)
+    p.add_argument("--replay", metavar="FILE.csv",
+                   help="replay a recorded session through the UI (nothing is written "
+                        "unless -o FILE)")
+    p.add_argument("--speed", type=_positive_float, metavar="N",
+                   help="with --replay: play N times faster (default 1)")
+    p.add_argument("--export-dir", metavar="DIR", default=".",
+                   help="where `e` writes exports (default: the current directory)")
+    return p
+
+
+class Session:
+    """Everything the app needs, and what to clean up after it."""
+
+    def __init__(self, app, recorder, job, server=None, temp_path: str | None = None):
+        self.app = app
+        self.recorder = recorder
+        self.job = job
+        self.server = server
+        self.temp_path = temp_path
+
+    def close(self) -> int:
+        """After the app: stop what is left, print the summary; the exit status."""
+        snap = self.app.finish()
+        if self.server is not None:
+            self.server.close()
+        code = 0
+        if self.job is not None and self.job.popen is not None:
+            rc = self.job.stop()
+            code = 128 - rc if rc is not None and rc < 0 else (rc or 0)
+        rec = self.recorder
+        if rec is not None and rec.error:
+            print(f"tuimeter: error: {rec.error}; the session up to then is in {rec.path}",
+                  file=sys.stderr)
+            code = code or 1
+        print(summary_line(snap, None), file=sys.stderr)
+        if self.temp_path is not None:
+            os.unlink(self.temp_path)
+            print("tuimeter: replay not saved (use -o FILE to keep it)", file=sys.stderr)
+        elif rec is not None:
+            print(f"tuimeter: session saved to {rec.path}", file=sys.stderr)
+        for path in self.app.exports:
+            print(f"tuimeter: exported to {os.path.abspath(path)}", file=sys.stderr)
+        if self.job is not None and self.job.log_path:
+            print(f"tuimeter: output of {self.job.name} is in {self.job.log_path}",
+                  file=sys.stderr)
+        return code
+
+
+def open_session(engine, recorder) -> None:
+    """Open the sensors and start the session file (the app subscribes itself later)."""
+    engine.open()
+    if recorder is not None:
+        recorder.start(engine.snapshot)
+        engine.subscribe(recorder)
+
+
+def make_replay(path: str, speed: float = 1.0, interval_s: float = 1.0, *, clock=None,
+                carbon=None, cpu_clock=None):
+    """An engine over a :class:`ReplaySensor` of ``path`` on the sensor's session clock,
+    with the recording's markers fed back in. Returns (engine, sensor); not opened.
+
+    ``carbon`` overrides the recording's carbon settings; ``clock`` is the real clock the
+    session clock scales (tests pass a fake one), ``cpu_clock`` the engine's CPU clock.
+    """
+    from ..carbon import resolve_carbon
+    from ..engine.sampler import Engine
+    from ..sensors.replay import ReplaySensor
+
+    sensor = ReplaySensor(path, speed, **({} if clock is None else {"clock": clock}))
+    carbon = carbon or sensor.carbon or resolve_carbon()
+    kw = {} if cpu_clock is None else {"cpu_clock": cpu_clock}
+    engine = Engine([sensor], carbon, interval_s, clock=sensor.session_clock,
+                    wallclock=sensor.wallclock, host=sensor.host or "replay", **kw)
+    sensor.on_marker = lambda label, source, pid: engine.add_marker(label, source, pid)
+    return engine, sensor
+
+
+def _replay_engine(args):
+    from ..carbon import resolve_carbon
+
+    carbon = None
+    if args.country is not None or args.carbon_intensity is not None or args.pue is not None:
+        carbon = resolve_carbon(args.country, args.carbon_intensity, args.pue)
+    return make_replay(args.replay, args.speed or 1.0, args.interval, carbon=carbon)
+
+
+def build(argv: list[str], *, start_engine: bool = True):
+    """Parse ``argv`` and build the session (nothing runs yet). Returns (Session, None) or
+    (None, error message) for bad input, before any file is created."""
+    from ..carbon import CarbonError
+    from ..sensors.replay import ReplayError
+    from ..session.measure import SetupError, make_engine, open_recorder
+    from .app import TuimeterApp
+    from .job import JobWatcher
+
+    own, command = _split_command(argv)
+    args = parser().parse_args(own)
+    problem = _check_target(args, command)
+    if problem:
+        return None, problem
+    if args.replay and (command or args.pid is not None):
+        return None, "--replay shows a recorded session; it cannot follow --pid or -- CMD"
+    if args.speed is not None and not args.replay:
+        return None, "--speed needs --replay FILE"
+    if not os.path.isdir(args.export_dir):
+        return None, f"--export-dir {args.export_dir} is not a directory"
+    temp_path = None
+    replay = None
+    try:
+        if args.replay:
+            engine, replay = _replay_engine(args)
+            if args.output is None:
+                fd, temp_path = tempfile.mkstemp(prefix="tuimeter-replay-", suffix=".csv")
+                os.close(fd)
+            recorder = open_recorder(args.output or temp_path, engine.host,
+                                     args.overwrite or temp_path is not None)
+            attribution = "replay"
+        else:
+            opts = _measure_options(args)
+            engine = make_engine(opts, attributor=None)
+            recorder = open_recorder(args.output, engine.host, args.overwrite)
+            engine.attributor = make_attributor(opts)
+            attribution = ("off" if args.no_attribution else
+                           "on" if engine.attributor is not None else "unavailable")
+    except (SetupError, ReplayError, CarbonError) as exc:
+        if temp_path is not None:
+            os.unlink(temp_path)
+        return None, str(exc)
+    open_session(engine, recorder)
+    job = None
+    if command:
+        log_path = os.path.splitext(recorder.path)[0] + ".log"
+        try:
+            with open(log_path, "wb") as log:
+                child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT)
+        except OSError as exc:
+            engine.close()
+            recorder.close()
+            os.unlink(recorder.path)
+            return None, f"cannot run {command[0]}: {exc.strerror or exc}"
+        if hasattr(engine.attributor, "follow"):
+            engine.attributor.follow(child.pid)
+        job = JobWatcher(child.pid, child, command, log_path)
+    elif args.pid is not None:
+        job = JobWatcher(args.pid)
+    server = None
+    if not args.replay and not args.no_socket:
+        server = _start_marker_server(engine)
+    app = TuimeterApp(engine, recorder=recorder, job=job, replay=replay,
+                      attribution=attribution, export_dir=args.export_dir,
+                      start_engine=start_engine, keep_session=temp_path is None)
+    return Session(app, recorder, job, server, temp_path), None
+
+
+def cmd_ui(argv: list[str]) -> int:
+    session, problem = build(argv)
+    if session is None:
+        return fail(problem or "cannot start")
+    try:
+        session.app.run()
+    finally:
+        code = session.close()
+    return code

@@ -1,0 +1,104 @@
+"""Modal screens: the help screen (``?``) and the marker label prompt (``M``)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Input, Static
+
+from ..model import SensorStatus
+from .widgets._sensor_status import status_text
+
+KEYS = (
+    ("m", "add a marker labelled 'mark N' (in the chart and the session CSV)"),
+    ("M", "add a marker, asking for its label"),
+    ("p", "pause / resume the display (recording goes on)"),
+    ("e", "export the session so far to a CSV file (the path is shown)"),
+    ("+", "longer refresh interval"),
+    ("-", "shorter refresh interval"),
+    ("?", "this help (Esc closes it)"),
+    ("q", "quit (the session file is closed and its path printed)"),
+)
+
+LEGEND = (
+    ("[measured]", "read from a hardware counter or power sensor"),
+    ("[estimated]", "a model (TDP x load, W per GiB): not a measurement"),
+    ("[LOST]", "the sensor failed; no energy is counted while lost"),
+    ("(in)", "nested in another domain: not added to the total"),
+    ("* + x o", "the chart character of each domain (left of its name)"),
+)
+
+
+def help_text(sensors: Sequence[SensorStatus], session_path: str | None) -> Text:
+    text = Text()
+    text.append("Keys\n", style="bold underline")
+    for key, what in KEYS:
+        text.append(f"  {key:<3}", style="bold")
+        text.append(f"{what}\n")
+    text.append("\nColumns\n", style="bold underline")
+    text.append("  domain, badge, power over time (sparkline), power now, energy since start\n")
+    for key, what in LEGEND:
+        text.append(f"  {key:<12}", style="bold")
+        text.append(f"{what}\n")
+    text.append("\nSensors\n", style="bold underline")
+    text.append("  ")
+    text.append(status_text(sensors))
+    text.append("\n\nSession file\n", style="bold underline")
+    text.append(f"  {session_path or 'not recorded (use -o FILE)'}\n")
+    return text
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [
+        Binding("escape,question_mark,q", "dismiss", "Close"),
+    ]
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll {
+        width: 90%; max-width: 100; height: 90%; border: heavy $accent; padding: 0 1;
+        background: $surface;
+    }
+    """
+
+    def __init__(self, sensors: Sequence[SensorStatus], session_path: str | None) -> None:
+        super().__init__()
+        self._text = help_text(sensors, session_path)
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static("tuimeter help  (Esc or ? to close)", classes="title")
+            yield Static(self._text)
+
+    def action_dismiss(self) -> None:  # type: ignore[override]
+        self.dismiss(None)
+
+
+class LabelScreen(ModalScreen[str | None]):
+    """Ask for a marker label; Enter adds it, Esc cancels."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    DEFAULT_CSS = """
+    LabelScreen { align: center middle; }
+    LabelScreen > Vertical {
+        width: 60; max-width: 95%; height: auto; border: heavy $accent; padding: 0 1;
+        background: $surface;
+    }
+    """
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static("Marker label (Enter to add, Esc to cancel):")
+            yield Input(placeholder="e.g. training starts", id="label")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        label = event.value.strip()
+        self.dismiss(label or None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

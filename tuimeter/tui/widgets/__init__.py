@@ -1,0 +1,12 @@
+"""The UI's widgets, one per private module."""
+
+from ._domain_table import DomainRow, DomainTable
+from ._job_panel import JobPanel
+from ._power_chart import PowerChart, series_marker
+from ._process_panel import ProcessPanel
+from ._sensor_status import SensorStatusLine
+from ._top_bar import TopBar
+from ._totals_panel import TotalsPanel
+
+__all__ = ["DomainRow", "DomainTable", "JobPanel", "PowerChart", "ProcessPanel",
+           "SensorStatusLine", "TopBar", "TotalsPanel", "series_marker"]

@@ -1,0 +1,106 @@
+"""One row per domain: chart key, name, provenance badge, sparkline, power now, energy."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Sparkline, Static
+
+from ...model import Domain, DomainSample, Snapshot, Status, Totals
+from ..format import badge, fmt_energy, fmt_power, provenance_badge
+from ._power_chart import series_marker
+
+#: sparkline points kept (the widget folds them into its width)
+SPARK_POINTS = 120
+
+
+def _spark(history: Sequence[float | None]) -> list[float]:
+    return [0.0 if w is None else w for w in history[-SPARK_POINTS:]]
+
+
+class DomainRow(Horizontal):
+    """A domain (or the machine total) on one line."""
+
+    DEFAULT_CSS = """
+    DomainRow { height: 1; }
+    DomainRow > .name { width: 18; }
+    DomainRow > .badge { width: 13; }
+    DomainRow > Sparkline { width: 1fr; margin-right: 1; }
+    DomainRow > .power { width: 10; text-align: right; }
+    DomainRow > .energy { width: 11; text-align: right; }
+    """
+
+    def __init__(self, key: str, name: str, marker: str = " ", **kw) -> None:
+        super().__init__(**kw)
+        self.key = key
+        self._label = f"{marker} {name}"
+
+    def compose(self) -> ComposeResult:
+        yield Static(self._label, classes="name", markup=False)
+        yield Static("", classes="badge", markup=False)
+        yield Sparkline([], summary_function=max)
+        yield Static("N/A", classes="power")
+        yield Static("N/A", classes="energy")
+
+    def show(self, badge_text: str, history: Sequence[float | None], power_w: float | None,
+             energy_j: float | None, lost: bool = False) -> None:
+        badge_w, spark, power, energy = (self.query_one(".badge", Static),
+                                         self.query_one(Sparkline),
+                                         self.query_one(".power", Static),
+                                         self.query_one(".energy", Static))
+        badge_w.update(badge_text)
+        spark.data = _spark(history)
+        power.update(fmt_power(power_w))
+        energy.update(fmt_energy(energy_j))
+        self.set_class(lost, "-lost")
+
+
+class DomainTable(Vertical):
+    """Every domain of the engine, in the engine's order, and the machine total."""
+
+    DEFAULT_CSS = """
+    DomainTable { height: auto; }
+    DomainTable > .header { height: 1; text-style: bold; }
+    DomainTable > .header > .name { width: 18; }
+    DomainTable > .header > .badge { width: 13; }
+    DomainTable > .header > .spark { width: 1fr; }
+    DomainTable > .header > .power { width: 10; text-align: right; }
+    DomainTable > .header > .energy { width: 11; text-align: right; }
+    """
+
+    def __init__(self, domains: Sequence[Domain], **kw) -> None:
+        super().__init__(**kw)
+        self.domains = list(domains)
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(classes="header"):
+            yield Static("  domain", classes="name")
+            yield Static("provenance", classes="badge")
+            yield Static("power over time", classes="spark")
+            yield Static("now", classes="power")
+            yield Static("energy", classes="energy")
+        for i, d in enumerate(self.domains):
+            name = d.id if d.in_total else f"{d.id} (in)"
+            yield DomainRow(d.id, name, series_marker(i))
+        yield DomainRow("total", "total", "=", classes="total")
+
+    def show(self, snap: Snapshot) -> None:
+        rows = {r.key: r for r in self.query(DomainRow)}
+        for sample in snap.domains:
+            row = rows.get(sample.domain.id)
+            if row is not None:
+                self._show_domain(row, sample)
+        total = rows.get("total")
+        if total is not None:
+            self._show_total(total, snap.total)
+
+    @staticmethod
+    def _show_domain(row: DomainRow, s: DomainSample) -> None:
+        lost = s.status is Status.LOST
+        row.show(badge(s), s.history_w, s.power_w, s.total_energy_j, lost)
+
+    @staticmethod
+    def _show_total(row: DomainRow, t: Totals) -> None:
+        row.show(provenance_badge(t.provenance), t.history_w, t.power_w, t.total_energy_j)

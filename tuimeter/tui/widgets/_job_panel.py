@@ -1,0 +1,43 @@
+"""The followed job, prominent: its power share, joules and CO2e, and whether it exited."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from ...model import JobSample
+from ..format import fmt_co2, fmt_duration, fmt_energy, fmt_power, fmt_wh
+from ..job import JobState
+
+
+def job_text(state: JobState, job: JobSample | None, exited_at_s: float | None) -> Text:
+    text = Text()
+    text.append(f"JOB {state.pid} {state.name}", style="bold")
+    if state.running and (job is None or job.running):
+        text.append(f"  running ({state.status})")
+    else:
+        code = state.exit_code if state.exit_code is not None else (job.exit_code if job else None)
+        text.append("  EXITED", style="bold reverse")
+        if code is not None:
+            text.append(f" with code {code}")
+        if exited_at_s is not None:
+            text.append(f" at {fmt_duration(exited_at_s)}")
+    if job is None:
+        text.append("\nits power share needs process attribution (not available)")
+        return text
+    text.append(f"  {job.n_processes} proc")
+    text.append("\n")
+    text.append(f"{fmt_power(job.power_w)} now ({100 * job.share:.0f}% of machine)  ",
+                style="bold")
+    text.append(f"{fmt_energy(job.total_energy_j)} = {fmt_wh(job.total_energy_j)}  "
+                f"{fmt_co2(job.total_co2_g)}  [{job.provenance}]")
+    return text
+
+
+class JobPanel(Static):
+    DEFAULT_CSS = """
+    JobPanel { height: auto; border: heavy $accent; padding: 0 1; }
+    """
+
+    def show(self, state: JobState, job: JobSample | None, exited_at_s: float | None) -> None:
+        self.update(job_text(state, job, exited_at_s))

@@ -1,0 +1,43 @@
+"""Which sensors are in use, and each unavailable one with its reason and fix."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from rich.text import Text
+from textual.widgets import Static
+
+from ...model import SensorStatus
+
+
+def status_text(sensors: Sequence[SensorStatus], detail: bool = True) -> Text:
+    ok = [s for s in sensors if s.available]
+    missing = [s for s in sensors if not s.available]
+    text = Text()
+    text.append("Sensors: ", style="bold")
+    text.append(", ".join(f"{s.name} ok" for s in ok) or "none found")
+    for s in missing:
+        text.append(" | ")
+        text.append(f"{s.name} unavailable", style="bold")
+        text.append(f": {s.reason}")
+        if detail and s.fix:
+            text.append(f" Fix: {s.fix}")
+    return text
+
+
+class SensorStatusLine(Static):
+    """One or two lines at the bottom; the help screen (?) has the full text."""
+
+    DEFAULT_CSS = """
+    SensorStatusLine { height: auto; max-height: 2; }
+    """
+
+    def __init__(self, **kw) -> None:
+        super().__init__("Sensors: ...", markup=False, **kw)
+        self._last: tuple[SensorStatus, ...] = ()
+
+    def show(self, sensors: Sequence[SensorStatus]) -> None:
+        sensors = tuple(sensors)
+        if sensors != self._last:
+            self._last = sensors
+            self.update(status_text(sensors))

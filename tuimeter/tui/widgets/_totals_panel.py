@@ -1,0 +1,43 @@
+"""Session totals: elapsed, power now and average, J, Wh, CO2e, and where CO2e comes from."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from ...model import Snapshot
+from ..format import fmt_co2, fmt_duration, fmt_energy, fmt_power, fmt_wh, provenance_badge
+
+
+def totals_text(snap: Snapshot) -> Text:
+    t = snap.total
+    avg = t.total_energy_j / snap.elapsed_s if snap.elapsed_s > 0 else None
+    c = snap.carbon
+    lines = [
+        ("Elapsed", fmt_duration(snap.elapsed_s)),
+        ("Now", f"{fmt_power(t.power_w)} {provenance_badge(t.provenance)}"),
+        ("Average", fmt_power(avg)),
+        ("Energy", fmt_energy(t.total_energy_j)),
+        ("", fmt_wh(t.total_energy_j)),
+        ("CO2e", fmt_co2(t.total_co2_g)),
+        ("Grid", f"{c.g_per_kwh:g} g/kWh, PUE {c.pue:g}"),
+        ("", c.source + (" (set --country)" if c.is_default else "")),
+    ]
+    text = Text()
+    for i, (name, value) in enumerate(lines):
+        if i:
+            text.append("\n")
+        text.append(f"{name:<8}", style="bold")
+        text.append(value)
+    return text
+
+
+class TotalsPanel(Static):
+    """The machine total for the whole session (sum of ``in_total`` domains)."""
+
+    DEFAULT_CSS = """
+    TotalsPanel { width: 34; height: auto; padding: 0 1; }
+    """
+
+    def show(self, snap: Snapshot) -> None:
+        self.update(totals_text(snap))
