@@ -280,3 +280,29 @@ def test_real_prometheus_scrapes_record_and_agrees_with_the_csv(tmp_path):
                 f"interval: {near}")
     up = _query(prom, f'up{{tuimeter_test="{run_id}"}}')
     assert up and up[0]["value"][1] in ("0", "1")  # the target was known to Prometheus
+
+
+def test_grafana_dashboard_uses_only_exported_metric_names():
+    """Every tuimeter_* name in grafana/tuimeter-dashboard.json is one the exporter serves
+    (with a job, a marker and the InfluxDB exporter on), so the dashboard cannot drift."""
+    import re
+    from types import SimpleNamespace
+
+    from tuimeter.export.prometheus import influx_metrics
+
+    eng, clock = _engine(_JobAttributor())
+    fake_influx = SimpleNamespace(sent_points=1, dropped_points=0, buffered_points=0)
+    exp = PrometheusExporter(eng, "127.0.0.1", 0, extra=[influx_metrics(fake_influx)])
+    try:
+        eng.add_marker("m")
+        clock.advance(1.0)
+        eng.tick()
+        served = {name for name, _ in _scrape(exp)}
+    finally:
+        exp.close()
+    text = (ROOT / "grafana" / "tuimeter-dashboard.json").read_text()
+    used = set(re.findall(r"\btuimeter_[a-z0-9_]+", text))
+    used = {u for u in used if not u.startswith("tuimeter_test")}
+    assert used, "the dashboard queries no tuimeter metric"
+    assert used <= served, f"not exported: {sorted(used - served)}"
+    assert json.loads(text)["annotations"]["list"][1]["expr"].startswith("tuimeter_last_marker_info")
