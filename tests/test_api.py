@@ -191,3 +191,28 @@ def test_measure_decorator_bare_and_with_options():
 
     assert nothing.last_meter is None
     assert callable(nothing)
+
+
+def test_import_tuimeter_loads_no_engine_or_ui():
+    """`import tuimeter` stays light: the API, engine, textual and plotext load on first use."""
+    import subprocess
+    import sys
+
+    code = ("import sys, tuimeter; heavy = [m for m in ('tuimeter.api', 'tuimeter.engine', "
+            "'textual', 'plotext', 'pandas') if m in sys.modules]; print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_measure_keeps_the_meter_when_the_function_raises():
+    eng, clock = make_engine()
+
+    @tuimeter.measure(engine=eng, autostart=False)
+    def boom():
+        clock.advance(1.0)
+        eng.tick()
+        raise KeyError("x")
+
+    with pytest.raises(KeyError):
+        boom()
+    assert boom.last_meter.phases[0].energy_j == pytest.approx(45.0)

@@ -196,3 +196,25 @@ def test_to_json_shares_per_host(tmp_path):
     doc = to_json(report(a, b))
     for host in ("n1", "n2"):
         assert sum(s["share"] for s in doc["segments"] if s["host"] == host) == pytest.approx(1)
+
+
+def test_same_label_from_every_rank_is_one_boundary(tmp_path):
+    """Eight ranks marking "epoch 2" within a second make one segment, not eight."""
+    f = tmp_path / "s.csv"
+    clock = FakeClock(1000.0)
+    eng = Engine([rapl_like()], CARBON, 1.0, clock=clock, wallclock=lambda: T0 + clock.t,
+                 cpu_clock=lambda: 0.0, host="h")
+    rec = Recorder(SessionWriter.create(f, "h"))
+    eng.open()
+    eng.subscribe(rec)
+    for i in range(6):
+        if i == 3:
+            for rank in range(8):
+                clock.advance(0.01)
+                eng.add_marker("epoch 2", "api", pid=100 + rank)
+        clock.advance(1.0)
+        eng.tick()
+    rec.close()
+    (host,) = report(f).hosts
+    assert [s.label for s in host.segments] == ["(start)", "epoch 2"]
+    assert sum(s.energy_j for s in host.segments) == pytest.approx(45.0 * 6.08)

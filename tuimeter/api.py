@@ -375,9 +375,9 @@ def measure(func=None, *, label: str | None = None, output: str | None = None, *
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         meter = Meter(output=output, label=label or func.__qualname__[:200], **options)
+        wrapper.last_meter = meter  # set first: phases are there even if func raises
         with meter:
             result = func(*args, **kwargs)
-        wrapper.last_meter = meter
         e = meter.energy_j
         log.info("tuimeter: %s: %s J", func.__qualname__, "N/A" if e is None else f"{e:.3f}")
         return result

@@ -67,7 +67,7 @@ def check_label(label: object) -> str:
         raise ValueError("label is empty")
     if len(text) > MAX_LABEL_CHARS:
         raise ValueError(f"label is longer than {MAX_LABEL_CHARS} characters")
-    if any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in text):
+    if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in text):
         raise ValueError("label contains control characters")
     return text
 

@@ -32,7 +32,7 @@ from .reader import SessionFormatError, SessionReader
 
 #: markers with the same label closer than this (s) on one host are one boundary
 MARKER_MERGE_S = 1.0
-#: segments shorter than this with no energy (a marker at the very start) are dropped
+#: segments shorter than this with no energy (a marker at the very start or end) are dropped
 MIN_SEGMENT_S = 1e-3
 J_PER_WH = 3600.0
 
@@ -335,7 +335,7 @@ def _host_report(host: str, sessions: list[SessionData]) -> HostReport:
         s1 = min(cuts[k] if k < len(cuts) else math.inf, end_t)
         doms = seg_domains[k]
         e = sum(d.energy_j for d in doms.values() if d.in_total)
-        if s1 - s0 < MIN_SEGMENT_S and e == 0 and (k == 0 or k < nseg - 1):
+        if s1 - s0 < MIN_SEGMENT_S and e == 0:
             continue
         counted = {d.provenance for d in doms.values() if d.in_total}
         prov = _provenance(counted - {"interpolated"}, seg_whole[k] > 0)

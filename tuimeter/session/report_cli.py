@@ -118,12 +118,17 @@ def _table_lines(rep: Report, md: bool) -> list[str]:
     return lines
 
 
+def _md_cell(text: str) -> str:
+    """Markdown drops leading spaces: a domain row under its segment gets an arrow."""
+    cell = text.strip().replace("|", "\\|")
+    return f"↳ {cell}" if text.startswith("   ") else cell
+
+
 def _grid(head: tuple, cells: list[tuple], md: bool) -> list[str]:
     if md:
         out = ["| " + " | ".join(head) + " |", "|" + "|".join(
             "---" if i == 0 or i == len(head) - 1 else "---:" for i in range(len(head))) + "|"]
-        return out + ["| " + " | ".join(c.strip().replace("|", "\\|") for c in row) + " |"
-                      for row in cells]
+        return out + ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in cells]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *cells)]
     fmt = lambda row: "  ".join(  # noqa: E731
         str(c).ljust(w) if i in (0, len(row) - 1) else str(c).rjust(w)
