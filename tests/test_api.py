@@ -216,3 +216,19 @@ def test_measure_keeps_the_meter_when_the_function_raises():
     with pytest.raises(KeyError):
         boom()
     assert boom.last_meter.phases[0].energy_j == pytest.approx(45.0)
+
+
+def test_ranks_starting_together_elect_one_sampler(tmp_path):
+    """Four processes entering Meter at once: one samples, three attach (lock file)."""
+    import subprocess
+    import sys
+
+    code = ("import time, tuimeter\n"
+            "with tuimeter.Meter(interval_s=0.2, gpu=False, powercap_root='/nonexistent',"
+            " carbon_intensity=100) as m:\n"
+            "    time.sleep(0.2 if m.attached else 4.0)\n"
+            "print('attached' if m.attached else 'own')\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+             for _ in range(4)]
+    modes = sorted(p.communicate(timeout=60)[0].strip() for p in procs)
+    assert modes == ["attached", "attached", "attached", "own"]

@@ -218,3 +218,15 @@ def test_same_label_from_every_rank_is_one_boundary(tmp_path):
     (host,) = report(f).hosts
     assert [s.label for s in host.segments] == ["(start)", "epoch 2"]
     assert sum(s.energy_j for s in host.segments) == pytest.approx(45.0 * 6.08)
+
+
+def test_bad_timestamp_in_first_row_is_skipped_not_fatal(tmp_path):
+    """A broken first row is named; the session is read from the next good row."""
+    f = tmp_path / "s.csv"
+    record(f, ticks=3)
+    lines = f.read_text().splitlines()
+    lines[1] = "yesterday" + lines[1][lines[1].index(","):]
+    f.write_text("\n".join(lines) + "\n")
+    res = load_file(str(f))
+    assert any("line 2: bad value" in p for p in res.problems)
+    assert build_report([res]).energy_j == pytest.approx(135.0)

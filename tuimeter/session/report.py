@@ -101,11 +101,12 @@ def load_file(path: str) -> FileResult:
             kind = row[5]
             try:
                 if row[3] != key[0] or row[4] != key[1]:
-                    key = (row[3], row[4])
-                    cur = sessions.get(key)
-                    if cur is None:
-                        cur = sessions[key] = SessionData(key[0], key[1], path,
-                                                          _wall(row[0]) - float(row[1]))
+                    new_key = (row[3], row[4])
+                    found = sessions.get(new_key)
+                    if found is None:  # may raise on a bad first row: nothing changes then
+                        found = SessionData(row[3], row[4], path, _wall(row[0]) - float(row[1]))
+                        sessions[new_key] = found
+                    key, cur = new_key, found
                     last_el = last_iv = None
                 if kind == "sample":
                     if row[1] != last_el:
