@@ -200,3 +200,15 @@ def test_thread_ticks_and_stops_with_final_tick():
     eng.close()
     assert snap.seq >= 3
     assert snap.total.total_energy_j == pytest.approx(45.0 * snap.elapsed_s, rel=1e-6)
+
+
+def test_clock_starting_at_zero_is_a_real_time():
+    """A monotonic clock that reads 0.0 at open is not mistaken for 'no tick yet'."""
+    s = rapl_like()
+    clock = FakeClock(0.0)
+    eng = Engine([s], CARBON, 1.0, clock=clock, cpu_clock=lambda: 0.0)
+    eng.open()
+    clock.advance(1.0)
+    snap = eng.tick()
+    assert snap.interval_s == pytest.approx(1.0)
+    assert snap.domain("package-0").power_w == pytest.approx(40.0)

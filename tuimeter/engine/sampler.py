@@ -261,7 +261,8 @@ class Engine:
             raise RuntimeError("Engine.open() first")
         now = self.clock() if now is None else now
         self._poll_sensors(now)
-        interval = max(now - (self._last_tick_t or now), 1e-9)
+        last = now if self._last_tick_t is None else self._last_tick_t
+        interval = max(now - last, 1e-9)
         factor = co2_g(1.0, self.carbon)  # g per J
         for st in self._states:
             energy = None
@@ -378,8 +379,11 @@ class Engine:
         self._thread = threading.Thread(target=self._run, name="tuimeter-sampler", daemon=True)
         self._thread.start()
 
+    def _last_tick(self) -> float:
+        return self.clock() if self._last_tick_t is None else self._last_tick_t
+
     def _run(self) -> None:
-        next_tick = (self._last_tick_t or self.clock()) + self.interval_s
+        next_tick = self._last_tick() + self.interval_s
         next_poll = self.clock() + self.poll_interval_s
         while not self._stop.is_set():
             now = self.clock()
@@ -391,7 +395,7 @@ class Engine:
                     if self._stop.is_set():
                         break
                     # interval changed: re-plan from the last tick
-                    next_tick = (self._last_tick_t or now) + self.interval_s
+                    next_tick = self._last_tick() + self.interval_s
                     next_poll = min(next_poll, now + self.poll_interval_s)
                     continue
             now = self.clock()
@@ -417,7 +421,7 @@ class Engine:
         snap = self._snapshot
         if final_tick and self._start_t is not None:
             now = self.clock()
-            if self._pending_markers or now - (self._last_tick_t or now) > 1e-3:
+            if self._pending_markers or now - self._last_tick() > 1e-3:
                 snap = self.tick(now)
         return snap
 
