@@ -100,15 +100,21 @@ def _check_target(args: argparse.Namespace, command: list[str]) -> str | None:
     return None
 
 
-def make_attributor(opts, engine_pid: int | None = None):
-    """The process attributor, or None when attribution is off or unavailable."""
+def make_attributor(opts, engine=None):
+    """The process attributor, or None when attribution is off or unavailable.
+
+    With ``engine``, the attributor finds its NVML sensor (GPU process split) among the
+    engine's sensors and uses its carbon settings for the job's CO2e.
+    """
     if not opts.attribution:
         return None
     try:
         from .engine.attribution import make_attributor as _make
     except ImportError:
         return None
-    return _make(opts)
+    if engine is None:
+        return _make(opts)
+    return _make(opts, engine.sensors, engine.carbon)
 
 
 # -- tuimeter record -----------------------------------------------------------------
@@ -185,7 +191,7 @@ def _run_recording(engine, recorder, opts, args, command: list[str],
                 sys.stderr.write(line)
                 sys.stderr.flush()
 
-    engine.attributor = make_attributor(opts)
+    engine.attributor = make_attributor(opts, engine)
     engine.open()
     recorder.start(engine.snapshot)
     engine.subscribe(recorder)
@@ -238,6 +244,9 @@ def _run_recording(engine, recorder, opts, args, command: list[str],
             if deadline is not None and time.monotonic() >= deadline:
                 break
     finally:
+        if child is not None and child.returncode is not None \
+                and hasattr(engine.attributor, "set_exit_code"):
+            engine.attributor.set_exit_code(child.returncode)
         snap = engine.stop(final_tick=True)
         if server is not None:
             server.close()

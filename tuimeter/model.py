@@ -166,7 +166,7 @@ class ProcessShare:
 
     pid: int
     name: str
-    cpu_share: float  # fraction 0..1 of the CPU time used by all processes in the interval
+    cpu_share: float  # fraction 0..1 of the machine's CPU time (all CPUs, idle included) in the interval
     gpu_share: float  # fraction 0..1 of GPU power it was given (summed over GPUs, by W)
     power_w: float  # attributed CPU + GPU power over the last interval
     energy_j: float  # attributed energy in the last interval
@@ -195,6 +195,8 @@ class JobSample:
     share: float  # fraction of the machine total power in the last interval
     exit_code: int | None = None
     provenance: Provenance = Provenance.ATTRIBUTED
+    cpu_power_w: float = 0.0  # CPU-side part of power_w (last interval)
+    gpu_power_w: float = 0.0  # GPU part of power_w (last interval)
 
 
 @dataclass(frozen=True)

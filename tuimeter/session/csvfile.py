@@ -15,7 +15,8 @@ import os
 import uuid
 from typing import IO, Iterable
 
-from ..model import Snapshot
+from ..carbon import co2_g
+from ..model import Provenance, Snapshot
 
 COLUMNS = (
     "timestamp",  # ISO 8601 UTC with microseconds, end of the interval (or the marker's instant)
@@ -152,14 +153,36 @@ class SessionWriter:
             t = snap.total
             self._row(ts, el, iv, "total", "total", "", "", t.power_w, t.energy_j, t.co2_g,
                       str(t.provenance))
-            if snap.job is not None:
-                j = snap.job
-                self._row(ts, el, iv, "job", "all", "attribution", "", j.power_w, j.energy_j,
-                          j.co2_g, str(j.provenance), j.name, j.pid)
-            for p in snap.processes:
-                self._row(ts, el, iv, "process", "all", "attribution", "", p.power_w,
-                          p.energy_j, None, str(p.provenance), p.name, p.pid)
+            self._attribution_rows(snap)
         self._flush()
+
+    def _attribution_rows(self, snap: Snapshot) -> None:
+        """``job`` rows (domain all, cpu, gpu: the followed process tree) and ``process``
+        rows (domain all: the top processes, then ``idle/system`` and ``other processes``
+        with an empty pid, so that the process rows of a tick add up to its total)."""
+        ts, el, iv = snap.timestamp, snap.elapsed_s, snap.interval_s
+        factor = co2_g(1.0, snap.carbon)
+        prov = str(Provenance.ATTRIBUTED)
+        if snap.job is not None:
+            j = snap.job
+            self._row(ts, el, iv, "job", "all", "attribution", "", j.power_w, j.energy_j,
+                      j.co2_g, str(j.provenance), j.name, j.pid)
+            for dom, w in (("cpu", j.cpu_power_w), ("gpu", j.gpu_power_w)):
+                self._row(ts, el, iv, "job", dom, "attribution", "", w, w * iv, w * iv * factor,
+                          str(j.provenance), j.name, j.pid)
+        if not snap.processes and snap.idle_power_w is None:
+            return
+        shown_w = 0.0
+        for p in snap.processes:
+            shown_w += p.power_w
+            self._row(ts, el, iv, "process", "all", "attribution", "", p.power_w, p.energy_j,
+                      p.energy_j * factor, str(p.provenance), p.name, p.pid)
+        if snap.idle_power_w is not None:
+            idle_w = snap.idle_power_w
+            other_w = max((snap.total.power_w or 0.0) - idle_w - shown_w, 0.0)
+            for label, w in (("idle/system", idle_w), ("other processes", other_w)):
+                self._row(ts, el, iv, "process", "all", "attribution", "", w, w * iv,
+                          w * iv * factor, prov, label)
 
     def write_rows(self, rows: Iterable[dict]) -> None:
         """Extra rows (as dicts keyed by column), e.g. from attribution; then flush."""
