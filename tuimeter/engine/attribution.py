@@ -1,0 +1,366 @@
+"""Attribution: divides measured power among processes by their measured use.
+
+This is a model, not a measurement of each process (README, "Attribution"). Each tick:
+
+**CPU side.** The in-total domains of kind package, dram, memory (and psys where it is the
+total) are the CPU side. A process's share is the CPU time it used in the interval over
+the machine's CPU time in the interval, *idle included* (all logical CPUs, from
+``/proc/stat``): ``share_i = Δcpu_i / Δmachine``. So a process that kept one of 8 CPUs busy
+gets 1/8 of the CPU-side energy, and the time no process used (idle, interrupts, steal)
+goes to *idle/system*. We chose the machine's time over "the CPU time all processes used"
+because the latter gives a lone process that woke up once the whole idle power of the
+machine; with ours the parts still add up to the domain total exactly:
+``Σ process energy + idle/system = domain energy``. DRAM follows CPU share too: memory
+traffic comes from the processes that run, and CPU time is the only use we can measure
+for every process cheaply; leaving it out would put it all in idle/system.
+
+**Exited processes keep their joules.** A process's CPU time is read from the kernel each
+tick; one that exits between two ticks is no longer there to read, but the kernel adds its
+final time to its parent's "children" time when the parent waits for it. So the part we did
+not see (its last moments, or the whole of a process that lived less than a tick, such as
+the compilers a ``make`` starts) is recovered from the parent: children's time the parent
+gained, minus what we had already seen of the children that exited, goes to those children
+(or, if none of its known children exited, to the parent, which started them).
+
+**GPU.** Each NVML GPU's interval energy is split over the processes on it in proportion to
+their SM utilisation (``nvmlDeviceGetProcessUtilization``, averaged over the interval's
+samples). A GPU holding a context is kept in a high power state by it, so all of a busy
+GPU's power goes to its processes. Where NVML has no samples (``NotFound``: nothing ran in
+the interval) or cannot tell (``NotSupported``, MIG), the energy is split evenly over the
+compute processes on it; with none, it is idle/system. Other in-total domains (Apple GPU,
+ANE) have no per-process use we can read: idle/system.
+
+**Jobs.** :meth:`Attributor.follow` follows a process and all its descendants, including
+those started later (a process joins if its parent is in the job when it is first seen,
+checked in start-time order, so a child and grandchild born in the same tick both join).
+A process is identified by (pid, start time), so a reused pid does not join. The job's
+energy is summed per tick and never decreases when members exit. Daemons that double-fork
+and are re-parented before a scan sees them are missed.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import threading
+import time
+from typing import Callable, Iterable, Sequence
+
+from ..carbon import co2_g
+from ..model import CarbonInfo, DomainKind, DomainSample, JobSample, ProcessShare
+from .procscan import ProcFsScanner, ProcStat, make_scanner
+
+#: domains divided by CPU share (when they count in the machine total)
+CPU_KINDS = frozenset({DomainKind.PACKAGE, DomainKind.DRAM, DomainKind.MEMORY, DomainKind.PSYS})
+#: processes listed in each snapshot (the top ones by power)
+TOP_N = 20
+
+
+class _Proc:
+    """What the attributor remembers of one live process (mutable; sampler thread only)."""
+
+    __slots__ = ("pid", "start", "ppid", "name", "stat", "cpu_s", "children_s", "in_job",
+                 "cpu_j", "gpu_j", "used_s", "tick_cpu_j", "tick_gpu_j", "display")
+
+    def __init__(self, pid: int, start: float, ppid: int, name: str):
+        self.pid, self.start, self.ppid, self.name = pid, start, ppid, name
+        self.stat: ProcStat | None = None  # the scan result last applied (identity = unchanged)
+        self.cpu_s = 0.0  # own CPU time at the last scan (0 for a process born since)
+        self.children_s = 0.0  # waited-for children's CPU time at the last scan
+        self.in_job = False
+        self.cpu_j = 0.0  # cumulative attributed energy, CPU side
+        self.gpu_j = 0.0  # cumulative attributed energy, GPU side
+        self.used_s = 0.0  # CPU time used in the current interval
+        self.tick_cpu_j = 0.0
+        self.tick_gpu_j = 0.0
+        self.display: str | None = None
+
+
+def split_gpu(sensor, index: int, now_us: int | None = None) -> dict[int, float]:
+    """Fractions (summing to 1) of GPU ``index``'s energy per pid, or {} for idle/system.
+
+    By SM utilisation where NVML has samples; evenly over the compute processes where it has
+    none (``[]``: NotFound) or cannot tell (None: NotSupported/MIG, lost GPU).
+    """
+    utils = sensor.gpu_processes(index, now_us)
+    if utils:
+        total = sum(max(u.sm_util_pct, 0.0) for u in utils)
+        if total > 0:
+            return {u.pid: max(u.sm_util_pct, 0.0) / total for u in utils}
+        return {u.pid: 1.0 / len(utils) for u in utils}
+    procs = sensor.gpu_compute_pids(index) or []
+    pids = sorted({p.pid for p in procs if "compute" in p.kind})
+    return {pid: 1.0 / len(pids) for pid in pids}
+
+
+class Attributor:
+    """Per-tick attribution for the engine (see the module docstring for the model).
+
+    ``sensors``: the engine's sensors; those with ``gpu_processes`` (NVML) split their GPU
+    domains. ``carbon``: for the job's CO2e (else derived from the domains' own CO2e).
+    ``wallclock`` (seconds since the epoch) dates the first NVML process query.
+    Thread-safe: :meth:`follow` may be called from any thread.
+    """
+
+    def __init__(self, sensors: Iterable = (), carbon: CarbonInfo | None = None, *,
+                 scanner=None, top_n: int = TOP_N,
+                 wallclock: Callable[[], float] = time.time):
+        self.scanner = scanner or make_scanner()
+        self.carbon = carbon
+        self.top_n = top_n
+        self.wallclock = wallclock
+        self._gpu_sensors = {s.name: s for s in sensors if hasattr(s, "gpu_processes")}
+        self._lock = threading.Lock()
+        self._procs: dict[int, _Proc] = {}
+        self._ghosts: dict[int, _Proc] = {}  # GPU pids we cannot see (other pid namespace)
+        self._members: set[int] = set()  # pids of live job members
+        self._root: tuple[int, float] | None = None
+        self._root_name = ""
+        self._job_cpu_j = self._job_gpu_j = self._job_co2_g = 0.0
+        self._exit_code: int | None = None
+        self._machine_s = self.scanner.machine_cpu_s()
+        self._apply_scan(self.scanner.scan(), baseline=True)
+
+    # -- jobs -----------------------------------------------------------------------
+    def follow(self, pid: int) -> None:
+        """Follow ``pid`` and its descendants from now on (replaces any job followed)."""
+        with self._lock:
+            st = self.scanner.read_one(pid)
+            start = st.start if st is not None else -1.0
+            if st is not None and pid not in self._procs:
+                # born since the last scan: all its CPU time falls in this interval
+                self._procs[pid] = _Proc(pid, st.start, st.ppid, st.name)
+            self._root = (pid, start)
+            self._root_name = _command_name(self.scanner, pid) or (st.name if st else str(pid))
+            self._job_cpu_j = self._job_gpu_j = self._job_co2_g = 0.0
+            self._exit_code = None
+            self._classify(sorted(self._procs.values(), key=lambda p: p.start), reset=True)
+
+    def set_exit_code(self, code: int | None) -> None:
+        """The followed command's exit status (when we started it), for the job sample."""
+        self._exit_code = code
+
+    def _classify(self, procs: Sequence[_Proc], reset: bool = False) -> None:
+        if reset:
+            self._members.clear()
+        if self._root is None:
+            return
+        root_pid, root_start = self._root
+        members = self._members
+        for p in procs:
+            if reset:
+                p.in_job = False
+            if (p.pid == root_pid and p.start == root_start) or p.ppid in members:
+                p.in_job = True
+                members.add(p.pid)
+
+    # -- scanning -------------------------------------------------------------------
+    def _apply_scan(self, table: dict[int, ProcStat], baseline: bool = False
+                    ) -> tuple[list[_Proc], list[_Proc]]:
+        """Update live processes from a scan and set each one's ``used_s`` (CPU seconds in
+        the interval). Returns (changed, exited) processes.
+
+        Only processes whose stat changed are touched: the scanner hands back the same
+        object for an unchanged one, so an idle process costs a dict lookup.
+        """
+        procs, members = self._procs, self._members
+        gone = [procs.pop(pid) for pid in procs.keys() - table.keys()]
+        for g in gone:
+            members.discard(g.pid)
+        changed: list[tuple[_Proc, float, bool]] = []
+        born: list[_Proc] = []
+        for pid, st in table.items():
+            p = procs.get(pid)
+            if p is not None and p.stat is st:
+                continue
+            is_new = p is None or p.start != st.start
+            if is_new:
+                if p is not None:  # pid reused: the old process exited
+                    gone.append(p)
+                    members.discard(pid)
+                p = procs[pid] = _Proc(pid, st.start, st.ppid, st.name)
+                born.append(p)
+                if baseline:
+                    p.cpu_s, p.children_s = st.cpu_s, st.children_s
+            elif p.stat is None:  # registered by follow() since the last scan: born then
+                is_new = True
+            p.used_s = max(st.cpu_s - p.cpu_s, 0.0)
+            d_children = max(st.children_s - p.children_s, 0.0)
+            p.stat, p.ppid, p.cpu_s, p.children_s = st, st.ppid, st.cpu_s, st.children_s
+            changed.append((p, d_children, is_new))
+        if born:
+            self._classify(sorted(born, key=lambda p: p.start))
+        for g in gone:
+            g.used_s = 0.0
+        if baseline:
+            for p, _, _ in changed:
+                p.used_s = 0.0
+            return [], []
+        _recover_exited(changed, gone)
+        return [p for p, _, _ in changed], gone
+
+    # -- the tick -------------------------------------------------------------------
+    def attribute(self, interval_s: float, domains: Sequence[DomainSample], now_s: float
+                  ) -> tuple[tuple[ProcessShare, ...], float | None, JobSample | None]:
+        with self._lock:
+            return self._attribute(max(interval_s, 1e-9), domains)
+
+    def _attribute(self, interval_s: float, domains: Sequence[DomainSample]):
+        machine = self.scanner.machine_cpu_s()
+        changed, gone = self._apply_scan(self.scanner.scan())
+        d_machine = None
+        if machine is not None and self._machine_s is not None:
+            d_machine = machine - self._machine_s
+        self._machine_s = machine
+
+        counted = [d for d in domains if d.domain.in_total and d.energy_j is not None]
+        total_j = sum(d.energy_j for d in counted)
+        cpu_j = sum(d.energy_j for d in counted if d.domain.kind in CPU_KINDS)
+        co2_total = sum(d.co2_g or 0.0 for d in counted)
+        factor = (co2_g(1.0, self.carbon) if self.carbon is not None
+                  else (co2_total / total_j if total_j > 0 else 0.0))
+
+        active = [p for p in changed if p.used_s > 0] + [g for g in gone if g.used_s > 0]
+        used = sum(p.used_s for p in active)
+        denom = max(d_machine or 0.0, used)
+        touched: dict[int, _Proc] = {}
+        for p in active:
+            p.tick_cpu_j, p.tick_gpu_j = (cpu_j * p.used_s / denom if denom > 0 else 0.0), 0.0
+            touched[id(p)] = p
+        gpu_j = self._split_gpus(counted, gone, touched)
+
+        shares = []
+        job_cpu = job_gpu = attributed = 0.0
+        for p in touched.values():
+            p.cpu_j += p.tick_cpu_j
+            p.gpu_j += p.tick_gpu_j
+            attributed += p.tick_cpu_j + p.tick_gpu_j
+            if p.in_job:
+                job_cpu += p.tick_cpu_j
+                job_gpu += p.tick_gpu_j
+        top = heapq.nlargest(self.top_n, touched.values(),
+                             key=lambda p: (p.tick_cpu_j + p.tick_gpu_j, p.used_s))
+        for p in top:
+            e = p.tick_cpu_j + p.tick_gpu_j
+            shares.append(ProcessShare(
+                pid=p.pid, name=self._display_name(p),
+                cpu_share=p.used_s / denom if denom > 0 else 0.0,
+                gpu_share=p.tick_gpu_j / gpu_j if gpu_j > 0 else 0.0,
+                power_w=e / interval_s, energy_j=e, total_energy_j=p.cpu_j + p.gpu_j,
+                cpu_energy_j=p.cpu_j, gpu_energy_j=p.gpu_j, in_job=p.in_job))
+        for p in touched.values():
+            p.used_s = 0.0
+        idle_w = (total_j - attributed) / interval_s if counted else None
+        job = self._job_sample(interval_s, job_cpu, job_gpu, total_j, factor)
+        return tuple(shares), idle_w, job
+
+    def _split_gpus(self, counted, gone, touched) -> float:
+        """Add each GPU domain's energy to its processes' ``tick_gpu_j``; return GPU total."""
+        total = 0.0
+        seen_ghosts: set[int] = set()
+        gone_by_pid = {g.pid: g for g in gone}
+        now_us = None
+        for d in counted:
+            sensor = self._gpu_sensors.get(d.domain.source)
+            if d.domain.kind is not DomainKind.GPU or sensor is None or d.domain.index is None:
+                continue
+            if now_us is None:
+                now_us = int(self.wallclock() * 1e6)
+            fractions = split_gpu(sensor, d.domain.index, now_us)
+            if not fractions:
+                continue
+            total += d.energy_j
+            for pid, f in fractions.items():
+                p = self._procs.get(pid) or gone_by_pid.get(pid)
+                if p is None:
+                    p = self._ghosts.get(pid) or _Proc(pid, -1.0, 0, f"pid {pid} (not visible)")
+                    self._ghosts[pid] = p
+                    seen_ghosts.add(pid)
+                if id(p) not in touched:
+                    p.tick_cpu_j, p.tick_gpu_j = 0.0, 0.0
+                    touched[id(p)] = p
+                p.tick_gpu_j += d.energy_j * f
+        for pid in self._ghosts.keys() - seen_ghosts:
+            del self._ghosts[pid]
+        return total
+
+    def _job_sample(self, interval_s, job_cpu, job_gpu, total_j, factor) -> JobSample | None:
+        if self._root is None:
+            return None
+        energy = job_cpu + job_gpu
+        self._job_cpu_j += job_cpu
+        self._job_gpu_j += job_gpu
+        self._job_co2_g += energy * factor
+        root = self._procs.get(self._root[0])
+        running = root is not None and root.start == self._root[1]
+        return JobSample(
+            pid=self._root[0], name=self._root_name, running=running,
+            n_processes=len(self._members), power_w=energy / interval_s, energy_j=energy,
+            total_energy_j=self._job_cpu_j + self._job_gpu_j, cpu_energy_j=self._job_cpu_j,
+            gpu_energy_j=self._job_gpu_j, co2_g=energy * factor, total_co2_g=self._job_co2_g,
+            share=energy / total_j if total_j > 0 else 0.0, exit_code=self._exit_code,
+            cpu_power_w=job_cpu / interval_s, gpu_power_w=job_gpu / interval_s)
+
+    def _display_name(self, p: _Proc) -> str:
+        """The kernel's short name, or argv[0]'s base name where the kernel cut it (15 chars).
+        Read once per process, only for processes shown."""
+        if p.display is None:
+            p.display = p.name
+            if len(p.name) >= 15 and p.start >= 0:
+                full = _command_name(self.scanner, p.pid, args=False)
+                if full and full.startswith(p.name[:15]):
+                    p.display = full
+        return p.display
+
+
+def _recover_exited(changed: list[tuple[_Proc, float, bool]], gone: list[_Proc]) -> None:
+    """Give the CPU time of exited children, gained by their parent as "children" time, to
+    those children (or to the parent when none of its known children exited: it started
+    processes too short-lived for any scan to see)."""
+    kids: dict[int, list[_Proc]] = {}
+    for g in gone:
+        kids.setdefault(g.ppid, []).append(g)
+
+    def seen_s(g: _Proc, depth: int = 0) -> float:  # what we had already counted of g's tree
+        inner = kids.get(g.pid, ()) if depth < 64 else ()
+        return g.cpu_s + g.children_s + sum(seen_s(k, depth + 1) for k in inner if k is not g)
+
+    for p, d_children, is_new in changed:
+        if d_children <= 0:
+            continue
+        mine = None if is_new else kids.get(p.pid)  # a newborn has no children we saw
+        if not mine:
+            p.used_s += d_children
+            continue
+        tail = d_children - sum(seen_s(k) for k in mine)
+        if tail > 0:
+            for k in mine:
+                k.used_s += tail / len(mine)
+
+
+def _command_name(scanner, pid: int, args: bool = True) -> str:
+    """``python3 train.py --lr 3`` (up to 60 characters) from the command line; "" if
+    unreadable (kernel threads, exited, not Linux)."""
+    if not isinstance(scanner, ProcFsScanner):
+        return ""
+    try:
+        with open(f"{scanner.root}/{pid}/cmdline", "rb") as fh:
+            argv = fh.read(4096).split(b"\0")
+    except OSError:
+        return ""
+    argv = [a.decode("utf-8", "replace") for a in argv if a]
+    if not argv:
+        return ""
+    argv[0] = os.path.basename(argv[0])
+    text = " ".join(" ".join(argv if args else argv[:1]).split())  # no newlines or tabs
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def make_attributor(opts=None, sensors: Iterable = (), carbon: CarbonInfo | None = None
+                    ) -> Attributor:
+    """The attributor for a measurement; follows ``opts.pid`` from the start if set."""
+    attributor = Attributor(sensors, carbon)
+    pid = getattr(opts, "pid", None)
+    if pid is not None:
+        attributor.follow(pid)
+    return attributor

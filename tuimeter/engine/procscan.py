@@ -1,0 +1,175 @@
+"""A fast scan of every process's cumulative CPU time, for attribution.
+
+One pass over the processes per tick. On Linux it reads ``/proc/<pid>/stat`` directly:
+one ``open``/``read``/``close`` per process and nothing else, because everything
+attribution needs is in that one line (name, parent, own and reaped children's CPU time,
+start time). psutil would make several reads and build objects per process: about 25 µs a
+process against about 6 µs here (figures in ``bench/bench_attribution.py``).
+
+What it skips: a process whose stat line is byte-for-byte the one read last time has not
+changed (same CPU times, same parent) and is not parsed again. Command lines are never read
+here (the attributor reads one only for a process it shows).
+
+Elsewhere (macOS, BSD) :class:`PsutilScanner` does the same through psutil; it is slower
+and its ``children`` times are 0 where the OS does not report them.
+
+All times are **seconds** of CPU (user + system), cumulative since the process started.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import NamedTuple
+
+PROC = "/proc"
+
+
+class ProcStat(NamedTuple):
+    """One process at one scan. ``start`` with ``pid`` identifies it across pid reuse."""
+
+    pid: int
+    ppid: int
+    start: float  # start time (boot clock ticks on Linux, epoch seconds with psutil)
+    name: str  # kernel's short name (comm, at most 15 characters on Linux)
+    cpu_s: float  # own user + system CPU time, all threads, cumulative
+    children_s: float  # CPU time of children it has waited for (cutime + cstime), cumulative
+
+
+class ProcFsScanner:
+    """Scans ``/proc`` (Linux). ``root`` can point at a copy for tests.
+
+    ``machine_cpu_s`` is the machine's CPU time over all logical CPUs (busy and idle,
+    without guest time, which is already inside user time), from the ``cpu`` line of
+    ``/proc/stat``, in the same units as the per-process times.
+    """
+
+    def __init__(self, root: str = PROC):
+        self.root = root
+        try:
+            self.tick_s = 1.0 / os.sysconf("SC_CLK_TCK")
+        except (ValueError, OSError, AttributeError):
+            self.tick_s = 0.01
+        self._cache: dict[int, tuple[bytes, ProcStat]] = {}
+
+    def machine_cpu_s(self) -> float | None:
+        try:
+            with open(os.path.join(self.root, "stat"), "rb") as fh:
+                line = fh.readline()
+        except OSError:
+            return None
+        fields = line.split()[1:9]  # user nice system idle iowait irq softirq steal
+        return sum(int(x) for x in fields) * self.tick_s if fields else None
+
+    def read_one(self, pid: int) -> ProcStat | None:
+        """One process now, or None if it is gone."""
+        data = self._read(pid)
+        return None if data is None else self._parse(pid, data)
+
+    def _read(self, pid: int) -> bytes | None:
+        try:
+            fd = os.open(f"{self.root}/{pid}/stat", os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            return os.read(fd, 2048)
+        except OSError:  # exited between open and read
+            return None
+        finally:
+            os.close(fd)
+
+    def _parse(self, pid: int, data: bytes) -> ProcStat | None:
+        # "pid (comm) state ppid ... utime stime cutime cstime ... starttime ...": comm may
+        # hold spaces and ')' so split after the LAST ')'.
+        close = data.rfind(b")")
+        f = data[close + 2:].split()
+        if close < 0 or len(f) < 20:
+            return None
+        tick = self.tick_s
+        return ProcStat(pid, int(f[1]), float(f[19]),
+                        data[data.find(b"(") + 1:close].decode("utf-8", "replace"),
+                        (int(f[11]) + int(f[12])) * tick, (int(f[13]) + int(f[14])) * tick)
+
+    def scan(self) -> dict[int, ProcStat]:
+        """Every process now, by pid. Processes that vanish mid-scan are left out."""
+        out: dict[int, ProcStat] = {}
+        old = self._cache
+        new: dict[int, tuple[bytes, ProcStat]] = {}
+        parse = self._parse
+        open_, read, close, rdonly = os.open, os.read, os.close, os.O_RDONLY
+        prefix = self.root + "/"
+        try:
+            names = os.listdir(self.root)
+        except OSError:
+            return out
+        for name in names:  # the hot loop: kept flat on purpose (500 processes = 500 turns)
+            if not name.isdigit():
+                continue
+            try:
+                fd = open_(prefix + name + "/stat", rdonly)
+            except OSError:
+                continue
+            try:
+                data = read(fd, 2048)
+            except OSError:  # exited between open and read
+                continue
+            finally:
+                close(fd)
+            pid = int(name)
+            hit = old.get(pid)
+            if hit is not None and hit[0] == data:  # unchanged since the last scan
+                st = hit[1]
+            else:
+                st = parse(pid, data)
+                if st is None:
+                    continue
+            new[pid] = (data, st)
+            out[pid] = st
+        self._cache = new
+        return out
+
+
+class PsutilScanner:
+    """The same through psutil, for systems without a Linux ``/proc``."""
+
+    def __init__(self) -> None:
+        import psutil
+
+        self._psutil = psutil
+
+    def machine_cpu_s(self) -> float | None:
+        t = self._psutil.cpu_times()
+        busy = sum(getattr(t, k, 0.0) for k in ("user", "nice", "system", "irq", "softirq",
+                                                 "steal", "iowait"))
+        return busy + t.idle
+
+    def read_one(self, pid: int) -> ProcStat | None:
+        try:
+            return self._stat(self._psutil.Process(pid).as_dict(self._ATTRS))
+        except self._psutil.Error:
+            return None
+
+    _ATTRS = ["pid", "ppid", "name", "cpu_times", "create_time"]
+
+    def _stat(self, info: dict) -> ProcStat | None:
+        t = info.get("cpu_times")
+        if t is None or info.get("create_time") is None:
+            return None
+        return ProcStat(info["pid"], info.get("ppid") or 0, float(info["create_time"]),
+                        info.get("name") or "?", t.user + t.system,
+                        getattr(t, "children_user", 0.0) + getattr(t, "children_system", 0.0))
+
+    def scan(self) -> dict[int, ProcStat]:
+        out = {}
+        for p in self._psutil.process_iter(self._ATTRS):
+            st = self._stat(p.info)
+            if st is not None:
+                out[st.pid] = st
+        return out
+
+
+def make_scanner(root: str | None = None):
+    """The fastest scanner this system has."""
+    if root is not None or (sys.platform.startswith("linux") and os.path.exists(f"{PROC}/stat")):
+        return ProcFsScanner(root or PROC)
+    return PsutilScanner()
