@@ -15,6 +15,8 @@ HEADLESS = [
     "tuimeter.sensors.rapl", "tuimeter.sensors.nvml", "tuimeter.sensors.powermetrics",
     "tuimeter.sensors.estimate", "tuimeter.sensors.discover", "tuimeter.engine.sampler",
     "tuimeter.session.csvfile", "tuimeter.session.recorder", "tuimeter.session.measure",
+    "tuimeter.session.markers", "tuimeter.session.report", "tuimeter.engine.attribution",
+    "tuimeter.export.prometheus", "tuimeter.export.influx", "tuimeter.api",
 ]
 
 
