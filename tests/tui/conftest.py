@@ -12,7 +12,8 @@ from tuimeter.engine.sampler import Engine
 from tuimeter.model import CarbonInfo, DomainKind
 from tuimeter.session.measure import open_recorder
 from tuimeter.tui.app import TuimeterApp
-from tuimeter.tui.run import make_replay, open_session
+from tuimeter.tui import run
+from tuimeter.tui.run import open_session
 
 DEMO = Path(__file__).resolve().parents[1] / "data" / "sessions" / "demo.csv"
 CARBON = CarbonInfo(g_per_kwh=360.0, pue=1.0, source="test grid")
@@ -49,11 +50,8 @@ def make_app(tmp_path: Path, *, job=None, sensors=None, **kw):
 
 def replay_app(clock: FakeClock, recorder_path: str | None = None):
     """The demo session replayed on a fake clock (deterministic: fixed host, 0% CPU)."""
-    engine, sensor = make_replay(str(DEMO), clock=clock, cpu_clock=lambda: 0.0)
-    recorder = open_recorder(recorder_path, engine.host) if recorder_path else None
-    open_session(engine, recorder)
-    return TuimeterApp(engine, recorder=recorder, replay=sensor, attribution="replay",
-                       start_engine=False)
+    recorder = open_recorder(recorder_path, "demo-node") if recorder_path else None
+    return run.replay_app(str(DEMO), clock, recorder=recorder)
 
 
 async def tick(pilot, clock: FakeClock, n: int = 1, dt: float = 1.0) -> None:

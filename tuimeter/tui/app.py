@@ -100,7 +100,7 @@ class TuimeterApp(App[Snapshot | None]):
         self.final_snapshot: Snapshot | None = None
         self.exports: list[str] = []
         self.frames_drawn = 0
-        self._feed = SnapshotFeed(self.post_message, engine.history_len)
+        self.feed = SnapshotFeed(self.post_message, engine.history_len)
         self._latest: SnapshotReady | None = None
         self._marks = 0
         self._running = False
@@ -132,7 +132,7 @@ class TuimeterApp(App[Snapshot | None]):
         snap = self.engine.snapshot
         if snap is not None:
             self._draw(SnapshotReady(snap, ()))
-        self.engine.subscribe(self._feed)
+        self.engine.subscribe(self.feed)
         if self.start_engine:
             self.engine.start()
             self._running = True
@@ -293,7 +293,7 @@ class TuimeterApp(App[Snapshot | None]):
         if self._finished:
             return self.final_snapshot
         self._finished = True
-        self.engine.unsubscribe(self._feed)
+        self.engine.unsubscribe(self.feed)
         snap = self._stop_engine(final_tick=True)
         self.engine.close()
         if self.recorder is not None:

@@ -40,6 +40,10 @@ class SnapshotFeed:
         self._post = post
         self._times: collections.deque[float] = collections.deque(maxlen=history_len)
 
+    def seed(self, times_s) -> None:
+        """Tick times of ticks taken before the app subscribed (benchmarks, tests)."""
+        self._times.extend(times_s)
+
     def __call__(self, snap: Snapshot) -> None:
         if snap.interval_s > 0:
             self._times.append(snap.elapsed_s)

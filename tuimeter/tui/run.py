@@ -96,6 +96,18 @@ def make_replay(path: str, speed: float = 1.0, interval_s: float = 1.0, *, clock
     return engine, sensor
 
 
+def replay_app(path: str, clock, *, recorder=None, cpu_clock=lambda: 0.0):
+    """A deterministic replay of ``path`` for tests, screenshots and benchmarks: the
+    engine is not started (advance ``clock`` and call ``app.engine.tick()``), the monitor's
+    own CPU reads 0 %."""
+    from .app import TuimeterApp
+
+    engine, sensor = make_replay(path, clock=clock, cpu_clock=cpu_clock)
+    open_session(engine, recorder)
+    return TuimeterApp(engine, recorder=recorder, replay=sensor, attribution="replay",
+                       start_engine=False)
+
+
 def _replay_engine(args):
     from ..carbon import resolve_carbon
 

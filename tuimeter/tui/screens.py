@@ -30,7 +30,7 @@ LEGEND = (
     ("[estimated]", "a model (TDP x load, W per GiB): not a measurement"),
     ("[LOST]", "the sensor failed; no energy is counted while lost"),
     ("(in)", "nested in another domain: not added to the total"),
-    ("* + x o", "the chart character of each domain (left of its name)"),
+    ("* + # @", "the chart character of each domain (left of its name)"),
 )
 
 

@@ -6,18 +6,22 @@ from typing import Sequence
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Sparkline, Static
+from textual.widgets import Static
 
 from ...model import Domain, DomainSample, Snapshot, Status, Totals
 from ..format import badge, fmt_energy, fmt_power, provenance_badge
 from ._power_chart import series_marker
+from ._spark_line import SparkLine
 
-#: sparkline points kept (the widget folds them into its width)
-SPARK_POINTS = 120
+#: sparkline points passed on (no row is wider)
+SPARK_POINTS = 200
 
 
-def _spark(history: Sequence[float | None]) -> list[float]:
-    return [0.0 if w is None else w for w in history[-SPARK_POINTS:]]
+def _set(widget: Static, text: str) -> None:
+    """Update only on change, and without a layout pass: every cell has a fixed size, and
+    a re-layout per cell per frame is most of the UI's CPU."""
+    if str(widget.content) != text:
+        widget.update(text, layout=False)
 
 
 class DomainRow(Horizontal):
@@ -25,9 +29,10 @@ class DomainRow(Horizontal):
 
     DEFAULT_CSS = """
     DomainRow { height: 1; }
+    DomainRow > Static { height: 1; }
     DomainRow > .name { width: 18; }
     DomainRow > .badge { width: 13; }
-    DomainRow > Sparkline { width: 1fr; margin-right: 1; }
+    DomainRow > SparkLine { width: 1fr; margin-right: 1; }
     DomainRow > .power { width: 10; text-align: right; }
     DomainRow > .energy { width: 11; text-align: right; }
     """
@@ -40,20 +45,20 @@ class DomainRow(Horizontal):
     def compose(self) -> ComposeResult:
         yield Static(self._label, classes="name", markup=False)
         yield Static("", classes="badge", markup=False)
-        yield Sparkline([], summary_function=max)
+        yield SparkLine()
         yield Static("N/A", classes="power")
         yield Static("N/A", classes="energy")
 
     def show(self, badge_text: str, history: Sequence[float | None], power_w: float | None,
              energy_j: float | None, lost: bool = False) -> None:
         badge_w, spark, power, energy = (self.query_one(".badge", Static),
-                                         self.query_one(Sparkline),
+                                         self.query_one(SparkLine),
                                          self.query_one(".power", Static),
                                          self.query_one(".energy", Static))
-        badge_w.update(badge_text)
-        spark.data = _spark(history)
-        power.update(fmt_power(power_w))
-        energy.update(fmt_energy(energy_j))
+        _set(badge_w, badge_text)
+        spark.data = tuple(history[-SPARK_POINTS:])
+        _set(power, fmt_power(power_w))
+        _set(energy, fmt_energy(energy_j))
         self.set_class(lost, "-lost")
 
 
@@ -84,7 +89,7 @@ class DomainTable(Vertical):
         for i, d in enumerate(self.domains):
             name = d.id if d.in_total else f"{d.id} (in)"
             yield DomainRow(d.id, name, series_marker(i))
-        yield DomainRow("total", "total", "=", classes="total")
+        yield DomainRow("total", "total", " ", classes="total")
 
     def show(self, snap: Snapshot) -> None:
         rows = {r.key: r for r in self.query(DomainRow)}

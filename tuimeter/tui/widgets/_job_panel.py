@@ -40,4 +40,6 @@ class JobPanel(Static):
     """
 
     def show(self, state: JobState, job: JobSample | None, exited_at_s: float | None) -> None:
-        self.update(job_text(state, job, exited_at_s))
+        text = job_text(state, job, exited_at_s)
+        if text.plain != str(self.content):
+            self.update(text)

@@ -47,9 +47,12 @@ class ProcessPanel(Vertical):
         return f"Processes (power attributed by CPU/GPU share){idle}"
 
     def show(self, snap: Snapshot) -> None:
-        self.query_one(".note", Static).update(self._note(snap))
+        note, text = self.query_one(".note", Static), self._note(snap)
+        if str(note.content) != text:
+            note.update(text, layout=False)
         table = self.query_one(DataTable)
-        table.display = bool(snap.processes)
+        if table.display != bool(snap.processes):
+            table.display = bool(snap.processes)
         if not snap.processes:
             return
         table.clear()

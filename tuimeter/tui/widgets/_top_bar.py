@@ -27,4 +27,4 @@ class TopBar(Static):
             text.append("  PAUSED (still recording)", style="bold reverse")
         if cpu_percent is not None:
             text.append(f"  self {cpu_percent:.1f}% CPU", style="dim")
-        self.update(text)
+        self.update(text, layout=False)  # one line, fixed size

@@ -36,8 +36,8 @@ class TotalsPanel(Static):
     """The machine total for the whole session (sum of ``in_total`` domains)."""
 
     DEFAULT_CSS = """
-    TotalsPanel { width: 34; height: auto; padding: 0 1; }
+    TotalsPanel { width: 34; height: 1fr; padding: 0 1; }
     """
 
     def show(self, snap: Snapshot) -> None:
-        self.update(totals_text(snap))
+        self.update(totals_text(snap), layout=False)  # fixed size: no re-layout

@@ -1,0 +1,158 @@
+"""Replay: a recorded session served by ReplaySensor through the same engine and UI.
+Deterministic replays use a fake clock; the `--replay` command line test runs the real
+sampler thread at 100x and waits on conditions (bounded), never on timings."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from tests.fakes.scripted import FakeClock
+from tuimeter.model import Status
+from tuimeter.sensors.replay import ReplayError, ReplaySensor, kind_of
+from tuimeter.tui.run import build, make_replay, parser
+from tuimeter.tui.widgets import DomainRow, TopBar
+
+from .conftest import DEMO, replay_app, tick, wait_for
+
+RECORDED = pd.read_csv(DEMO)
+SAMPLES = RECORDED[RECORDED["kind"] == "sample"]
+
+
+def test_replay_gives_back_each_recorded_interval():
+    """Ticking a replay at the recording's own interval yields its per-domain power,
+    domains, in_total flags, provenance and lost intervals."""
+    clock = FakeClock()
+    engine, sensor = make_replay(str(DEMO), clock=clock, cpu_clock=lambda: 0.0)
+    engine.open()
+    assert [d.id for d in engine.domains] == ["package-0", "package-0/core", "package-0/dram",
+                                             "psys", "gpu0", "gpu1"]
+    flags = {d.id: d.in_total for d in engine.domains}
+    assert flags == {"package-0": True, "package-0/core": False, "package-0/dram": True,
+                     "psys": False, "gpu0": True, "gpu1": True}
+    snaps = []
+    for _ in range(120):
+        clock.advance(1.0)
+        snaps.append(engine.tick())
+    for tick_no in (1, 50, 120):
+        snap = snaps[tick_no - 1]
+        rows = SAMPLES[SAMPLES["elapsed_s"] == tick_no]
+        for _, row in rows.iterrows():
+            d = snap.domain(row["domain"])
+            if row["provenance"] == "lost":
+                assert d.status is Status.LOST
+            else:
+                assert d.power_w == pytest.approx(row["power_w"], rel=1e-6)
+    assert snaps[91].domain("gpu1").status is Status.LOST
+    assert snaps[-1].host == "demo-node"
+    assert snaps[-1].carbon.g_per_kwh == 475.0
+    recorded_total = RECORDED[RECORDED["kind"] == "total"]["energy_j"].sum()
+    assert snaps[-1].total.total_energy_j == pytest.approx(recorded_total, rel=0.02)
+    labels = [m.label for m in snaps[-1].markers]
+    assert labels == ["warmup", "train", "eval", "cooldown"]
+    assert [m.elapsed_s for m in snaps[-1].markers] == [16.0, 36.0, 81.0, 101.0]
+    assert sensor.finished(snaps[-1].elapsed_s)
+
+
+def test_speed_scales_time_but_not_power():
+    """At 10x, one real second replays ten recorded seconds at their recorded power."""
+    clock = FakeClock()
+    engine, _ = make_replay(str(DEMO), speed=10.0, clock=clock, cpu_clock=lambda: 0.0)
+    engine.open()
+    clock.advance(1.0)
+    snap = engine.tick()
+    assert snap.elapsed_s == pytest.approx(10.0)
+    first10 = SAMPLES[(SAMPLES["domain"] == "package-0") & (SAMPLES["elapsed_s"] <= 10)]
+    assert snap.domain("package-0").power_w == pytest.approx(first10["power_w"].mean(), rel=1e-6)
+
+
+def test_bad_files_are_one_line_errors(tmp_path):
+    bad = tmp_path / "x.csv"
+    bad.write_text("a,b\n1,2\n")
+    with pytest.raises(ReplayError, match="not a tuimeter session"):
+        ReplaySensor(bad)
+    with pytest.raises(ReplayError, match="cannot read"):
+        ReplaySensor(tmp_path / "missing.csv")
+    empty = tmp_path / "e.csv"
+    empty.write_text(",".join(RECORDED.columns) + "\n")
+    with pytest.raises(ReplayError, match="no sample rows"):
+        ReplaySensor(empty)
+
+
+def test_kind_from_domain_id():
+    assert str(kind_of("package-0/dram")) == "dram"
+    assert str(kind_of("package-1/core")) == "core"
+    assert str(kind_of("gpu3")) == "gpu"
+    assert str(kind_of("estimate/cpu")) == "package"
+
+
+def test_replay_module_does_not_load_textual():
+    code = ("import sys, tuimeter.sensors.replay; "
+            "sys.exit(1 if 'textual' in sys.modules or 'tuimeter.tui' in sys.modules else 0)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+@pytest.mark.asyncio
+async def test_replay_through_the_ui_on_a_fake_clock():
+    """The UI shows the replay's domains, markers and end."""
+    clock = FakeClock()
+    app = replay_app(clock)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await tick(pilot, clock, 125)
+        assert "REPLAY demo.csv (finished)" in str(app.query_one(TopBar).content)
+        assert {r.key for r in app.query(DomainRow)} >= {"gpu0", "gpu1", "psys", "total"}
+        shown = " ".join(str(n.message) for n in app._notifications)
+        assert "replay finished" in shown
+        await pilot.press("q")
+
+
+@pytest.mark.asyncio
+async def test_replay_command_line_records_to_o_file(tmp_path):
+    """`tuimeter --replay FILE --speed N -o OUT`: the real sampler replays the whole
+    session; OUT has the replayed markers and about the recorded energy."""
+    out = tmp_path / "replayed.csv"
+    session, problem = build(["--replay", str(DEMO), "--speed", "100", "-i", "0.05",
+                              "-o", str(out)])
+    assert problem is None
+    app = session.app
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert await wait_for(pilot, lambda: app._replay_done, tries=600)
+        await pilot.press("q")
+    assert session.close() == 0
+    df = pd.read_csv(out)
+    m = df[df["kind"] == "marker"]
+    assert list(m["label"]) == ["warmup", "train", "eval", "cooldown"]
+    for got, want in zip(m["elapsed_s"], [15.5, 35.5, 80.5, 100.5]):
+        assert want <= got <= want + 6.0
+    recorded = RECORDED[RECORDED["kind"] == "total"]["energy_j"].sum()
+    assert df[df["kind"] == "total"]["energy_j"].sum() == pytest.approx(recorded, rel=0.05)
+
+
+def test_replay_without_o_leaves_no_file(tmp_path, capsys):
+    session, problem = build(["--replay", str(DEMO)], start_engine=False)
+    assert problem is None
+    temp = session.temp_path
+    assert temp and session.close() == 0
+    import os
+
+    assert not os.path.exists(temp)
+    assert "replay not saved" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--replay", "nope.csv"], "cannot read"),
+    (["--speed", "2"], "--speed needs --replay"),
+    (["--replay", str(DEMO), "--pid", "1"], "cannot follow"),
+    (["--export-dir", "/nonexistent/dir"], "not a directory"),
+])
+def test_bad_ui_options_fail_before_anything_starts(argv, message):
+    session, problem = build(argv, start_engine=False)
+    assert session is None and message in problem
+
+
+def test_parser_has_the_ui_options():
+    args = parser().parse_args(["--replay", "x.csv", "--speed", "4"])
+    assert args.replay == "x.csv" and args.speed == 4.0

@@ -1,0 +1,83 @@
+"""The `tuimeter` command line paths that follow a job: `--pid PID` and `-- CMD ARGS`.
+Sensors come from discovery on this machine (the estimate where nothing is measured)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from tuimeter.tui.run import build
+from tuimeter.tui.widgets import JobPanel
+
+from .conftest import wait_for
+
+
+async def _tick_until(pilot, condition, tries: int = 200) -> bool:
+    """Tick the (unstarted) engine on the real clock until ``condition()`` holds."""
+    for _ in range(tries):
+        pilot.app.engine.tick()
+        if await wait_for(pilot, condition, tries=1):
+            return True
+        await pilot.pause(0.05)
+    return condition()
+
+
+@pytest.mark.asyncio
+async def test_pid_command_line_follows_and_sees_the_exit(tmp_path, capsys):
+    """`tuimeter --pid PID`: the job panel shows the process, then that it exited."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        out = tmp_path / "s.csv"
+        session, problem = build(["--pid", str(child.pid), "-o", str(out), "--no-socket",
+                                  "--no-gpu"], start_engine=False)
+        assert problem is None
+        app = session.app
+        async with app.run_test(size=(80, 24)) as pilot:
+            panel = app.query_one(JobPanel)
+            assert await _tick_until(pilot, lambda: "running" in str(panel.content))
+            assert f"JOB {child.pid}" in str(panel.content)
+            child.kill()
+            child.wait()
+            assert await _tick_until(pilot, lambda: "EXITED" in str(panel.content))
+            await pilot.press("q")
+        assert session.close() == 0
+        err = capsys.readouterr().err
+        assert f"session saved to {out}" in err and "tuimeter:" in err
+        assert (pd.read_csv(out)["kind"] == "session").sum() == 1
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+@pytest.mark.asyncio
+async def test_command_is_started_followed_and_its_code_returned(tmp_path, capsys):
+    """`tuimeter -- CMD`: the command runs with its output in a log file; the UI says it
+    exited with its code, and tuimeter exits with that code."""
+    out = tmp_path / "s.csv"
+    session, problem = build(["-o", str(out), "--no-socket", "--no-gpu", "--", sys.executable,
+                              "-c", "import sys; print('hello from the job'); sys.exit(3)"],
+                             start_engine=False)
+    assert problem is None
+    app = session.app
+    async with app.run_test(size=(80, 24)) as pilot:
+        panel = app.query_one(JobPanel)
+        session.job.popen.wait()
+        assert await _tick_until(pilot, lambda: "EXITED with code 3" in str(panel.content))
+        await pilot.press("q")
+    assert session.close() == 3
+    assert "hello from the job" in open(session.job.log_path).read()
+    assert session.job.log_path in capsys.readouterr().err
+
+
+def test_command_still_running_at_quit_is_terminated(tmp_path):
+    session, problem = build(["-o", str(tmp_path / "s.csv"), "--no-socket", "--no-gpu", "--",
+                              sys.executable, "-c", "import time; time.sleep(60)"],
+                             start_engine=False)
+    assert problem is None
+    popen = session.job.popen
+    session.close()
+    assert popen.poll() is not None
