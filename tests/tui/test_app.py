@@ -228,6 +228,7 @@ async def test_resizing_keeps_every_part_on_screen(tmp_path, first, second):
             chart = app.query_one(PowerChart)
             assert chart.region.height >= 5 and chart.region.bottom <= h
             widths.append(chart.region.width)
+            assert app.screen.has_class("-compact") == (h < 32)
             assert app.query_one("Footer").region.bottom == h
         assert widths[0] != widths[1]
         await pilot.press("q")

@@ -17,7 +17,7 @@ import os
 import shutil
 from typing import TYPE_CHECKING
 
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -136,6 +136,10 @@ class TuimeterApp(App[Snapshot | None]):
         if self.start_engine:
             self.engine.start()
             self._running = True
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Below 32 lines, the process table and status line give their rows to the chart."""
+        self.screen.set_class(event.size.height < 32, "-compact")
 
     # -- snapshots ----------------------------------------------------------------
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
@@ -257,7 +261,7 @@ class TuimeterApp(App[Snapshot | None]):
     def action_help(self) -> None:
         snap = self.engine.snapshot
         sensors = snap.sensors if snap is not None else tuple(self.engine.statuses)
-        self.push_screen(HelpScreen(sensors, self.session_path))
+        self.push_screen(HelpScreen(sensors, self.session_path, self.engine.carbon))
 
     def action_export(self) -> None:
         if self.recorder is None:

@@ -11,7 +11,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
-from ..model import SensorStatus
+from ..model import CarbonInfo, SensorStatus
 from .widgets._sensor_status import status_text
 
 KEYS = (
@@ -34,7 +34,8 @@ LEGEND = (
 )
 
 
-def help_text(sensors: Sequence[SensorStatus], session_path: str | None) -> Text:
+def help_text(sensors: Sequence[SensorStatus], session_path: str | None,
+              carbon: CarbonInfo | None = None) -> Text:
     text = Text()
     text.append("Keys\n", style="bold underline")
     for key, what in KEYS:
@@ -48,6 +49,9 @@ def help_text(sensors: Sequence[SensorStatus], session_path: str | None) -> Text
     text.append("\nSensors\n", style="bold underline")
     text.append("  ")
     text.append(status_text(sensors))
+    if carbon is not None:
+        text.append("\n\nCarbon\n", style="bold underline")
+        text.append(f"  {carbon.g_per_kwh:g} g CO2e/kWh, PUE {carbon.pue:g}: {carbon.source}")
     text.append("\n\nSession file\n", style="bold underline")
     text.append(f"  {session_path or 'not recorded (use -o FILE)'}\n")
     return text
@@ -65,9 +69,10 @@ class HelpScreen(ModalScreen[None]):
     }
     """
 
-    def __init__(self, sensors: Sequence[SensorStatus], session_path: str | None) -> None:
+    def __init__(self, sensors: Sequence[SensorStatus], session_path: str | None,
+                 carbon: CarbonInfo | None = None) -> None:
         super().__init__()
-        self._text = help_text(sensors, session_path)
+        self._text = help_text(sensors, session_path, carbon)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():

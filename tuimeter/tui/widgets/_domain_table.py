@@ -30,7 +30,7 @@ class DomainRow(Horizontal):
     DEFAULT_CSS = """
     DomainRow { height: 1; }
     DomainRow > Static { height: 1; }
-    DomainRow > .name { width: 18; }
+    DomainRow > .name { width: 20; }
     DomainRow > .badge { width: 13; }
     DomainRow > SparkLine { width: 1fr; margin-right: 1; }
     DomainRow > .power { width: 10; text-align: right; }
@@ -68,7 +68,7 @@ class DomainTable(Vertical):
     DEFAULT_CSS = """
     DomainTable { height: auto; }
     DomainTable > .header { height: 1; text-style: bold; }
-    DomainTable > .header > .name { width: 18; }
+    DomainTable > .header > .name { width: 20; }
     DomainTable > .header > .badge { width: 13; }
     DomainTable > .header > .spark { width: 1fr; }
     DomainTable > .header > .power { width: 10; text-align: right; }

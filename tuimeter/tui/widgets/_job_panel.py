@@ -36,7 +36,7 @@ def job_text(state: JobState, job: JobSample | None, exited_at_s: float | None) 
 
 class JobPanel(Static):
     DEFAULT_CSS = """
-    JobPanel { height: auto; border: heavy $accent; padding: 0 1; }
+    JobPanel { height: auto; border-left: heavy $accent; padding: 0 1; }
     """
 
     def show(self, state: JobState, job: JobSample | None, exited_at_s: float | None) -> None:

@@ -61,8 +61,9 @@ def colourise(plain: str, base: Style) -> list[Strip]:
 class PowerChart(PlotextPlot):
     """Each domain's power (W) against elapsed seconds; markers as vertical lines.
 
-    One point per column per domain, drawn as a scatter of the domain's character
-    (connecting lines cost three times the CPU and add little at one point a column).
+    At most one point per column per domain, drawn with the domain's character: as lines
+    while points are sparse, as dots once there is about one a column (connecting lines
+    then cost three times the CPU and add little).
     """
 
     DEFAULT_CSS = """
@@ -86,8 +87,9 @@ class PowerChart(PlotextPlot):
                 hist = d.history_w[-len(times_s):]
                 xs = times_s[-len(hist):] if hist else ()
                 px, py = _thin(xs, hist, n_points)
-                if px:
-                    plt.scatter(px, py, marker=series_marker(i))
+                if px:  # lines while points are sparse (cheap then), dots once dense
+                    draw = plt.plot if len(px) < n_points // 2 else plt.scatter
+                    draw(px, py, marker=series_marker(i))
             lo, hi = times_s[0], times_s[-1]
             plt.xlim(lo, hi if hi > lo else lo + 1)
             top = max((w for d in snap.domains for w in d.history_w[-len(times_s):]

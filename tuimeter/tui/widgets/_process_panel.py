@@ -18,7 +18,7 @@ class ProcessPanel(Vertical):
     "unavailable" (no attribution module)."""
 
     DEFAULT_CSS = """
-    ProcessPanel { height: auto; max-height: 30%; }
+    ProcessPanel { height: auto; max-height: 25%; }
     ProcessPanel > .note { height: 1; }
     ProcessPanel > DataTable { height: auto; max-height: 9; }
     """

@@ -21,7 +21,7 @@ def totals_text(snap: Snapshot) -> Text:
         ("", fmt_wh(t.total_energy_j)),
         ("CO2e", fmt_co2(t.total_co2_g)),
         ("Grid", f"{c.g_per_kwh:g} g/kWh, PUE {c.pue:g}"),
-        ("", c.source + (" (set --country)" if c.is_default else "")),
+        ("", c.source.split(";")[0] + (" (see --country)" if c.is_default else "")),
     ]
     text = Text()
     for i, (name, value) in enumerate(lines):
