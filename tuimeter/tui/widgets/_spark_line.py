@@ -20,14 +20,15 @@ MISSING = "·"
 
 
 def spark_text(data: Sequence[float | None], width: int) -> str:
-    """The last ``width`` values as bar characters, scaled from their min to their max."""
+    """The last ``width`` values as bar characters, scaled from 0 (or a negative
+    minimum) to their maximum."""
     if width <= 0:
         return ""
     tail = list(data[-width:])
     values = [v for v in tail if v is not None]
     if not values:
         return (MISSING * len(tail)).rjust(width)
-    lo, hi = min(values), max(values)
+    lo, hi = min(0.0, min(values)), max(values)  # from 0 W: noise on a flat line stays flat
     span = hi - lo
     top = len(BARS) - 1
     chars = []
