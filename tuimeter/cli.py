@@ -106,11 +106,9 @@ def make_attributor(opts, engine=None):
     With ``engine``, the attributor finds its NVML sensor (GPU process split) among the
     engine's sensors and uses its carbon settings for the job's CO2e.
     """
+    from .engine.attribution import make_attributor as _make
+
     if not opts.attribution:
-        return None
-    try:
-        from .engine.attribution import make_attributor as _make
-    except ImportError:
         return None
     if engine is None:
         return _make(opts)
@@ -274,10 +272,8 @@ def _run_recording(engine, recorder, opts, args, command: list[str],
 
 def _start_marker_server(engine):
     """Listen for `tuimeter mark` (a failure to listen never stops the recording)."""
-    try:
-        from .session.markers import start_marker_server
-    except ImportError:
-        return None
+    from .session.markers import start_marker_server
+
     try:
         return start_marker_server(engine)
     except OSError as exc:

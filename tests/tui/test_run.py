@@ -81,3 +81,45 @@ def test_command_still_running_at_quit_is_terminated(tmp_path):
     popen = session.job.popen
     session.close()
     assert popen.poll() is not None
+
+
+@pytest.mark.asyncio
+async def test_ui_serves_prometheus_metrics_and_attributes(tmp_path, capsys):
+    """`tuimeter --prometheus PORT`: the UI serves /metrics like `record` does, and the
+    attributor it builds sees the engine (its job CO2e uses the session's carbon settings)."""
+    import socket
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "s.csv"
+    session, problem = build(["--prometheus", f"127.0.0.1:{port}", "-o", str(out),
+                              "--no-socket", "--no-gpu"], start_engine=False)
+    assert problem is None
+    app = session.app
+    assert app.engine.attributor.carbon is app.engine.carbon
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.engine.tick()
+        await pilot.pause()
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+        assert b"tuimeter_machine_energy_joules_total" in body
+        await pilot.press("q")
+    assert session.close() == 0
+    with pytest.raises(OSError):  # closed with the session
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2)
+
+
+def test_busy_prometheus_port_is_bad_input_and_leaves_no_file(tmp_path):
+    """A port already in use: one-line error before anything is created."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        out = tmp_path / "s.csv"
+        session, problem = build(["--prometheus", f"127.0.0.1:{port}", "-o", str(out),
+                                  "--no-socket", "--no-gpu"], start_engine=False)
+    assert session is None and problem and "\n" not in problem
+    assert not out.exists()

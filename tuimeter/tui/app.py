@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import shutil
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from textual import events, work
 from textual.app import App, ComposeResult
@@ -87,9 +87,11 @@ class TuimeterApp(App[Snapshot | None]):
     def __init__(self, engine: "Engine", *, recorder: "Recorder | None" = None,
                  job: JobWatcher | None = None, replay: "ReplaySensor | None" = None,
                  attribution: str = "unavailable", export_dir: str = ".",
-                 start_engine: bool = True, keep_session: bool = True) -> None:
+                 start_engine: bool = True, keep_session: bool = True,
+                 exporters: Sequence = ()) -> None:
         super().__init__()
         self.engine = engine
+        self.exporters = tuple(exporters)
         self.recorder = recorder
         self.job = job
         self.replay = replay
@@ -175,7 +177,8 @@ class TuimeterApp(App[Snapshot | None]):
         self.query_one(PowerChart).show(snap, message.times_s)
         self.query_one(TotalsPanel).show(snap)
         self.query_one(ProcessPanel).show(snap)
-        self.query_one(SensorStatusLine).show(snap.sensors)
+        problems = "; ".join(p for p in (e.status() for e in self.exporters) if p)
+        self.query_one(SensorStatusLine).show(snap.sensors, problems)
         if self.job is not None:
             self.query_one(JobPanel).show(self.job.state, snap.job, self._job_exited_at)
         self.frames_drawn += 1

@@ -32,8 +32,10 @@ def parser() -> argparse.ArgumentParser:
 class Session:
     """Everything the app needs, and what to clean up after it."""
 
-    def __init__(self, app, recorder, job, server=None, temp_path: str | None = None):
+    def __init__(self, app, recorder, job, server=None, temp_path: str | None = None,
+                 exporters=()):
         self.app = app
+        self.exporters = list(exporters)
         self.recorder = recorder
         self.job = job
         self.server = server
@@ -44,6 +46,10 @@ class Session:
         snap = self.app.finish()
         if self.server is not None:
             self.server.close()
+        for e in self.exporters:  # after the final tick, so its points go out too
+            e.close()
+            if e.status():
+                print(f"tuimeter: {e.status()}", file=sys.stderr)
         code = 0
         if self.job is not None and self.job.popen is not None:
             rc = self.job.stop()
@@ -121,6 +127,7 @@ def build(argv: list[str], *, start_engine: bool = True):
     """Parse ``argv`` and build the session (nothing runs yet). Returns (Session, None) or
     (None, error message) for bad input, before any file is created."""
     from ..carbon import CarbonError
+    from ..export import ExportError, start_exporters
     from ..sensors.replay import ReplayError
     from ..session.measure import SetupError, make_engine, open_recorder
     from .app import TuimeterApp
@@ -139,6 +146,7 @@ def build(argv: list[str], *, start_engine: bool = True):
         return None, f"--export-dir {args.export_dir} is not a directory"
     temp_path = None
     replay = None
+    exporters: list = []
     try:
         if args.replay:
             engine, replay = _replay_engine(args)
@@ -151,11 +159,15 @@ def build(argv: list[str], *, start_engine: bool = True):
         else:
             opts = _measure_options(args)
             engine = make_engine(opts, attributor=None)
+            # before the file: a busy port or bad exporter setting leaves no file behind
+            exporters = start_exporters(engine, args)
             recorder = open_recorder(args.output, engine.host, args.overwrite)
-            engine.attributor = make_attributor(opts)
+            engine.attributor = make_attributor(opts, engine)
             attribution = ("off" if args.no_attribution else
                            "on" if engine.attributor is not None else "unavailable")
-    except (SetupError, ReplayError, CarbonError) as exc:
+    except (SetupError, ReplayError, CarbonError, ExportError) as exc:
+        for e in exporters:
+            e.close()
         if temp_path is not None:
             os.unlink(temp_path)
         return None, str(exc)
@@ -182,8 +194,9 @@ def build(argv: list[str], *, start_engine: bool = True):
         server = _start_marker_server(engine)
     app = TuimeterApp(engine, recorder=recorder, job=job, replay=replay,
                       attribution=attribution, export_dir=args.export_dir,
-                      start_engine=start_engine, keep_session=temp_path is None)
-    return Session(app, recorder, job, server, temp_path), None
+                      start_engine=start_engine, keep_session=temp_path is None,
+                      exporters=exporters)
+    return Session(app, recorder, job, server, temp_path, exporters), None
 
 
 def cmd_ui(argv: list[str]) -> int:

@@ -29,7 +29,8 @@ LEGEND = (
     ("[measured]", "read from a hardware counter or power sensor"),
     ("[estimated]", "a model (TDP x load, W per GiB): not a measurement"),
     ("[LOST]", "the sensor failed; no energy is counted while lost"),
-    ("(in)", "nested in another domain: not added to the total"),
+    ("(part)", "inside another domain (core in package): not added to the total"),
+    ("(whole)", "the whole platform (psys holds package and dram): not added"),
     ("* + # @", "the chart character of each domain (left of its name)"),
 )
 

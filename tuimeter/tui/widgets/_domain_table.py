@@ -24,6 +24,15 @@ def _set(widget: Static, text: str) -> None:
         widget.update(text, layout=False)
 
 
+
+def not_in_total_tag(d) -> str:
+    """How a domain that is shown but not added to the total is tagged (no colour needed)."""
+    if d.kind.value in ("core", "uncore"):
+        return "(part)"  # inside its package: adding it would count its joules twice
+    if d.kind.value == "psys":
+        return "(whole)"  # the whole platform, package and dram included
+    return "(excl)"
+
 class DomainRow(Horizontal):
     """A domain (or the machine total) on one line."""
 
@@ -87,7 +96,7 @@ class DomainTable(Vertical):
             yield Static("now", classes="power")
             yield Static("energy", classes="energy")
         for i, d in enumerate(self.domains):
-            name = d.id if d.in_total else f"{d.id} (in)"
+            name = d.id if d.in_total else f"{d.id} {not_in_total_tag(d)}"
             yield DomainRow(d.id, name, series_marker(i))
         yield DomainRow("total", "total", " ", classes="total")
 

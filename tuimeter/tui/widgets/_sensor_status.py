@@ -10,7 +10,7 @@ from textual.widgets import Static
 from ...model import SensorStatus
 
 
-def status_text(sensors: Sequence[SensorStatus], detail: bool = True) -> Text:
+def status_text(sensors: Sequence[SensorStatus], detail: bool = True, extra: str = "") -> Text:
     ok = [s for s in sensors if s.available]
     missing = [s for s in sensors if not s.available]
     text = Text()
@@ -22,6 +22,9 @@ def status_text(sensors: Sequence[SensorStatus], detail: bool = True) -> Text:
         text.append(f": {s.reason}")
         if detail and s.fix:
             text.append(f" Fix: {s.fix}")
+    if extra:  # exporter trouble: server down, points dropped
+        text.append(" | ")
+        text.append(extra, style="bold")
     return text
 
 
@@ -34,10 +37,10 @@ class SensorStatusLine(Static):
 
     def __init__(self, **kw) -> None:
         super().__init__("Sensors: ...", markup=False, **kw)
-        self._last: tuple[SensorStatus, ...] = ()
+        self._last: tuple = ()
 
-    def show(self, sensors: Sequence[SensorStatus]) -> None:
-        sensors = tuple(sensors)
-        if sensors != self._last:
-            self._last = sensors
-            self.update(status_text(sensors))
+    def show(self, sensors: Sequence[SensorStatus], extra: str = "") -> None:
+        key = (tuple(sensors), extra)
+        if key != self._last:
+            self._last = key
+            self.update(status_text(key[0], extra=extra))
