@@ -212,3 +212,15 @@ def test_clock_starting_at_zero_is_a_real_time():
     snap = eng.tick()
     assert snap.interval_s == pytest.approx(1.0)
     assert snap.domain("package-0").power_w == pytest.approx(40.0)
+
+
+def test_marker_can_be_placed_at_an_earlier_instant():
+    """A label typed after pressing M is placed when M was pressed (elapsed and wall time)."""
+    eng, clock, wall = make([rapl_like()])
+    pressed = clock.advance(2.0)
+    wall.advance(2.0)
+    clock.advance(5.0)
+    wall.advance(5.0)
+    m = eng.add_marker("typed slowly", source="key", at_s=pressed)
+    assert m.elapsed_s == pytest.approx(2.0)
+    assert m.timestamp == pytest.approx(1_800_000_002.0)

@@ -52,13 +52,15 @@ async def test_m_adds_numbered_markers_to_the_session_csv(tmp_path):
 
 @pytest.mark.asyncio
 async def test_shift_m_asks_for_a_label(tmp_path):
-    """`M` opens a prompt; Enter adds the typed label, Esc adds nothing."""
+    """`M` opens a prompt; Enter adds the typed label at the instant M was pressed, Esc
+    adds nothing."""
     app, clock = make_app(tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
         await tick(pilot, clock, 2)
         await pilot.press("M")
         assert isinstance(app.screen, LabelScreen)
         await pilot.press(*"train, epoch 1")
+        clock.advance(4.0)  # slow typing: the marker stays where M was pressed
         await pilot.press("enter")
         await pilot.pause()
         assert not isinstance(app.screen, LabelScreen)

@@ -211,12 +211,16 @@ class Engine:
             if listener in self._listeners:
                 self._listeners.remove(listener)
 
-    def add_marker(self, label: str, source: str = "api", pid: int | None = None) -> Marker:
-        """Mark the session now. Thread-safe; appears in the next snapshot's new_markers."""
+    def add_marker(self, label: str, source: str = "api", pid: int | None = None,
+                   at_s: float | None = None) -> Marker:
+        """Mark the session now, or at ``at_s`` (an earlier reading of the engine's clock:
+        the instant a user pressed a key before typing the label). Thread-safe; appears in
+        the next snapshot's new_markers."""
         now = self.clock()
-        start = self._start_t if self._start_t is not None else now
-        marker = Marker(label=label, elapsed_s=now - start, timestamp=self.wallclock(),
-                        source=source, pid=pid)
+        at = now if at_s is None else min(at_s, now)
+        start = self._start_t if self._start_t is not None else at
+        marker = Marker(label=label, elapsed_s=max(0.0, at - start),
+                        timestamp=self.wallclock() - (now - at), source=source, pid=pid)
         with self._lock:
             self._pending_markers.append(marker)
         return marker

@@ -215,17 +215,19 @@ class TuimeterApp(App[Snapshot | None]):
         self._add_marker(f"mark {self._marks}")
 
     def action_mark_labelled(self) -> None:
+        pressed_at = self.engine.clock()  # the marker is when M was pressed, not when typed
+
         def added(label: str | None) -> None:
             if label:
-                self._add_marker(label)
+                self._add_marker(label, pressed_at)
 
         self.push_screen(LabelScreen(), added)
 
-    def _add_marker(self, label: str) -> None:
+    def _add_marker(self, label: str, at_s: float | None = None) -> None:
         if self._finished or self._replay_done:
             self.notify("the session has ended: no more markers", severity="warning")
             return
-        marker = self.engine.add_marker(label, source="key")
+        marker = self.engine.add_marker(label, source="key", at_s=at_s)
         self.notify(f"marker '{label}' at {fmt_duration(marker.elapsed_s)}")
 
     def action_pause(self) -> None:
