@@ -123,6 +123,25 @@ def test_attached_mode_marks_the_running_session(tmp_path, monkeypatch):
     assert phase2.energy_j == pytest.approx(45.0)
 
 
+def test_attached_phase_spanning_a_tick_edge_but_no_whole_tick_is_interpolated(tmp_path):
+    """Attached, a 0.6 s phase across one tick end (no whole tick inside) is labelled
+    interpolated, as in own mode, not measured."""
+    eng, clock, rec, server = _running_session(tmp_path)
+    try:
+        clock.advance(1.0)
+        eng.tick()
+        clock.advance(0.7)
+        with api.Meter(label="straddle") as meter:
+            clock.advance(0.3)
+            eng.tick()
+            clock.advance(0.3)
+    finally:
+        server.close()
+        rec.close()
+    (phase,) = meter.phases
+    assert phase.provenance == "interpolated" and phase.energy_j == pytest.approx(0.6 * 45.0)
+
+
 def test_attached_short_phase_is_interpolated(tmp_path):
     """Attached, a phase with no tick inside it is extrapolated from the last tick's power."""
     eng, clock, rec, server = _running_session(tmp_path)

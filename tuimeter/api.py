@@ -344,7 +344,12 @@ def _attached_phases(bounds: list) -> list[Phase]:
         domains = {d: max(0.0, e1[d] - e0.get(d, 0.0)) for d in e1}
         counted = {d["id"]: d for d in end["domains"] if d["in_total"]}
         total = sum(e for d, e in domains.items() if d in counted)
-        if start.get("tick_seq") == end.get("tick_seq"):
+        # as in own mode: "measured" only when at least one whole tick lies inside the
+        # phase (two tick ends between its markers); else mostly extrapolated power
+        ends_inside = (end.get("tick_seq") or 0) - (start.get("tick_seq") or 0)
+        if start.get("tick_elapsed_s", -1.0) >= start["elapsed_s"]:
+            ends_inside += 1  # the phase starts exactly at a tick's end
+        if ends_inside < 2:
             prov = "interpolated"
         elif any(d["provenance"] != "measured" for d in counted.values()):
             prov = "estimated"
