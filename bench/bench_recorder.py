@@ -48,8 +48,9 @@ def sampler_cpu(engine: Engine) -> float:
     return time.clock_gettime(time.pthread_getcpuclockid(th.ident))
 
 
-def real_time(root: Path, interval_s: float, seconds: float) -> tuple[float, int]:
-    fake = fake_tree(root / f"sys-{interval_s}")
+def real_time(root: Path, interval_s: float, seconds: float,
+              attribution: bool = False) -> tuple[float, int]:
+    fake = fake_tree(root / f"sys-{interval_s}-{attribution}")
     stop = threading.Event()
 
     def drive():
@@ -60,7 +61,11 @@ def real_time(root: Path, interval_s: float, seconds: float) -> tuple[float, int
     driver = threading.Thread(target=drive, daemon=True)
     driver.start()
     engine = Engine([RaplSensor(fake.sensor_root)], CARBON, interval_s, host="bench")
-    rec = Recorder(SessionWriter.create(root / f"rec-{interval_s}.csv", "bench"))
+    if attribution:  # what `tuimeter record` does by default
+        from tuimeter.engine.attribution import make_attributor
+
+        engine.attributor = make_attributor(None, engine.sensors, CARBON)
+    rec = Recorder(SessionWriter.create(root / f"rec-{interval_s}-{attribution}.csv", "bench"))
     engine.open()
     rec.start(engine.snapshot)
     engine.subscribe(rec)
@@ -106,10 +111,15 @@ def main() -> None:
         root = Path(tmp)
         print(f"recorder CPU, real time, {args.seconds:.0f} s per interval "
               "(2 packages + 2 dram + psys, CSV flushed every tick)")
-        for interval in (1.0, 0.1):
-            pct, ticks = real_time(root, interval, args.seconds)
-            print(f"  interval {interval:>4} s: {pct:6.3f} % of one core "
-                  f"= {pct * 36:6.2f} CPU s per hour ({ticks} ticks)")
+        n_procs = len(psutil.pids())
+        for attribution in (False, True):
+            what = (f"with process attribution ({n_procs} processes)" if attribution
+                    else "sampling + CSV only")
+            print(f" {what}:")
+            for interval in (1.0, 0.1):
+                pct, ticks = real_time(root, interval, args.seconds, attribution)
+                print(f"  interval {interval:>4} s: {pct:6.3f} % of one core "
+                      f"= {pct * 36:6.2f} CPU s per hour ({ticks} ticks)")
         print(f"memory over a simulated {args.hours:.0f} h session at 1 s (RSS, MiB):")
         for hour, rss in simulated(root, args.hours):
             if hour in (1, 2, 6, 12, 24) or hour == int(args.hours):
