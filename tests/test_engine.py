@@ -224,3 +224,40 @@ def test_marker_can_be_placed_at_an_earlier_instant():
     m = eng.add_marker("typed slowly", source="key", at_s=pressed)
     assert m.elapsed_s == pytest.approx(2.0)
     assert m.timestamp == pytest.approx(1_800_000_002.0)
+
+
+def test_read_error_between_ticks_keeps_the_energy_measured_before_it():
+    """A domain that fails one poll and reads again before the tick still gets the joules
+    it measured earlier in that interval (only the unreadable gap is uncounted).
+
+    At a 60 s interval RAPL is polled more often (wraparound); one transient read error
+    between two ticks must not throw away everything measured since the last tick.
+    """
+    s = rapl_like()
+    eng, clock, _ = make([s], interval=10.0)
+    eng.poll(clock.advance(5.0))         # 5 s measured: 200 J of package
+    s.lost.add("package-0")
+    eng.poll(clock.advance(1.0))         # unreadable
+    s.lost.clear()
+    s.energy_j["package-0"] -= 40.0      # the 1 s gap is not known to the sensor either
+    eng.poll(clock.advance(1.0))         # reads again: new base
+    snap = eng.tick(clock.advance(3.0))  # 3 s more: 120 J
+    pkg = snap.domain("package-0")
+    assert pkg.status is Status.OK
+    assert pkg.energy_j == pytest.approx(200.0 + 120.0)
+    assert pkg.total_energy_j == pytest.approx(320.0)
+
+
+def test_lost_tick_then_recovery_counts_no_energy_from_before_the_loss_twice():
+    """A tick that saw the domain lost reports no energy; the energy the domain measured
+    before that tick's loss is not carried into the tick after recovery."""
+    s = rapl_like()
+    eng, clock, _ = make([s], interval=10.0)
+    eng.poll(clock.advance(5.0))
+    s.lost.add("package-0")
+    assert eng.tick(clock.advance(5.0)).domain("package-0").energy_j is None
+    s.lost.clear()
+    eng.poll(clock.advance(1.0))  # new base
+    snap = eng.tick(clock.advance(9.0))
+    assert snap.domain("package-0").energy_j == pytest.approx(360.0)
+    assert snap.domain("package-0").power_w == pytest.approx(36.0)

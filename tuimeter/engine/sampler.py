@@ -249,8 +249,13 @@ class Engine:
                     continue
                 if r.status is Status.OK and r.energy_j is not None:
                     if st.status is Status.LOST or st.last_energy_j is None:
-                        # (re)gained: this reading is the new base, no phantom energy
-                        st.tick_energy_j = r.energy_j
+                        # (re)gained: this reading is the new base, no phantom energy for
+                        # the gap; what was measured in this interval before the loss stays
+                        # (a tick that saw the loss dropped it: tick_energy_j == last then)
+                        pending = 0.0
+                        if st.last_energy_j is not None and st.tick_energy_j is not None:
+                            pending = max(0.0, st.last_energy_j - st.tick_energy_j)
+                        st.tick_energy_j = r.energy_j - pending
                     st.last_energy_j = r.energy_j
                     st.instant_w = r.power_w
                 st.status = r.status
@@ -274,6 +279,10 @@ class Engine:
                 if st.tick_energy_j is None:
                     st.tick_energy_j = st.last_energy_j  # first good reading (recovered)
                 energy = max(0.0, st.last_energy_j - st.tick_energy_j)
+                st.tick_energy_j = st.last_energy_j
+            elif st.last_energy_j is not None:
+                # lost at this tick: its interval is reported as unknown, so what the domain
+                # measured before the loss is dropped here, not carried into a later tick
                 st.tick_energy_j = st.last_energy_j
             st.power_w = None if energy is None else energy / interval
             st.total_energy_j += energy or 0.0
