@@ -12,8 +12,10 @@ second (right at any speed), and elapsed times and markers land where they were 
 ``wallclock`` gives the original wall time of the session (start timestamp + elapsed).
 
 Markers: ``markers`` holds the session's markers; when ``on_marker`` is set, each is handed
-to it (``on_marker(label, source, pid)``) from the first read at or after its time, so the
-caller can pass it to ``Engine.add_marker`` (late by at most one poll).
+to it (``on_marker(label, source, pid, at_s)``) from the first read at or after its time,
+with ``at_s`` its recorded instant on the engine's clock, so the caller can pass it to
+``Engine.add_marker(..., at_s=at_s)`` and it lands where it was recorded, however late the
+read (a long interval, a high ``--speed``, a starved sampler thread).
 
 ``total``, ``job``, ``process``, ``event`` and ``session`` rows are not replayed: the engine
 recomputes the total from the domains' ``in_total`` flags. Never imports the UI.
@@ -122,7 +124,7 @@ class ReplaySensor(Sensor):
         self.speed = float(speed)
         self._clock = clock
         self._base = clock()
-        self.on_marker: Callable[[str, str, int | None], object] | None = None
+        self.on_marker: Callable[[str, str, int | None, float], object] | None = None
         self.host = ""
         self.start_timestamp = 0.0  # wall clock of the recording's start, s since epoch
         self.carbon: CarbonInfo | None = None
@@ -262,7 +264,7 @@ class ReplaySensor(Sensor):
                 self.markers[self._next_marker].elapsed_s <= t_s + 1e-9:
             m = self.markers[self._next_marker]
             self._next_marker += 1
-            self.on_marker(m.label, m.source, m.pid)
+            self.on_marker(m.label, m.source, m.pid, self._t0 + m.elapsed_s)
 
     def finished(self, elapsed_s: float) -> bool:
         """Whether the session time ``elapsed_s`` is at or past the recording's end."""

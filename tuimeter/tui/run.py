@@ -98,7 +98,8 @@ def make_replay(path: str, speed: float = 1.0, interval_s: float = 1.0, *, clock
     kw = {} if cpu_clock is None else {"cpu_clock": cpu_clock}
     engine = Engine([sensor], carbon, interval_s, clock=sensor.session_clock,
                     wallclock=sensor.wallclock, host=sensor.host or "replay", **kw)
-    sensor.on_marker = lambda label, source, pid: engine.add_marker(label, source, pid)
+    sensor.on_marker = lambda label, source, pid, at_s: engine.add_marker(label, source, pid,
+                                                                          at_s=at_s)
     return engine, sensor
 
 
