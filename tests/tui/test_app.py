@@ -276,3 +276,42 @@ async def test_no_color_keeps_every_state_readable(tmp_path, monkeypatch):
         assert "PAUSED" in text(app.query_one(TopBar))
         await pilot.press("q")
 
+
+
+def test_chart_strips_every_colour_code_plotext_writes():
+    """plotext colours the marker lines and labels itself (``ESC[38;5;0m│``) whatever the
+    theme; those codes must not reach the terminal as text: they count as cells (the
+    totals panel shifts) and repaint the line black."""
+    from rich.style import Style
+
+    from tuimeter.tui.widgets._power_chart import colourise
+
+    plain = ("  0.0┤ \x1b[0m\x1b[38;5;0m│\x1b[0m \x1b[48;5;15m\x1b[38;5;8mwarmup\x1b[0m *+\x1b[0m\n"
+             "     └\x1b[1m─\x1b[0m┘\n")
+    strips = colourise(plain, Style())
+    texts = ["".join(seg.text for seg in s) for s in strips]
+    assert texts == ["  0.0┤ │ warmup *+", "     └─┘"]
+    assert strips[0].cell_length == len("  0.0┤ │ warmup *+")
+
+
+def test_chart_of_the_running_app_has_no_escape_codes():
+    """The app as `tuimeter` runs it (App.run, not run_test): the chart with markers on it
+    draws as plain cells."""
+    from tests.fakes.scripted import FakeClock
+
+    from .conftest import replay_app
+
+    clock = FakeClock()
+    app = replay_app(clock)
+
+    async def pilot_fn(pilot):
+        await tick(pilot, clock, 92)
+        await pilot.pause()
+        chart = app.query_one(PowerChart)
+        lines = ["".join(seg.text for seg in chart.render_line(y))
+                 for y in range(chart.size.height)]
+        app.exit(lines)
+
+    lines = app.run(headless=True, auto_pilot=pilot_fn, size=(100, 30))
+    assert any("warmup" in line for line in lines)
+    assert not [line for line in lines if "\x1b" in line]

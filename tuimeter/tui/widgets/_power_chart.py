@@ -20,6 +20,9 @@ COLOURS = ("bright_cyan", "bright_green", "bright_yellow", "bright_magenta", "br
            "bright_blue", "cyan", "green", "yellow", "magenta")
 _SERIES = re.compile("[" + re.escape("".join(MARKERS)) + "]+")
 _STYLE = dict(zip(MARKERS, COLOURS))
+#: the colour codes plotext writes (ESC[0m, and ESC[38;5;0m for marker lines and labels,
+#: which it colours whatever the theme): never text to pass to the terminal
+_ANSI = re.compile("\x1b\\[[0-9;]*m")
 
 
 def series_marker(i: int) -> str:
@@ -44,7 +47,7 @@ def colourise(plain: str, base: Style) -> list[Strip]:
     having Textual split that Text into lines again (together ~2 % of a core at 1 s)."""
     styles = {m: base + Style(color=c) for m, c in _STYLE.items()}
     strips = []
-    for line in plain.replace("\x1b[0m", "").splitlines():
+    for line in _ANSI.sub("", plain).splitlines():
         segments = []
         pos = 0
         for m in _SERIES.finditer(line):
