@@ -251,3 +251,76 @@ def test_ranks_starting_together_elect_one_sampler(tmp_path):
              for _ in range(4)]
     modes = sorted(p.communicate(timeout=60)[0].strip() for p in procs)
     assert modes == ["attached", "attached", "attached", "own"]
+
+
+def test_measure_with_output_measures_every_call_into_one_file(tmp_path):
+    """@measure(output="f.csv") on a function called twice: the second call does not fail
+    on the file the first call wrote; both calls are sessions of that one file, which
+    pandas-style readers see with a single header and the report sees as two sessions."""
+    from tuimeter.session.report import load_file
+
+    out = tmp_path / "f.csv"
+
+    @tuimeter.measure(output=str(out), interval_s=0.05, gpu=False, attach=False,
+                      powercap_root=str(tmp_path / "no-powercap"), carbon_intensity=100)
+    def work(n):
+        return n + 1
+
+    assert work(1) == 2
+    first = work.last_meter
+    assert work(2) == 3  # raised SetupError: "f.csv already exists"
+    assert work.last_meter is not first and work.last_meter.phases
+    lines = out.read_text().splitlines()
+    assert sum(1 for line in lines if line.startswith("timestamp,")) == 1
+    rows = list(csv.DictReader(lines))
+    assert len({r["session"] for r in rows}) == 2
+    assert [r["label"] for r in rows if r["kind"] == "marker"] == [
+        first.phases[0].label, work.last_meter.phases[0].label]
+    res = load_file(str(out))
+    assert res.error is None and len(res.sessions) == 2
+
+
+def test_meter_refuses_an_existing_file_unless_overwrite_or_append(tmp_path):
+    """Meter(output=existing) still refuses to replace a previous session; append=True adds
+    a session after it, and refuses a file that is not a tuimeter session."""
+    from tuimeter.session.measure import SetupError
+
+    out = tmp_path / "run.csv"
+    for append in (False, True):
+        eng, clock = make_engine()
+        with api.Meter(output=str(out), engine=eng, autostart=False, append=append,
+                       attach=False):
+            clock.advance(1.0)
+            eng.tick()
+    with pytest.raises(SetupError):
+        api.Meter(output=str(out), engine=make_engine()[0], autostart=False).start()
+    rows = list(csv.DictReader(out.open()))
+    assert len({r["session"] for r in rows}) == 2
+    other = tmp_path / "notes.csv"
+    other.write_text("a,b\n1,2\n")
+    with pytest.raises(SetupError, match="not a tuimeter session"):
+        api.Meter(output=str(other), engine=make_engine()[0], autostart=False,
+                  append=True).start()
+    assert other.read_text() == "a,b\n1,2\n"
+
+
+def test_measure_does_not_append_to_a_file_it_did_not_write(tmp_path):
+    """A first call refused because ``output`` already existed does not make the next call
+    append to that file: only a file this decorator wrote is added to."""
+    from tuimeter.session.measure import SetupError
+
+    out = tmp_path / "theirs.csv"
+    eng, _ = make_engine()
+    SessionWriter.create(out, "h").close()
+    out.write_text(out.read_text() + "keep,me\n")
+    before = out.read_text()
+
+    @tuimeter.measure(output=str(out), attach=False, gpu=False, interval_s=0.05,
+                      powercap_root=str(tmp_path / "none"))
+    def work():
+        return 1
+
+    for _ in range(2):
+        with pytest.raises(SetupError):
+            work()
+    assert out.read_text() == before

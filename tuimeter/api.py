@@ -111,18 +111,23 @@ class Meter:
     phase. ``attach``: False always samples on its own. ``engine``: an unopened
     :class:`~tuimeter.engine.sampler.Engine` to use instead of discovering sensors (tests,
     custom sensors); with ``autostart=False`` its ticks are left to the caller.
+    ``append``: add this session to ``output`` when it already holds sessions (a file that
+    is not a session CSV is still refused); without it an existing file is an error
+    unless ``overwrite``.
     Other keywords are :class:`~tuimeter.session.measure.MeasureOptions` fields
     (``interval_s``, ``country``, ``carbon_intensity``, ``pue``, ``gpu``, ...).
     """
 
     def __init__(self, output: str | None = None, *, label: str = "start", attach: bool = True,
-                 engine=None, autostart: bool = True, overwrite: bool = False, **options):
+                 engine=None, autostart: bool = True, overwrite: bool = False,
+                 append: bool = False, **options):
         self.output = output
         self.first_label = markers.check_label(label)
         self.attach = attach
         self.engine = engine
         self.autostart = autostart
         self.overwrite = overwrite
+        self.append = append
         self.options = options
         self.attached = False
         self.recorder = None
@@ -174,7 +179,7 @@ class Meter:
             self.engine = make_engine(opts)
         eng = self.engine
         if self.output:
-            self.recorder = open_recorder(self.output, eng.host, self.overwrite)
+            self.recorder = open_recorder(self.output, eng.host, self.overwrite, self.append)
         eng.open()
         snap = eng.snapshot
         self._g_per_j = snap.carbon.g_per_kwh * snap.carbon.pue / 3.6e6
@@ -372,14 +377,17 @@ def measure(func=None, *, label: str | None = None, output: str | None = None, *
     Usable bare (``@measure``) or with Meter options (``@measure(output="f.csv")``). After
     each call, ``wrapper.last_meter`` holds the meter (``.phases``, ``.energy_j``) and a
     line is logged at INFO on the ``tuimeter.api`` logger. ``func.meter`` is not
-    reachable from inside the function; use ``tuimeter.mark`` there.
+    reachable from inside the function; use ``tuimeter.mark`` there. With ``output``,
+    every call after the first adds its session to the file the first call wrote.
     """
     if func is None:
         return lambda f: measure(f, label=label, output=output, **options)
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        meter = Meter(output=output, label=label or func.__qualname__[:200], **options)
+        meter = Meter(output=output, label=label or func.__qualname__[:200],
+                      append=getattr(wrapper.last_meter, "recorder", None) is not None,
+                      **options)
         wrapper.last_meter = meter  # set first: phases are there even if func raises
         with meter:
             result = func(*args, **kwargs)

@@ -75,16 +75,22 @@ class SessionWriter:
 
     @classmethod
     def create(cls, path: str | os.PathLike, host: str, *, overwrite: bool = False,
-               session_id: str | None = None) -> "SessionWriter":
+               append: bool = False, session_id: str | None = None) -> "SessionWriter":
         """Open ``path`` for a new session and write the header.
 
         Refuses to replace a non-empty file unless ``overwrite`` (a previous session is
-        worth more than a typo). Raises OSError (with a readable message) on failure.
+        worth more than a typo). With ``append``, a non-empty file that is a session CSV
+        gets this session after its rows (one header; readers tell sessions apart by the
+        ``session`` column); any other file is refused. Raises OSError (with a readable
+        message) on failure.
         """
         path = os.fspath(path)
         if os.path.isdir(path):
             raise IsADirectoryError(f"{path} is a directory")
-        if not overwrite and os.path.exists(path) and os.path.getsize(path) > 0:
+        existing = os.path.exists(path) and os.path.getsize(path) > 0
+        if append and existing:
+            return cls._append_to(path, host, session_id)
+        if not overwrite and existing:
             raise FileExistsError(f"{path} already exists (choose another name or pass --overwrite)")
         parent = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(parent):
@@ -98,6 +104,25 @@ class SessionWriter:
             fh.close()
             raise SessionWriteError(f"cannot write {path}: {exc.strerror or exc}") from exc
         return w
+
+    @classmethod
+    def _append_to(cls, path: str, host: str, session_id: str | None) -> "SessionWriter":
+        header = ",".join(COLUMNS).encode()
+        with open(path, "rb") as fh:
+            first = fh.readline().rstrip(b"\r\n")
+            fh.seek(-1, os.SEEK_END)
+            ends_nl = fh.read(1) == b"\n"
+        if first.removeprefix(b"\xef\xbb\xbf") != header:
+            raise FileExistsError(f"{path} is not a tuimeter session: not appended to")
+        fh = open(path, "a", newline="", encoding="utf-8")
+        if not ends_nl:  # a killed recorder's cut-off row stays one bad line, not two
+            try:
+                fh.write("\n")
+                fh.flush()
+            except OSError as exc:
+                fh.close()
+                raise SessionWriteError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        return cls(fh, path, host, session_id)
 
     # -- rows ---------------------------------------------------------------------
     def _row(self, ts: float, elapsed: float, interval: float, kind: str, domain: str = "",

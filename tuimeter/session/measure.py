@@ -85,11 +85,14 @@ def make_engine(opts: MeasureOptions, attributor=None) -> Engine:
                   statuses=found.statuses, attributor=attributor)
 
 
-def open_recorder(path: str | None, host: str, overwrite: bool = False) -> Recorder:
-    """Create the session file now (fails early, before sampling) and wrap it."""
+def open_recorder(path: str | None, host: str, overwrite: bool = False,
+                  append: bool = False) -> Recorder:
+    """Create the session file now (fails early, before sampling) and wrap it.
+
+    ``append``: add the session to an existing session file (see SessionWriter.create)."""
     target = path or default_output()
     try:
-        writer = SessionWriter.create(target, host, overwrite=overwrite)
+        writer = SessionWriter.create(target, host, overwrite=overwrite, append=append)
     except OSError as exc:
         msg = exc.strerror if getattr(exc, "strerror", None) else str(exc)
         if getattr(exc, "filename", None) and exc.strerror:
