@@ -101,6 +101,44 @@ def test_bad_files_are_one_line_errors(tmp_path):
         ReplaySensor(empty)
 
 
+def test_unreadable_contents_are_one_line_errors(tmp_path):
+    """A binary file, bytes that are not UTF-8, or a cell past the csv module's limit
+    (a corrupt or wrong file given to --replay) is a one-line ReplayError naming the
+    file, not a traceback from the csv or codecs module."""
+    head = ",".join(RECORDED.columns) + "\n"
+    binary = tmp_path / "bin.csv"
+    binary.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 4)
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes(head.encode() + "2026-01-01T00:00:01+00:00,1,1,h,s,sample,pkg,rapl,1,"
+                      "1,1,,measured,caf\xe9,\n".encode("latin-1"))
+    huge = tmp_path / "huge.csv"
+    huge.write_text(head + '2026-01-01T00:00:01+00:00,1,1,h,s,sample,pkg,rapl,1,1,1,,measured,"'
+                    + "x" * 200_000 + '",\n')
+    for path in (binary, latin, huge):
+        with pytest.raises(ReplayError) as info:
+            ReplaySensor(path)
+        assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_non_finite_cells_are_missing_values(tmp_path):
+    """`nan`/`inf` (written by another tool, or a hand edit) are not readings: a nan energy
+    is a lost interval instead of turning the domain's energy into nan for the rest of
+    the replay, and an `inf` pid or elapsed time is not a traceback."""
+    head = ",".join(RECORDED.columns) + "\n"
+    row = "2026-01-01T00:00:{t:02d}+00:00,{el},1,h,s,{kind},pkg,rapl,1,,{e},,measured,{label},{pid}\n"
+    path = tmp_path / "nan.csv"
+    path.write_text(head
+                    + row.format(t=1, el=1, kind="sample", e="10", label="", pid="")
+                    + row.format(t=2, el=2, kind="sample", e="nan", label="", pid="")
+                    + row.format(t=3, el="inf", kind="sample", e="10", label="", pid="")
+                    + row.format(t=3, el=3, kind="sample", e="10", label="", pid="")
+                    + row.format(t=3, el=2.5, kind="marker", e="", label="m", pid="inf"))
+    sensor = ReplaySensor(path)
+    assert [m.pid for m in sensor.markers] == [None]
+    assert sensor._tracks[0].lost == [False, True, False]
+    assert sensor._tracks[0].cum_j == [10.0, 10.0, 20.0]
+
+
 def test_kind_from_domain_id():
     assert str(kind_of("package-0/dram")) == "dram"
     assert str(kind_of("package-1/core")) == "core"

@@ -27,6 +27,7 @@ import bisect
 import dataclasses
 import csv
 import datetime as _dt
+import math
 import os
 import re
 import time
@@ -94,10 +95,13 @@ def kind_of(domain_id: str) -> DomainKind:
 
 
 def _float(text: str) -> float | None:
+    """A finite number, or None (empty, not a number, nan, inf: the writer leaves a
+    missing value empty, so anything else is not a reading)."""
     try:
-        return float(text) if text != "" else None
+        x = float(text) if text != "" else None
     except ValueError:
         return None
+    return x if x is not None and math.isfinite(x) else None
 
 
 def _parse_ts(text: str) -> float | None:
@@ -159,39 +163,52 @@ class ReplaySensor(Sensor):
         except OSError as exc:
             raise ReplayError(f"cannot read {self.path}: {exc.strerror or exc}") from None
         tracks: dict[str, _Track] = {}
-        first_ts: tuple[float, float] | None = None  # (timestamp, elapsed)
         with fh:
             reader = csv.DictReader(fh)
-            need = {"elapsed_s", "interval_s", "kind", "domain", "energy_j"}
-            if reader.fieldnames is None or not need <= set(reader.fieldnames):
-                raise ReplayError(f"{self.path} is not a tuimeter session CSV "
-                                  f"(needs columns {', '.join(sorted(need))})")
-            for row in reader:
-                kind = row.get("kind", "")
-                elapsed = _float(row.get("elapsed_s", ""))
-                if elapsed is None:
-                    continue
-                if not self.host:
-                    self.host = row.get("host", "") or ""
-                if first_ts is None:
-                    ts = _parse_ts(row.get("timestamp", ""))
-                    if ts is not None:
-                        first_ts = (ts, elapsed)
-                if kind == "session":
-                    self._read_session_row(row.get("label", ""))
-                elif kind == "marker":
-                    pid = _float(row.get("pid", ""))
-                    self.markers.append(ReplayMarker(elapsed, row.get("label", ""),
-                                                     row.get("source", "") or "api",
-                                                     None if pid is None else int(pid)))
-                elif kind == "sample":
-                    self._add_sample(tracks, row, elapsed)
+            try:
+                first_ts = self._read_rows(reader, tracks)
+            except (UnicodeDecodeError, csv.Error) as exc:  # binary, not UTF-8, corrupt
+                raise ReplayError(f"{self.path} is not a tuimeter session CSV ({exc})"
+                                  ) from None
+            except OSError as exc:
+                raise ReplayError(f"cannot read {self.path}: {exc.strerror or exc}") from None
         if not tracks:
             raise ReplayError(f"{self.path} has no sample rows to replay")
         self._tracks = list(tracks.values())
         self.markers.sort(key=lambda m: m.elapsed_s)
         if first_ts is not None:
             self.start_timestamp = first_ts[0] - first_ts[1]
+
+    def _read_rows(self, reader: csv.DictReader, tracks: dict[str, _Track]
+                   ) -> tuple[float, float] | None:
+        """Read every row into ``tracks``, markers and session details; returns the first
+        row's (timestamp, elapsed) or None."""
+        first_ts: tuple[float, float] | None = None  # (timestamp, elapsed)
+        need = {"elapsed_s", "interval_s", "kind", "domain", "energy_j"}
+        if reader.fieldnames is None or not need <= set(reader.fieldnames):
+            raise ReplayError(f"{self.path} is not a tuimeter session CSV "
+                              f"(needs columns {', '.join(sorted(need))})")
+        for row in reader:
+            kind = row.get("kind", "")
+            elapsed = _float(row.get("elapsed_s", ""))
+            if elapsed is None:
+                continue
+            if not self.host:
+                self.host = row.get("host", "") or ""
+            if first_ts is None:
+                ts = _parse_ts(row.get("timestamp", ""))
+                if ts is not None:
+                    first_ts = (ts, elapsed)
+            if kind == "session":
+                self._read_session_row(row.get("label", ""))
+            elif kind == "marker":
+                pid = _float(row.get("pid", ""))
+                self.markers.append(ReplayMarker(elapsed, row.get("label", ""),
+                                                 row.get("source", "") or "api",
+                                                 None if pid is None else int(pid)))
+            elif kind == "sample":
+                self._add_sample(tracks, row, elapsed)
+        return first_ts
 
     def _read_session_row(self, label: str) -> None:
         self.session_details = label
