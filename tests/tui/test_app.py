@@ -315,3 +315,61 @@ def test_chart_of_the_running_app_has_no_escape_codes():
     lines = app.run(headless=True, auto_pilot=pilot_fn, size=(100, 30))
     assert any("warmup" in line for line in lines)
     assert not [line for line in lines if "\x1b" in line]
+
+
+@pytest.mark.asyncio
+async def test_e_twice_in_one_second_makes_two_exports(tmp_path, monkeypatch):
+    """Two exports within the same second each get their own file and both are listed:
+    the name was chosen on the UI thread before the first copy had created its file, so
+    a second `e` while the first copy ran picked the same path."""
+    import threading
+
+    from tuimeter.tui import app as app_module
+
+    release = threading.Event()
+    real_copy = app_module.copy_complete_rows
+
+    def slow_copy(src, dst):  # a long session: the first copy is still running
+        release.wait(10)
+        real_copy(src, dst)
+
+    monkeypatch.setattr(app_module, "copy_complete_rows", slow_copy)
+    app, clock = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await tick(pilot, clock, 2)
+        await pilot.press("e")
+        await pilot.press("e")
+        release.set()
+        assert await wait_for(pilot, lambda: len(app.exports) == 2)
+        await pilot.press("q")
+    assert len(set(app.exports)) == 2
+    for path in app.exports:
+        assert (pd.read_csv(path)["kind"] == "total").sum() == 2
+
+
+def test_export_copies_whole_rows_only(tmp_path, monkeypatch):
+    """An export stops at the last complete row (a row being written is left out), and
+    a copy that fails half way (disk full) leaves no partial file behind."""
+    import errno
+    import shutil
+
+    from tuimeter.tui.app import copy_complete_rows
+
+    src = tmp_path / "s.csv"
+    src.write_bytes(b"a,b\n" + b"1,2\n" * 50_000 + b"3,")
+    dst = tmp_path / "d.csv"
+    copy_complete_rows(str(src), str(dst))
+    assert dst.read_bytes() == b"a,b\n" + b"1,2\n" * 50_000
+    src.write_bytes(b"a,b\n1,2\n")
+    copy_complete_rows(str(src), str(dst))
+    assert dst.read_bytes() == b"a,b\n1,2\n"
+
+    def full_disk(s, d, *a, **kw):
+        with open(d, "wb") as fh:
+            fh.write(b"a,b\n1,")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(shutil, "copyfile", full_disk)
+    with pytest.raises(OSError):
+        copy_complete_rows(str(src), str(tmp_path / "x.csv"))
+    assert not (tmp_path / "x.csv").exists()

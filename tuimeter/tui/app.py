@@ -42,24 +42,48 @@ INTERVALS_S = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0)
 
 
 def export_path(directory: str, now: _dt.datetime | None = None) -> str:
-    """A new file name ``tuimeter-export-YYYYmmdd-HHMMSS[-N].csv`` in ``directory``."""
+    """A new file ``tuimeter-export-YYYYmmdd-HHMMSS[-N].csv`` in ``directory``, created
+    empty (O_EXCL) so that two exports in the same second never pick the same name.
+    Raises OSError if the directory cannot take it."""
     stamp = (now or _dt.datetime.now()).strftime("%Y%m%d-%H%M%S")
-    path = os.path.join(directory, f"tuimeter-export-{stamp}.csv")
     n = 1
-    while os.path.exists(path):
-        n += 1
-        path = os.path.join(directory, f"tuimeter-export-{stamp}-{n}.csv")
-    return path
+    while True:
+        name = f"tuimeter-export-{stamp}.csv" if n == 1 else f"tuimeter-export-{stamp}-{n}.csv"
+        path = os.path.join(directory, name)
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            n += 1
+            continue
+        return path
 
 
 def copy_complete_rows(src: str, dst: str) -> None:
-    """Copy the session file as written so far, without a row still being written."""
-    shutil.copyfile(src, dst)
-    with open(dst, "rb+") as fh:
-        data = fh.read()
-        end = data.rfind(b"\n") + 1
-        if end < len(data):
-            fh.truncate(end)
+    """Copy the session file as written so far, without a row still being written.
+
+    Only the tail is read to find the last complete row (a day's session is hundreds of
+    MB); a copy that fails (disk full) removes what it wrote."""
+    try:
+        shutil.copyfile(src, dst)
+        with open(dst, "rb+") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            end = pos = size
+            while pos > 0:
+                pos = max(0, pos - 65536)
+                fh.seek(pos)
+                cut = fh.read(end - pos).rfind(b"\n")
+                if cut >= 0:
+                    end = pos + cut + 1
+                    break
+                end = pos
+            if end < size:
+                fh.truncate(end)
+    except BaseException:
+        try:
+            os.unlink(dst)
+        except OSError:
+            pass
+        raise
 
 
 class TuimeterApp(App[Snapshot | None]):
@@ -272,11 +296,12 @@ class TuimeterApp(App[Snapshot | None]):
         if self.recorder is None:
             self.notify("nothing to export: this session is not recorded", severity="warning")
             return
-        self._export(self.recorder.path, export_path(self.export_dir))
+        self._export(self.recorder.path, self.export_dir)
 
-    @work(thread=True, exclusive=True, group="export")
-    def _export(self, src: str, dst: str) -> None:
+    @work(thread=True, group="export")
+    def _export(self, src: str, directory: str) -> None:
         try:
+            dst = export_path(directory)
             copy_complete_rows(src, dst)
         except OSError as exc:
             self.call_from_thread(self.notify, f"export failed: {exc.strerror or exc}",
