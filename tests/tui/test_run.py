@@ -3,6 +3,7 @@ Sensors come from discovery on this machine (the estimate where nothing is measu
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -123,3 +124,31 @@ def test_busy_prometheus_port_is_bad_input_and_leaves_no_file(tmp_path):
                                   "--no-socket", "--no-gpu"], start_engine=False)
     assert session is None and problem and "\n" not in problem
     assert not out.exists()
+
+
+def test_command_that_cannot_start_stops_the_exporters(tmp_path):
+    """`tuimeter --prometheus PORT -- ./not-executable`: the one-line error leaves no
+    file behind and no exporter running (the /metrics server held its port and thread,
+    the InfluxDB sender its thread, until the process ended)."""
+    import socket
+    import threading
+    import urllib.request
+
+    script = tmp_path / "job.sh"
+    script.write_text("echo hi\n")  # exists, but is not executable
+    script.chmod(0o644)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "s.csv"
+    before = {t.ident for t in threading.enumerate()}
+    session, problem = build(["--prometheus", f"127.0.0.1:{port}", "--influx",
+                              "http://127.0.0.1:9", "--influx-db", "x", "-o", str(out),
+                              "--no-socket", "--no-gpu", "--", str(script)],
+                             start_engine=False)
+    assert session is None and problem.startswith("cannot run") and "\n" not in problem
+    assert sorted(os.listdir(tmp_path)) == ["job.sh"]  # no session file, no empty .log
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2)
+    left = [t for t in threading.enumerate() if t.ident not in before and t.is_alive()]
+    assert left == []

@@ -182,8 +182,11 @@ def build(argv: list[str], *, start_engine: bool = True):
                                          stderr=subprocess.STDOUT)
         except OSError as exc:
             engine.close()
+            for e in exporters:
+                e.close()
             recorder.close()
             os.unlink(recorder.path)
+            os.unlink(log_path)
             return None, f"cannot run {command[0]}: {exc.strerror or exc}"
         if hasattr(engine.attributor, "follow"):
             engine.attributor.follow(child.pid)
