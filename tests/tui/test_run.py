@@ -152,3 +152,21 @@ def test_command_that_cannot_start_stops_the_exporters(tmp_path):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2)
     left = [t for t in threading.enumerate() if t.ident not in before and t.is_alive()]
     assert left == []
+
+
+def test_command_log_never_replaces_an_existing_file(tmp_path):
+    """`-o run.csv -- CMD` where run.log already exists (the user's own log of an earlier
+    run): the command's output goes to a new name, the old file is kept; the session CSV
+    refuses to replace a file, and so does its log."""
+    old = tmp_path / "run.log"
+    old.write_text("last week's training log\n")
+    session, problem = build(["-o", str(tmp_path / "run.csv"), "--no-socket", "--no-gpu",
+                              "--", sys.executable, "-c", "print('new output')"],
+                             start_engine=False)
+    assert problem is None
+    session.job.popen.wait()
+    session.close()
+    assert old.read_text() == "last week's training log\n"
+    assert session.job.log_path != str(old)
+    assert os.path.dirname(session.job.log_path) == str(tmp_path)
+    assert open(session.job.log_path).read() == "new output\n"

@@ -175,9 +175,10 @@ def build(argv: list[str], *, start_engine: bool = True):
     open_session(engine, recorder)
     job = None
     if command:
-        log_path = os.path.splitext(recorder.path)[0] + ".log"
+        log_path = None
         try:
-            with open(log_path, "wb") as log:
+            log_path, log = _open_log(os.path.splitext(recorder.path)[0], args.overwrite)
+            with log:
                 child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT)
         except OSError as exc:
@@ -186,7 +187,8 @@ def build(argv: list[str], *, start_engine: bool = True):
                 e.close()
             recorder.close()
             os.unlink(recorder.path)
-            os.unlink(log_path)
+            if log_path is not None:
+                os.unlink(log_path)
             return None, f"cannot run {command[0]}: {exc.strerror or exc}"
         if hasattr(engine.attributor, "follow"):
             engine.attributor.follow(child.pid)
@@ -201,6 +203,20 @@ def build(argv: list[str], *, start_engine: bool = True):
                       start_engine=start_engine, keep_session=temp_path is None,
                       exporters=exporters)
     return Session(app, recorder, job, server, temp_path, exporters), None
+
+
+def _open_log(base: str, overwrite: bool = False):
+    """A new file for a command's output, ``BASE.log`` or, where that exists and
+    ``overwrite`` is not set, ``BASE-2.log``, ...: (path, open binary file)."""
+    if overwrite:
+        return base + ".log", open(base + ".log", "wb")
+    n = 1
+    while True:
+        path = f"{base}.log" if n == 1 else f"{base}-{n}.log"
+        try:
+            return path, open(path, "xb")
+        except FileExistsError:
+            n += 1
 
 
 def cmd_ui(argv: list[str]) -> int:
