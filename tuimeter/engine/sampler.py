@@ -225,10 +225,6 @@ class Engine:
             self._pending_markers.append(marker)
         return marker
 
-    def note_event(self, event: Event) -> None:
-        with self._lock:
-            self._events.append(event)
-
     # -- sampling -----------------------------------------------------------------
     def _poll_sensors(self, now: float) -> None:
         for sensor in self._open_sensors:

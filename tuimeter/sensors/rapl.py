@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -101,7 +101,6 @@ class _Zone:
     package: int | None = None
     tracker: CounterTracker | None = None
     lost_note: str = ""
-    notes: list[str] = field(default_factory=list)
 
     @property
     def energy_path(self) -> str:

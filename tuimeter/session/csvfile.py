@@ -13,7 +13,7 @@ import datetime as _dt
 import io
 import os
 import uuid
-from typing import IO, Iterable
+from typing import IO
 
 from ..carbon import co2_g
 from ..model import Provenance, Snapshot
@@ -208,13 +208,6 @@ class SessionWriter:
             for label, w in (("idle/system", idle_w), ("other processes", other_w)):
                 self._row(ts, el, iv, "process", "all", "attribution", "", w, w * iv,
                           w * iv * factor, prov, label)
-
-    def write_rows(self, rows: Iterable[dict]) -> None:
-        """Extra rows (as dicts keyed by column), e.g. from attribution; then flush."""
-        for r in rows:
-            self._bufcsv.writerow(tuple(r.get(c, "") for c in COLUMNS))
-            self.rows_written += 1
-        self._flush()
 
     def close(self) -> None:
         if self.closed:
