@@ -18,9 +18,10 @@ Counters copy the kernel: a 32-bit raw counter in whole units of ``unit_nj`` nan
 wraps at 2**32 units, as the hardware does. Each counter starts at a different arbitrary
 value, as on a machine that has been up a while.
 
-Writes are ``open(O_TRUNC)`` + one ``write``: a reader in another thread or process sees the
-old text, the new text, or an empty file (never a mix), so a background thread may call
-:meth:`advance` while a real ``tuimeter record`` reads. Thread-safe.
+Writes go to a sibling file renamed over the zone's file: a reader in another thread or
+process sees the old text or the new (never an empty or partial file, as with sysfs), so a
+background thread may call :meth:`advance` while a real ``tuimeter record`` reads.
+Thread-safe.
 
 Read failures: :meth:`unplug` / :meth:`replug` remove and restore ``energy_uj`` on disk (works
 across processes; reads raise FileNotFoundError). :meth:`deny` injects a PermissionError (or
@@ -57,12 +58,23 @@ def max_range_uj(unit_nj: int) -> int:
 
 
 def _write(path: Path, text: str) -> None:
-    """Replace a file's text in place with one write (readers see old, new or empty)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    """Replace a file's text atomically: write a sibling, then rename it over the file.
+
+    A reader in another thread or process sees the old text or the new, never an empty or
+    half-written file, as sysfs behaves (a counter read is one value). The mode of an
+    existing file is kept.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.write(fd, text.encode("ascii"))
     finally:
         os.close(fd)
+    try:
+        os.chmod(tmp, os.stat(path).st_mode & 0o777)
+    except FileNotFoundError:
+        pass
+    os.replace(tmp, path)
 
 
 @dataclass
