@@ -57,6 +57,15 @@ def test_line_protocol_escapes_and_leaves_out_missing_values():
     assert line("m", {}, {"a": None}, 1) is None
 
 
+def test_tag_backslashes_are_written_as_influxdb_reads_them():
+    """InfluxDB unescapes only comma, equals and space in tags: a backslash goes as it is
+    (doubled, it was stored doubled), one before a comma stays a backslash, and a trailing
+    one, which would escape the separator after it and get the whole batch refused (a job
+    named after a command line ending in \\ on every tick), is dropped."""
+    got = line("m", {"a": "C:\\jobs\\", "b": "x\\,y", "c": "\\"}, {"v": 1.0}, 1)
+    assert got == r"m,a=C:\jobs,b=x\\,y v=1.0 1"
+
+
 def test_snapshot_points_per_domain_machine_and_marker():
     """One tick: a point per domain, one for the machine, one per marker at its instant."""
     eng, clock = _engine()
@@ -426,3 +435,22 @@ def _metric_missing_after_exit(port: int) -> bool:
 
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+@pytest.mark.server
+def test_real_influxdb_reads_back_awkward_tags_and_strings(influx_db):
+    """Tag values and string fields with spaces, commas, equals signs, quotes, backslashes
+    (a trailing one too), newlines and non-ASCII, as a host name, job name or marker label
+    can hold: the real server parses every point and gives each value back as written
+    (newlines, which line protocol cannot carry, read back as a literal \\n)."""
+    base, db = influx_db
+    awkward = ['node 7,rack=3', 'say "hi"', 'C:\\jobs\\', 'a\\,b', 'épreuve ✓', 'x=1 y=2',
+               'two\nlines']
+    body = "\n".join(line("tuimeter_marker", {"host": h, "source": "key"},
+                          {"label": h, "n": i}, 1_800_000_000_000_000 + i)
+                     for i, h in enumerate(awkward)) + "\n"
+    _post(InfluxTarget(base, db=db), body.encode("utf-8"), 5)
+    rows = _influx_query(base, db, 'SELECT "host", "label" FROM tuimeter_marker')[0]["values"]
+    want = [h.replace("\n", "\\n") for h in awkward]
+    assert [r[2] for r in rows] == want  # string fields: exactly
+    assert [r[1] for r in rows] == [w.rstrip("\\") for w in want]  # tags: no trailing \

@@ -50,9 +50,15 @@ DEFAULT_BATCH_POINTS = 5_000
 
 # -- line protocol ---------------------------------------------------------------------
 def _escape_key(text: str) -> str:
-    """Measurement names, tag keys and tag values: escape comma, equals, space."""
-    return (text.replace("\\", "\\\\").replace(",", r"\,").replace("=", r"\=")
-            .replace(" ", r"\ ").replace("\n", r"\n"))
+    """Tag keys, tag values and field keys: escape comma, equals, space.
+
+    A backslash is left as it is: InfluxDB unescapes only ``\\,`` ``\\=`` ``\\ `` there,
+    so a doubled one would be stored doubled. A trailing backslash cannot be written at all
+    (it would escape the separator after it, and the server refuses the whole batch), so it
+    is dropped. A newline, which line protocol cannot carry, becomes ``\\n``.
+    """
+    return (text.rstrip("\\").replace("\n", r"\n").replace(",", r"\,").replace("=", r"\=")
+            .replace(" ", r"\ "))
 
 
 def _escape_measurement(text: str) -> str:
@@ -82,8 +88,9 @@ def line(measurement: str, tags: dict[str, str], fields: dict, ts_us: int) -> st
     head = _escape_measurement(measurement)
     for k in sorted(tags):  # sorted tags: what InfluxDB recommends for write speed
         v = tags[k]
-        if v != "" and v is not None:
-            head += f",{_escape_key(k)}={_escape_key(str(v))}"
+        value = "" if v is None else _escape_key(str(v))
+        if value:  # InfluxDB refuses an empty tag value
+            head += f",{_escape_key(k)}={value}"
     parts = []
     for k, v in fields.items():
         f = _field(v)
