@@ -324,3 +324,15 @@ def test_measure_does_not_append_to_a_file_it_did_not_write(tmp_path):
         with pytest.raises(SetupError):
             work()
     assert out.read_text() == before
+
+
+def test_meter_refuses_an_interval_below_the_minimum(tmp_path):
+    """Guards the API like the CLI: interval_s below 10 ms (faster than sensors update,
+    and mostly measuring ourselves) is a SetupError naming the minimum, before any file."""
+    from tuimeter.session.measure import SetupError
+
+    out = tmp_path / "fast.csv"
+    with pytest.raises(SetupError, match=">= 0.01 s"):
+        api.Meter(output=str(out), interval_s=0.001, gpu=False, attach=False,
+                  powercap_root=str(tmp_path / "none")).start()
+    assert not out.exists()

@@ -354,3 +354,48 @@ def test_root_from_argument_env_or_default(tmp_path, monkeypatch):
     monkeypatch.setenv(ROOT_ENV, str(fake.sensor_root))
     assert RaplSensor().is_available().available
     assert resolve_root(tmp_path / "x") == tmp_path / "x"
+
+
+def test_coarse_forward_steps_at_tiny_intervals_are_all_counted(tmp_path):
+    """Guards the joules of a fast recording: counters that move in coarse steps (a 1 J
+    psys unit; a package that updates in bursts) read 0.15 ms apart still count every step
+    in full. A forward step is energy, never a reset (SENSORS.md: a reset goes backwards)."""
+    fake = FakePowercap(tmp_path).intel_server(sockets=1, psys=True)
+    sensor, _ = opened(fake)
+    sensor.read(0.0)
+    t = 0.0
+    for step in range(200):  # every 20 ms the counters jump; we read every 0.15 ms
+        fake.advance("package-0", 2.0)  # 100 W in one 20 ms burst
+        fake.advance("psys", 3.0)  # 1 J units
+        for _ in range(3):
+            t += 0.00015
+            e = energies(sensor, t)
+        t += 0.02
+    assert e["package-0"] == pytest.approx(fake.advanced_j("package-0"), abs=2 * fake.quantum_j("package-0"))
+    assert e["psys"] == pytest.approx(600.0, abs=2.0)
+    assert sensor.drain_events() == []
+
+
+def test_wrap_seen_at_a_tiny_interval_is_a_wrap(tmp_path):
+    """Guards energy across a wrap when reads are 0.15 ms apart: a step back that is a few
+    joules across the 2**32 boundary is a wrap, counted in full, not a reset."""
+    fake = FakePowercap(tmp_path).intel_desktop(psys=False)
+    fake.set_raw("package-0", 2**32 - 10)
+    sensor, _ = opened(fake)
+    sensor.read(0.0)
+    fake.advance("package-0", 2.0)
+    assert fake.energy_uj("package-0") < 2_000_000  # it wrapped
+    assert energies(sensor, 0.00015)["package-0"] == pytest.approx(2.0, abs=2 * fake.quantum_j("package-0"))
+    assert sensor.drain_events() == []
+
+
+def test_backward_jump_at_a_tiny_interval_is_still_a_reset(tmp_path):
+    """Guards against counting a driver reload as a wrap's worth of energy: at a tiny gap,
+    a counter that goes back to a small value is a reset (0 J, one event)."""
+    fake = FakePowercap(tmp_path).intel_desktop(psys=False)
+    fake.set_energy_uj("package-0", 100_000_000_000)
+    sensor, _ = opened(fake)
+    sensor.read(0.0)
+    fake.reset("package-0")
+    assert energies(sensor, 0.00015)["package-0"] == 0.0
+    assert [e.kind for e in sensor.drain_events()] == ["reset"]

@@ -158,6 +158,7 @@ def test_duration_stops_recording(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--interval", "0"], "must be > 0"),
     (["--interval", "-1"], "must be > 0"),
+    (["--interval", "0.001"], "must be >= 0.01 s"),
     (["--pid", "999999999"], "no process with PID 999999999"),
     (["--country", "Frnace"], "France"),
     (["--carbon-intensity", "-5"], "must be > 0"),

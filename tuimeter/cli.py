@@ -43,11 +43,22 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _interval(text: str) -> float:
+    """--interval: a number of seconds >= MIN_INTERVAL_S (sensors update no faster)."""
+    from .session.measure import MIN_INTERVAL_S
+
+    value = _positive_float(text)
+    if value < MIN_INTERVAL_S:
+        raise argparse.ArgumentTypeError(
+            f"must be >= {MIN_INTERVAL_S:g} s, got {text} (sensors update no faster)")
+    return value
+
+
 def add_measure_options(p: argparse.ArgumentParser) -> None:
     """Options shared by the UI and ``record``."""
     p.add_argument("-o", "--output", metavar="FILE", help="session CSV to write")
     p.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
-    p.add_argument("-i", "--interval", type=_positive_float, default=1.0, metavar="S",
+    p.add_argument("-i", "--interval", type=_interval, default=1.0, metavar="S",
                    help="seconds between samples (default 1)")
     p.add_argument("--pid", type=int, metavar="PID",
                    help="follow this process and its descendants")

@@ -317,7 +317,8 @@ class RaplSensor(Sensor):
                                              DEFAULT_CEILING_W.get(z.domain.kind, OTHER_CEILING_W))
             # the raw counter wraps at 2**32 units: one unit more than max_energy_range_uj
             modulus_uj = z.max_range_uj + z.max_range_uj / RAW_MAX
-            z.tracker = CounterTracker(max_range=modulus_uj, scale_j=1e-6, max_power_w=ceiling_w)
+            z.tracker = CounterTracker(max_range=modulus_uj, scale_j=1e-6, max_power_w=ceiling_w,
+                                       unit=modulus_uj / (RAW_MAX + 1))
         return [z.domain for z in self._zones if z.domain]
 
     def close(self) -> None:
@@ -368,8 +369,9 @@ class RaplSensor(Sensor):
             if what == "reset":
                 note = "reset"
                 self._event(now_s, dom.id, "reset",
-                            f"{z.zone} energy_uj went from {before_uj:.0f} to {raw_uj} µJ, more "
-                            f"than {tracker.max_power_w:g} W allows: counted 0 J for this step")
+                            f"{z.zone} energy_uj went back from {before_uj:.0f} to {raw_uj} µJ, "
+                            f"too far for a wrap at {tracker.max_power_w:g} W: counted 0 J "
+                            f"for this step")
             readings.append(Reading(dom.id, now_s, energy_j, note=note))
         return readings
 

@@ -56,13 +56,22 @@ def default_output() -> str:
     return str(path)
 
 
+#: shortest sampling interval accepted (s): RAPL updates about every 1 ms, NVML every
+#: 10-100 ms, and a tick costs us time too; faster only measures the monitor
+MIN_INTERVAL_S = 0.01
+
+
 def validate_interval(interval_s: float) -> float:
+    """``interval_s`` as a float, or SetupError when it is not a number >= MIN_INTERVAL_S."""
     try:
         value = float(interval_s)
     except (TypeError, ValueError):
         raise SetupError(f"interval must be a number of seconds, not {interval_s!r}") from None
     if not value > 0 or value != value or value == float("inf"):
         raise SetupError(f"interval must be > 0 seconds (got {interval_s})")
+    if value < MIN_INTERVAL_S:
+        raise SetupError(f"interval must be >= {MIN_INTERVAL_S:g} s (got {interval_s}): "
+                         f"sensors update no faster")
     return value
 
 
