@@ -336,3 +336,105 @@ def test_meter_refuses_an_interval_below_the_minimum(tmp_path):
         api.Meter(output=str(out), interval_s=0.001, gpu=False, attach=False,
                   powercap_root=str(tmp_path / "none")).start()
     assert not out.exists()
+
+
+_RANK = """
+import json, os, sys, time, warnings
+import tuimeter
+warnings.simplefilter("always")
+rank = int(sys.argv[1])
+with warnings.catch_warnings(record=True) as seen:
+    with tuimeter.Meter(output=f"rank{rank}.csv", label="work", interval_s=0.1, gpu=False,
+                        powercap_root="/nonexistent", carbon_intensity=100) as m:
+        if m.attached:
+            time.sleep(1.5)
+            m.mark("tail")
+            time.sleep(0.8)
+        else:
+            time.sleep(0.3)  # the sampler's own work ends long before the others'
+print(json.dumps({"attached": m.attached,
+                  "phases": [[p.label, p.duration_s, p.energy_j, p.provenance] for p in m.phases],
+                  "warnings": [str(w.message) for w in seen if "ended" in str(w.message)]}))
+"""
+
+
+def test_sampler_that_leaves_first_keeps_measuring_until_every_rank_ends(tmp_path):
+    """Guards multi-rank phases: the rank elected sampler leaves its `with` first, yet it
+    keeps sampling until every attached rank has sent "end", so their last phase is
+    measured (a number, from whole ticks; no warning) and its file holds their end
+    markers; its own last phase still ends when it left."""
+    import json
+    import subprocess
+    import sys
+
+    procs = [subprocess.Popen([sys.executable, "-c", _RANK, str(r)], cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for r in range(4)]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=90)
+        assert p.returncode == 0, err
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    owner = [r for r in results if not r["attached"]]
+    ranks = [r for r in results if r["attached"]]
+    assert len(owner) == 1 and len(ranks) == 3
+    for r in ranks:
+        assert r["warnings"] == []
+        (work, _, work_j, _), (tail, tail_s, tail_j, tail_prov) = r["phases"]
+        assert (work, tail) == ("work", "tail")
+        assert work_j is not None and tail_j is not None and tail_j > 0
+        assert tail_prov == "estimated" and tail_s == pytest.approx(0.8, abs=0.3)
+    [(label, own_s, own_j, _)] = owner[0]["phases"]
+    assert own_s < 1.0 and own_j is not None
+    [csv_path] = [p for p in tmp_path.glob("rank*.csv")]
+    rows = list(csv.DictReader(csv_path.open()))
+    marker_rows = [r for r in rows if r["kind"] == "marker"]
+    assert sum(r["label"] == "end" for r in marker_rows) == 4  # three ranks + the sampler
+    last_end = max(float(r["elapsed_s"]) for r in marker_rows if r["label"] == "end")
+    assert max(float(r["elapsed_s"]) for r in rows) >= last_end  # sampled up to the last end
+
+
+def test_sampler_does_not_wait_for_a_rank_that_died(tmp_path):
+    """Guards against a hung exit: an attached rank that started a phase and died without
+    sending "end" counts as ended, so the sampling meter stops promptly."""
+    import subprocess
+    import sys
+    import time
+
+    eng, clock = make_engine()
+    code = ("import os, tuimeter\n"
+            "m = tuimeter.Meter(label='doomed'); m.start()\n"
+            "assert m.attached\n"
+            "os._exit(0)\n")
+    with api.Meter(label="owner", engine=eng, autostart=False, wait_attached_s=30.0) as owner:
+        subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+        clock.advance(1.0)
+        eng.tick()
+        t0 = time.monotonic()
+    assert time.monotonic() - t0 < 10.0
+    assert owner.phases[0].energy_j == pytest.approx(45.0)
+
+
+def test_attached_meter_whose_session_vanished_extrapolates_its_last_phase(tmp_path, monkeypatch):
+    """Guards `round(p.energy_j)` in user code: when the session ends before an attached
+    meter does, its last phase is the cumulative energy of the last reply plus the last
+    power times the local time since, provenance "interpolated", never None."""
+    eng, clock, rec, server = _running_session(tmp_path)
+    monkeypatch.setattr(api, "_monotonic", clock)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with api.Meter(label="a") as meter:
+                clock.advance(1.0)
+                eng.tick()
+                meter.mark("b")
+                server.close()  # the session ends under the meter
+                clock.advance(2.0)
+    finally:
+        server.close()
+        rec.close()
+    a, b = meter.phases
+    assert a.energy_j == pytest.approx(45.0)
+    assert b.energy_j == pytest.approx(90.0) and b.provenance == "interpolated"
+    assert b.duration_s == pytest.approx(2.0)
+    assert round(b.energy_j) == 90

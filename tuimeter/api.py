@@ -19,8 +19,13 @@ Two modes, chosen on entry:
 * **own**: nothing runs; the meter starts an engine (and a marker socket, so other
   processes can attach to it), writes ``output`` if given (no file when None), and
   computes phases from its own ticks. Entry is serialised by a per-user lock file, so
-  ranks starting together elect one sampler. Attached meters lose their source when
-  that owner exits: for a long multi-process job run ``tuimeter record`` around it.
+  ranks starting together elect one sampler. On exit, the sampling meter ends its own
+  last phase (an ``end`` marker when others are still attached) and keeps sampling until
+  every meter attached to it has sent ``end`` or exited (at most ``wait_attached_s``,
+  30 s by default). An attached meter whose session vanished anyway computes its last
+  phase from the last reply it got (cumulative energy + last power x the time since),
+  provenance ``interpolated``. For a long multi-process job, run ``tuimeter record``
+  around it.
 
 A phase shorter than a tick gets the tick's average power x its duration, with
 provenance ``interpolated``; edges of longer phases are apportioned by time.
@@ -33,6 +38,7 @@ import functools
 import logging
 import os
 import threading
+import time
 import warnings
 from dataclasses import dataclass, field
 
@@ -40,6 +46,9 @@ from .session import markers
 
 log = logging.getLogger(__name__)
 _warned_none = False
+_monotonic = time.monotonic  # the local clock of attached meters (tests replace it)
+#: how long a sampling Meter keeps measuring, on exit, for the meters attached to it
+WAIT_ATTACHED_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -113,14 +122,17 @@ class Meter:
     custom sensors); with ``autostart=False`` its ticks are left to the caller.
     ``append``: add this session to ``output`` when it already holds sessions (a file that
     is not a session CSV is still refused); without it an existing file is an error
-    unless ``overwrite``.
+    unless ``overwrite``. ``wait_attached_s``: how long, on exit, a sampling meter keeps
+    measuring for meters of other processes (or threads) attached to it that have not
+    ended yet.
     Other keywords are :class:`~tuimeter.session.measure.MeasureOptions` fields
     (``interval_s``, ``country``, ``carbon_intensity``, ``pue``, ``gpu``, ...).
     """
 
     def __init__(self, output: str | None = None, *, label: str = "start", attach: bool = True,
                  engine=None, autostart: bool = True, overwrite: bool = False,
-                 append: bool = False, **options):
+                 append: bool = False, wait_attached_s: float = WAIT_ATTACHED_S,
+                 **options):
         self.output = output
         self.first_label = markers.check_label(label)
         self.attach = attach
@@ -129,6 +141,7 @@ class Meter:
         self.overwrite = overwrite
         self.append = append
         self.options = options
+        self.wait_attached_s = wait_attached_s
         self.attached = False
         self.recorder = None
         self.server = None
@@ -141,6 +154,8 @@ class Meter:
         self._g_per_j = 0.0
         self._end: float | None = None
         self._server_id = None
+        self._meter_id = f"{os.getpid()}:{threading.get_ident()}:{id(self):x}"
+        self._last_reply: tuple[dict, float] | None = None  # attached: (reply, local time)
 
     # -- lifecycle ------------------------------------------------------------------
     def __enter__(self) -> "Meter":
@@ -157,13 +172,13 @@ class Meter:
             self._start_own()
 
     def _try_attach(self) -> bool:
-        replies = [r for r in markers.request({"op": "mark", "label": self.first_label,
-                                               "source": "api", "pid": os.getpid()})
+        replies = [r for r in markers.request(self._message(self.first_label, "start"))
                    if r.get("ok")]
         if not replies:
             return False
         self.attached = True
         self._server_id = replies[0].get("server")
+        self._last_reply = (replies[0], _monotonic())
         self._bounds.append((self.first_label, replies[0]))
         if self.output:
             warnings.warn(f"tuimeter: a session is already running; phases are marked there "
@@ -203,18 +218,18 @@ class Meter:
         if self._end is not None:
             return
         if self.attached:
-            replies = self._ask({"op": "mark", "label": "end", "source": "api",
-                                 "pid": os.getpid()})
-            self._bounds.append(("end", replies))
+            self._bounds.append(("end", self._ask(self._message("end", "end"))))
             self._end = 0.0
             return
         if not self._own:
             return
+        end_s = self._wait_for_attached()
         if self.server is not None:
             self.server.close()
         snap = self.engine.stop(final_tick=True)
         with self._lock:
-            self._end = snap.elapsed_s if snap is not None else 0.0
+            self._end = end_s if end_s is not None else (
+                snap.elapsed_s if snap is not None else 0.0)
             self._finalize(force=True)
         self.engine.unsubscribe(self._on_tick)
         self.engine.close()
@@ -222,6 +237,31 @@ class Meter:
             self.recorder.close()
             if self.recorder.error:
                 warnings.warn(f"tuimeter: {self.recorder.error}", RuntimeWarning, stacklevel=3)
+
+    def _wait_for_attached(self) -> float | None:
+        """Own mode, on exit: while meters attached to this one have not ended, mark this
+        meter's end and keep sampling until they end (at most ``wait_attached_s``).
+        Returns this meter's end (elapsed s) when it marked one, else None."""
+        if self.server is None:
+            return None
+        here = f"{os.getpid()}:{threading.get_ident()}:"
+        mine = lambda meter_id: meter_id.startswith(here)  # noqa: E731 (same thread: no wait)
+        if not self.server.open_meters(mine):
+            return None
+        end = self.engine.add_marker("end", "api", os.getpid()).elapsed_s
+        self._end = end  # marks from now on are refused: this meter's phases are over
+        left = self.server.wait_for_meters(max(0.0, self.wait_attached_s), mine)
+        if left:
+            warnings.warn(f"tuimeter: stopped measuring after {self.wait_attached_s:g} s with "
+                          f"{len(left)} attached meter(s) still running; their last phase is "
+                          f"extrapolated", RuntimeWarning, stacklevel=4)
+        return end
+
+    def _message(self, label: str, meter_state: str | None = None) -> dict:
+        msg = {"op": "mark", "label": label, "source": "api", "pid": os.getpid()}
+        if meter_state:
+            msg.update(meter=self._meter_id, meter_state=meter_state)
+        return msg
 
     # -- phases ---------------------------------------------------------------------
     def mark(self, label: str) -> None:
@@ -235,20 +275,27 @@ class Meter:
             warnings.warn("tuimeter: meter already stopped", RuntimeWarning, stacklevel=2)
             return
         if self.attached:
-            self._bounds.append((label, self._ask({"op": "mark", "label": label,
-                                                    "source": "api", "pid": os.getpid()})))
+            self._bounds.append((label, self._ask(self._message(label))))
         elif self._own:
             m = self.engine.add_marker(label, "api", os.getpid())
             with self._lock:
                 self._bounds.append((label, m.elapsed_s))
 
     def _ask(self, message: dict) -> dict | None:
+        """Mark the session; its reply, or (the session is gone) one extrapolated from
+        the last reply: cumulative energy + last power x the local time since."""
         for r in markers.request(message):
             if r.get("ok") and r.get("server") == self._server_id:
+                self._last_reply = (r, _monotonic())
                 return r
-        warnings.warn("tuimeter: the session this meter marks has ended; the energy of "
-                      "this phase is unknown", RuntimeWarning, stacklevel=3)
-        return None
+        if self._last_reply is None or "domains" not in self._last_reply[0]:
+            warnings.warn("tuimeter: the session this meter marks has ended; the energy of "
+                          "this phase is unknown", RuntimeWarning, stacklevel=3)
+            return None
+        warnings.warn("tuimeter: the session this meter marks has ended; this phase's "
+                      "energy is extrapolated from its last power", RuntimeWarning,
+                      stacklevel=3)
+        return _extrapolated(*self._last_reply)
 
     @property
     def phases(self) -> list[Phase]:
@@ -354,7 +401,7 @@ def _attached_phases(bounds: list) -> list[Phase]:
         ends_inside = (end.get("tick_seq") or 0) - (start.get("tick_seq") or 0)
         if start.get("tick_elapsed_s", -1.0) >= start["elapsed_s"]:
             ends_inside += 1  # the phase starts exactly at a tick's end
-        if ends_inside < 2:
+        if ends_inside < 2 or end.get("extrapolated") or start.get("extrapolated"):
             prov = "interpolated"
         elif any(d["provenance"] != "measured" for d in counted.values()):
             prov = "estimated"
@@ -364,6 +411,16 @@ def _attached_phases(bounds: list) -> list[Phase]:
         out.append(Phase(label, start["elapsed_s"], end["elapsed_s"] - start["elapsed_s"],
                          total, co2, prov, domains))
     return out
+
+
+def _extrapolated(last: dict, last_local_t: float) -> dict:
+    """A reply the vanished session would have given now: ``last`` carried forward by
+    its last power over the local time since it came."""
+    now_elapsed = last["elapsed_s"] + max(0.0, _monotonic() - last_local_t)
+    energies = _at_marker({**last, "elapsed_s": now_elapsed})
+    return {**last, "elapsed_s": now_elapsed, "tick_elapsed_s": now_elapsed,
+            "extrapolated": True,
+            "domains": [{**d, "total_energy_j": energies[d["id"]]} for d in last["domains"]]}
 
 
 def _at_marker(state: dict) -> dict:

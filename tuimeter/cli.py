@@ -293,13 +293,9 @@ def _start_marker_server(engine):
 
 
 def _pid_alive(pid: int) -> bool:
-    import psutil
+    from .session.markers import pid_alive
 
-    try:
-        p = psutil.Process(pid)
-        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
+    return pid_alive(pid)
 
 
 # -- dispatch ------------------------------------------------------------------------

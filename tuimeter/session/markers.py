@@ -12,6 +12,13 @@ Protocol: the client connects, sends one JSON object on one line (at most
 
     {"op": "mark", "label": "epoch 2", "source": "cli", "pid": 4242}
     {"op": "status"}
+    {"op": "mark", "label": "train", "source": "api", "pid": 4242,
+     "meter": "4242:140:7f3a", "meter_state": "start"}
+
+``meter`` / ``meter_state`` (``start`` or ``end``) come from a Python
+:class:`~tuimeter.api.Meter` attached to the session: the server keeps the meters that
+started and have not ended (:meth:`MarkerServer.open_meters`), so a sampling Meter can go
+on measuring until the ranks attached to it have ended their last phase.
 
 The reply is ``{"ok": true, ...}`` with the session's state at the marker (see
 :func:`session_state`), or ``{"ok": false, "error": "..."}`` for a refused message. The
@@ -125,7 +132,22 @@ def session_state(engine, marker=None) -> dict:
     return out
 
 
-def _handle(engine, line: bytes) -> dict:
+#: longest meter id accepted
+MAX_METER_ID = 64
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie."""
+    import psutil
+
+    try:
+        p = psutil.Process(pid)
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _handle(engine, line: bytes, on_meter=None) -> dict:
     try:
         msg = json.loads(line.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
@@ -145,6 +167,10 @@ def _handle(engine, line: bytes) -> dict:
     pid = msg.get("pid")
     pid = pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
     marker = engine.add_marker(label, source=source, pid=pid)
+    meter, state = msg.get("meter"), msg.get("meter_state")
+    if (on_meter is not None and isinstance(meter, str) and 0 < len(meter) <= MAX_METER_ID
+            and state in ("start", "end") and pid is not None):
+        on_meter(meter, pid, state)
     return session_state(engine, marker)
 
 
@@ -172,6 +198,8 @@ class MarkerServer:
         self._sel.register(self._sock, selectors.EVENT_READ, None)
         self._sel.register(self._wake_r, selectors.EVENT_READ, "wake")
         self._conns: dict[socket.socket, list] = {}  # conn -> [buffer, deadline]
+        self._meters: dict[str, int] = {}  # attached meters started, not ended: id -> pid
+        self._meters_changed = threading.Condition()
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="tuimeter-markers", daemon=True)
         self._thread.start()
@@ -220,13 +248,43 @@ class MarkerServer:
         buf = state[0]
         if b"\n" in buf:
             line = buf.split(b"\n", 1)[0]
-            reply = _handle(self.engine, line)
+            reply = _handle(self.engine, line, self._meter_event)
             self._finish(conn, reply, refused=not reply.get("ok"))
         elif len(buf) > MAX_MESSAGE_BYTES:
             self._finish(conn, {"ok": False, "error": f"message over {MAX_MESSAGE_BYTES} bytes"},
                          refused=True)
         elif not data:  # closed without a full line
             self._finish(conn, None, refused=bool(buf))
+
+    def _meter_event(self, meter: str, pid: int, state: str) -> None:
+        with self._meters_changed:
+            if state == "start":
+                self._meters[meter] = pid
+            else:
+                self._meters.pop(meter, None)
+            self._meters_changed.notify_all()
+
+    def open_meters(self, ignore=lambda meter_id: False) -> list[str]:
+        """Attached meters that started a phase and have not sent "end", whose process
+        still runs (a meter of a process that is gone counts as ended)."""
+        with self._meters_changed:
+            for meter, pid in list(self._meters.items()):
+                if not pid_alive(pid):
+                    del self._meters[meter]
+            return [m for m in self._meters if not ignore(m)]
+
+    def wait_for_meters(self, timeout_s: float, ignore=lambda meter_id: False) -> list[str]:
+        """Wait (at most ``timeout_s``) until :meth:`open_meters` is empty; return what is
+        still open then. Processes that exit are noticed within half a second."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left_open = self.open_meters(ignore)
+            left = deadline - time.monotonic()
+            if not left_open or left <= 0:
+                return left_open
+            with self._meters_changed:
+                if set(self._meters) >= set(left_open):
+                    self._meters_changed.wait(min(left, 0.5))
 
     def _finish(self, conn, reply: dict | None, refused: bool = False) -> None:
         self.refused += refused
