@@ -34,7 +34,7 @@ async def shoot(name: str, size: tuple[int, int], ticks: int, keys: tuple[str, .
     async with app.run_test(size=size) as pilot:
         for _ in range(ticks):
             clock.advance(1.0)
-            app.engine.tick()
+            app.player.run_due()
         await pilot.pause()
         for key in keys:
             await pilot.press(key)

@@ -55,10 +55,15 @@ def replay_app(clock: FakeClock, recorder_path: str | None = None):
 
 
 async def tick(pilot, clock: FakeClock, n: int = 1, dt: float = 1.0) -> None:
-    """Advance the fake clock and tick the engine ``n`` times, then let the UI catch up."""
+    """Advance the fake clock and tick the engine ``n`` times (a replay: its player ticks
+    what is due), then let the UI catch up."""
+    player = getattr(pilot.app, "player", None)
     for _ in range(n):
         clock.advance(dt)
-        pilot.app.engine.tick()
+        if player is not None:
+            player.run_due()
+        else:
+            pilot.app.engine.tick()
     await pilot.pause()
 
 

@@ -13,6 +13,7 @@ import pytest
 from tests.fakes.scripted import FakeClock
 from tuimeter.model import Status
 from tuimeter.sensors.replay import ReplayError, ReplaySensor, kind_of
+from tuimeter.tui.player import ReplayPlayer
 from tuimeter.tui.run import build, make_replay, parser
 from tuimeter.tui.widgets import DomainRow, TopBar
 
@@ -159,32 +160,72 @@ async def test_replay_through_the_ui_on_a_fake_clock():
     app = replay_app(clock)
     async with app.run_test(size=(100, 30)) as pilot:
         await tick(pilot, clock, 125)
-        assert "REPLAY demo.csv (finished)" in str(app.query_one(TopBar).content)
+        assert "REPLAY demo.csv: replay finished" in str(app.query_one(TopBar).content)
         assert {r.key for r in app.query(DomainRow)} >= {"gpu0", "gpu1", "psys", "total"}
         shown = " ".join(str(n.message) for n in app._notifications)
         assert "replay finished" in shown
         await pilot.press("q")
 
 
+def _per_domain_joules(df: pd.DataFrame) -> dict[str, float]:
+    samples = df[df["kind"] == "sample"]
+    return samples.groupby("domain")["energy_j"].sum().to_dict()
+
+
+def _lost_ticks(df: pd.DataFrame) -> set[tuple[str, float]]:
+    samples = df[df["kind"] == "sample"]
+    lost = samples[samples["provenance"] == "lost"]
+    return {(d, round(t, 6)) for d, t in zip(lost["domain"], lost["elapsed_s"])}
+
+
+def test_player_at_speed_10_gives_back_every_recorded_joule():
+    """Guards the --speed N replay (it ticked every ~10 session s, so each tick touching
+    gpu1's 4 s lost period lost all of its 10 s, and it stopped short of the end): the
+    player ticks at every recorded tick time, the last one the recording's end, so each
+    domain's joules, the lost intervals and the tick times are the file's."""
+    clock = FakeClock()
+    engine, sensor = make_replay(str(DEMO), speed=10.0, clock=clock, cpu_clock=lambda: 0.0)
+    engine.open()
+    snaps = []
+    engine.subscribe(snaps.append)
+    player = ReplayPlayer(engine, sensor)
+    for _ in range(13):  # 130 session s: more than the recording
+        clock.advance(1.0)
+        player.run_due()
+    assert player.finished
+    assert [s.elapsed_s for s in snaps] == pytest.approx([float(t) for t in range(1, 121)])
+    assert all(s.interval_s == pytest.approx(1.0) for s in snaps)
+    got = {d.domain.id: d.total_energy_j for d in snaps[-1].domains}
+    assert got == pytest.approx(_per_domain_joules(RECORDED), rel=1e-9)
+    lost = {(d.domain.id, round(s.elapsed_s, 6)) for s in snaps for d in s.domains
+            if d.status is Status.LOST}
+    assert lost == _lost_ticks(RECORDED)
+    assert engine.interval_s == 1.0
+
+
 @pytest.mark.asyncio
-async def test_replay_command_line_records_to_o_file(tmp_path):
-    """`tuimeter --replay FILE --speed N -o OUT`: the real sampler replays the whole
-    session; OUT has the replayed markers and about the recorded energy."""
+async def test_replay_command_line_reproduces_the_recording(tmp_path):
+    """`tuimeter --replay FILE --speed 100 -o OUT` on the real clock and player thread:
+    OUT has the recording's 1 s ticks up to its end, every domain's joules (lost intervals
+    stay lost, nothing else is lost) and its markers; the UI says the replay finished."""
     out = tmp_path / "replayed.csv"
-    session, problem = build(["--replay", str(DEMO), "--speed", "100", "-i", "0.05",
-                              "-o", str(out)])
+    session, problem = build(["--replay", str(DEMO), "--speed", "100", "-o", str(out)])
     assert problem is None
     app = session.app
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=(100, 30)) as pilot:
         assert await wait_for(pilot, lambda: app._replay_done, tries=600)
+        await pilot.pause()
+        assert "replay finished" in str(app.query_one(TopBar).content)
         await pilot.press("q")
     assert session.close() == 0
     df = pd.read_csv(out)
+    assert _per_domain_joules(df) == pytest.approx(_per_domain_joules(RECORDED), abs=1e-3)
+    assert _lost_ticks(df) == _lost_ticks(RECORDED)
+    ticks = sorted(set(df[df["kind"] == "sample"]["elapsed_s"].round(6)))
+    assert ticks == [float(t) for t in range(1, 121)]
     m = df[df["kind"] == "marker"]
     assert list(m["label"]) == ["warmup", "train", "eval", "cooldown"]
     assert list(m["elapsed_s"]) == pytest.approx([15.5, 35.5, 80.5, 100.5], abs=1e-6)
-    recorded = RECORDED[RECORDED["kind"] == "total"]["energy_j"].sum()
-    assert df[df["kind"] == "total"]["energy_j"].sum() == pytest.approx(recorded, rel=0.05)
 
 
 def test_replay_without_o_leaves_no_file(tmp_path, capsys):

@@ -17,6 +17,17 @@ with ``at_s`` its recorded instant on the engine's clock, so the caller can pass
 ``Engine.add_marker(..., at_s=at_s)`` and it lands where it was recorded, however late the
 read (a long interval, a high ``--speed``, a starved sampler thread).
 
+Ticks: :attr:`ReplaySensor.boundaries_s` are the recorded tick times. Ticking the engine
+at exactly those times (``origin_s + t``, see ``tuimeter.tui.player``) reproduces every
+recorded interval: its energy, and its loss. A read at a recorded boundary closes the
+interval that ends there (LOST if that one was lost); a second read at the *same* instant
+opens the next one (its start value), so the engine has the base of an interval that
+follows a lost one, and no recorded joule is dropped.
+
+Several sessions in one file (``@measure(output=...)`` appends, or concatenated files):
+one is replayed, the first unless ``session`` names another; :attr:`sessions` lists them
+all, so the caller can say which was chosen.
+
 ``total``, ``job``, ``process``, ``event`` and ``session`` rows are not replayed: the engine
 recomputes the total from the domains' ``in_total`` flags. Never imports the UI.
 """
@@ -40,6 +51,8 @@ from .base import Sensor, SensorUnavailable
 
 #: where :meth:`ReplaySensor.session_clock` starts, session seconds
 CLOCK_ORIGIN_S = 1000.0
+#: a read this close to a recorded boundary (session s) is at the boundary (float error)
+BOUNDARY_EPS_S = 1e-6
 
 
 class ReplayError(ValueError):
@@ -66,15 +79,23 @@ class _Track:
         self.cum_j: list[float] = []  # cumulative energy at each interval end, J
         self.lost: list[bool] = []  # the interval was recorded as lost
 
-    def energy_at(self, t_s: float) -> tuple[float | None, Status]:
-        i = bisect.bisect_left(self.ends_s, t_s)
+    def energy_at(self, t_s: float, opening: bool = False) -> tuple[float | None, Status]:
+        """Cumulative energy at session time ``t_s``. At a recorded boundary (within
+        BOUNDARY_EPS_S) it is the end of the interval that ends there, or, with
+        ``opening``, the start of the next one."""
+        i = bisect.bisect_left(self.ends_s, t_s - BOUNDARY_EPS_S)
+        if i < len(self.ends_s) and abs(self.ends_s[i] - t_s) <= BOUNDARY_EPS_S:
+            if not opening:
+                return (None, Status.LOST) if self.lost[i] else (self.cum_j[i], Status.OK)
+            i += 1
+            t_s = self.starts_s[i] if i < len(self.starts_s) else t_s
         if i >= len(self.ends_s):  # after the recording: energy stays where it ended
             return (self.cum_j[-1] if self.cum_j else 0.0), Status.OK
         if self.lost[i]:
             return None, Status.LOST
         before = self.cum_j[i - 1] if i > 0 else 0.0
         start, end = self.starts_s[i], self.ends_s[i]
-        if t_s <= start or end <= start:
+        if t_s <= start + BOUNDARY_EPS_S or end <= start:
             return before, Status.OK
         return before + (self.cum_j[i] - before) * (t_s - start) / (end - start), Status.OK
 
@@ -121,7 +142,7 @@ class ReplaySensor(Sensor):
     name = "replay"
 
     def __init__(self, path: str | os.PathLike, speed: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, session: str | None = None):
         if not speed > 0:
             raise ValueError("speed must be > 0")
         self.path = os.fspath(path)
@@ -134,8 +155,12 @@ class ReplaySensor(Sensor):
         self.carbon: CarbonInfo | None = None
         self.session_details = ""
         self.markers: list[ReplayMarker] = []
+        #: every session id in the file, in file order; ``session_id`` is the one replayed
+        self.sessions: list[str] = []
+        self.session_id: str | None = session
         self._tracks: list[_Track] = []
         self._t0: float | None = None
+        self._last_read: float | None = None
         self._next_marker = 0
         self._load()
 
@@ -156,6 +181,28 @@ class ReplaySensor(Sensor):
         """Length of the recording, session seconds."""
         return max((t.ends_s[-1] for t in self._tracks if t.ends_s), default=0.0)
 
+    @property
+    def boundaries_s(self) -> list[float]:
+        """The recorded tick times (session s since the start), sorted, the last one the
+        recording's end: tick there and every recorded interval comes back as it was."""
+        ends = sorted({e for t in self._tracks for e in t.ends_s if e > 0})
+        out: list[float] = []
+        for e in ends:  # one tick per boundary, float noise merged
+            if not out or e - out[-1] > BOUNDARY_EPS_S:
+                out.append(e)
+        return out
+
+    @property
+    def interval_s(self) -> float:
+        """The recorded sampling interval (the most common one), seconds."""
+        gaps = [round(b - a, 6) for a, b in zip([0.0] + self.boundaries_s, self.boundaries_s)]
+        return max(set(gaps), key=gaps.count) if gaps else 1.0
+
+    @property
+    def origin_s(self) -> float | None:
+        """The engine-clock time of session second 0 (set by the first read)."""
+        return self._t0
+
     # -- loading ------------------------------------------------------------------
     def _load(self) -> None:
         try:
@@ -172,6 +219,9 @@ class ReplaySensor(Sensor):
                                   ) from None
             except OSError as exc:
                 raise ReplayError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+        if self.session_id is not None and self.session_id not in self.sessions:
+            raise ReplayError(f"{self.path} has no session {self.session_id} (it has "
+                              f"{', '.join(self.sessions) or 'none'})")
         if not tracks:
             raise ReplayError(f"{self.path} has no sample rows to replay")
         self._tracks = list(tracks.values())
@@ -191,7 +241,14 @@ class ReplaySensor(Sensor):
         for row in reader:
             kind = row.get("kind", "")
             elapsed = _float(row.get("elapsed_s", ""))
-            if elapsed is None:
+            if elapsed is None:  # a repeated header (concatenated files), a bad row
+                continue
+            sid = row.get("session", "") or ""
+            if sid not in self.sessions:
+                self.sessions.append(sid)
+            if self.session_id is None:
+                self.session_id = sid  # the first session in the file
+            if sid != self.session_id:
                 continue
             if not self.host:
                 self.host = row.get("host", "") or ""
@@ -266,10 +323,12 @@ class ReplaySensor(Sensor):
         if self._t0 is None:
             self._t0 = now_s
         t = now_s - self._t0
+        opening = now_s == self._last_read  # the second read at a boundary opens the next
+        self._last_read = now_s
         self._emit_markers(t)
         out = []
         for track in self._tracks:
-            energy, status = track.energy_at(t)
+            energy, status = track.energy_at(t, opening)
             out.append(Reading(track.domain.id, now_s, energy, status=status,
                                note="lost in the recording" if status is Status.LOST else ""))
         return out

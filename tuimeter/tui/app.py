@@ -7,7 +7,9 @@ newer one replaces while still queued, so a slow terminal skips frames, never ti
 The caller opens the engine and subscribes the recorder first (see ``run.open_session``);
 the app subscribes itself on mount, starts the sampler thread (unless ``start_engine`` is
 False: tests tick the engine by hand on a fake clock), and on ``q`` stops the engine with a
-final tick, closes the recorder and exits with the last snapshot.
+final tick, closes the recorder and exits with the last snapshot. A replay is ticked by
+its :class:`~tuimeter.tui.player.ReplayPlayer` (``app.player``) instead of the sampler
+thread: at the recorded tick times, the last one the recording's end.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ..model import Snapshot
 from .format import fmt_duration, fmt_interval
 from .job import JobWatcher
 from .messages import SnapshotFeed, SnapshotReady
+from .player import ReplayPlayer
 from .screens import HelpScreen, LabelScreen
 from .widgets import (DomainTable, JobPanel, PowerChart, ProcessPanel, SensorStatusLine,
                       TopBar, TotalsPanel)
@@ -119,6 +122,7 @@ class TuimeterApp(App[Snapshot | None]):
         self.recorder = recorder
         self.job = job
         self.replay = replay
+        self.player = ReplayPlayer(engine, replay) if replay is not None else None
         self.attribution = attribution
         self.export_dir = export_dir
         self.start_engine = start_engine
@@ -160,7 +164,10 @@ class TuimeterApp(App[Snapshot | None]):
             self._draw(SnapshotReady(snap, ()))
         self.engine.subscribe(self.feed)
         if self.start_engine:
-            self.engine.start()
+            if self.player is not None:
+                self.player.start()
+            else:
+                self.engine.start()
             self._running = True
 
     def on_resize(self, event: events.Resize) -> None:
@@ -176,7 +183,8 @@ class TuimeterApp(App[Snapshot | None]):
         if self.replay is not None and not self._replay_done and self.replay.finished(snap.elapsed_s):
             self._replay_done = True
             self._stop_engine(final_tick=False)
-            self.notify(f"replay finished at {fmt_duration(snap.elapsed_s)}; press q to quit")
+            self.notify(f"replay finished at {fmt_duration(snap.elapsed_s)}, the end of the "
+                        f"recording; press q to quit", timeout=30)
         if not self.paused:
             self._draw(message)
 
@@ -184,7 +192,7 @@ class TuimeterApp(App[Snapshot | None]):
         if self.replay is None:
             return ""
         speed = "" if self.replay.speed == 1 else f" {self.replay.speed:g}x"
-        done = " (finished)" if self._replay_done else ""
+        done = ": replay finished" if self._replay_done else ""
         return f"REPLAY {os.path.basename(self.replay.path)}{speed}{done}"
 
     def _cpu_percent(self, snap: Snapshot) -> float | None:
@@ -266,6 +274,11 @@ class TuimeterApp(App[Snapshot | None]):
                                         None if snap is None else self._cpu_percent(snap))
 
     def _step_interval(self, direction: int) -> None:
+        if self.replay is not None:
+            self.notify(f"a replay samples at the recorded interval ("
+                        f"{fmt_interval(self.interval_s)}); --speed N plays it faster",
+                        severity="warning")
+            return
         now = self.interval_s
         if direction > 0:
             choices = [s for s in INTERVALS_S if s > now + 1e-9]
@@ -315,6 +328,12 @@ class TuimeterApp(App[Snapshot | None]):
 
     # -- shutdown -----------------------------------------------------------------
     def _stop_engine(self, final_tick: bool) -> Snapshot | None:
+        if self.player is not None:  # a replay: stopped early, it ends where it was
+            self.player.stop()
+            self._running = False
+            if final_tick and not self.player.finished and not self._replay_done:
+                return self.engine.stop(final_tick=True)
+            return self.engine.snapshot
         if self._running:
             self._running = False
             return self.engine.stop(final_tick=final_tick)

@@ -23,7 +23,8 @@ def parser() -> argparse.ArgumentParser:
                    help="replay a recorded session through the UI (nothing is written "
                         "unless -o FILE)")
     p.add_argument("--speed", type=_positive_float, metavar="N",
-                   help="with --replay: play N times faster (default 1)")
+                   help="with --replay: play N times faster (default 1); it samples at the "
+                        "recorded tick times up to the recording's end (-i does not apply)")
     p.add_argument("--export-dir", metavar="DIR", default=".",
                    help="where `e` writes exports (default: the current directory)")
     return p
@@ -81,10 +82,11 @@ def open_session(engine, recorder) -> None:
         engine.subscribe(recorder)
 
 
-def make_replay(path: str, speed: float = 1.0, interval_s: float = 1.0, *, clock=None,
-                carbon=None, cpu_clock=None):
+def make_replay(path: str, speed: float = 1.0, *, clock=None, carbon=None, cpu_clock=None,
+                session: str | None = None):
     """An engine over a :class:`ReplaySensor` of ``path`` on the sensor's session clock,
-    with the recording's markers fed back in. Returns (engine, sensor); not opened.
+    with the recording's markers fed back in. Returns (engine, sensor); not opened. The
+    engine's interval is the recorded one (the app's ReplayPlayer ticks it).
 
     ``carbon`` overrides the recording's carbon settings; ``clock`` is the real clock the
     session clock scales (tests pass a fake one), ``cpu_clock`` the engine's CPU clock.
@@ -93,10 +95,11 @@ def make_replay(path: str, speed: float = 1.0, interval_s: float = 1.0, *, clock
     from ..engine.sampler import Engine
     from ..sensors.replay import ReplaySensor
 
-    sensor = ReplaySensor(path, speed, **({} if clock is None else {"clock": clock}))
+    sensor = ReplaySensor(path, speed, session=session,
+                          **({} if clock is None else {"clock": clock}))
     carbon = carbon or sensor.carbon or resolve_carbon()
     kw = {} if cpu_clock is None else {"cpu_clock": cpu_clock}
-    engine = Engine([sensor], carbon, interval_s, clock=sensor.session_clock,
+    engine = Engine([sensor], carbon, sensor.interval_s, clock=sensor.session_clock,
                     wallclock=sensor.wallclock, host=sensor.host or "replay", **kw)
     sensor.on_marker = lambda label, source, pid, at_s: engine.add_marker(label, source, pid,
                                                                           at_s=at_s)
@@ -104,8 +107,8 @@ def make_replay(path: str, speed: float = 1.0, interval_s: float = 1.0, *, clock
 
 
 def replay_app(path: str, clock, *, recorder=None, cpu_clock=lambda: 0.0):
-    """A deterministic replay of ``path`` for tests, screenshots and benchmarks: the
-    engine is not started (advance ``clock`` and call ``app.engine.tick()``), the monitor's
+    """A deterministic replay of ``path`` for tests, screenshots and benchmarks: nothing
+    runs by itself (advance ``clock`` and call ``app.player.run_due()``), the monitor's
     own CPU reads 0 %."""
     from .app import TuimeterApp
 
@@ -121,7 +124,7 @@ def _replay_engine(args):
     carbon = None
     if args.country is not None or args.carbon_intensity is not None or args.pue is not None:
         carbon = resolve_carbon(args.country, args.carbon_intensity, args.pue)
-    return make_replay(args.replay, args.speed or 1.0, args.interval, carbon=carbon)
+    return make_replay(args.replay, args.speed or 1.0, carbon=carbon)
 
 
 def build(argv: list[str], *, start_engine: bool = True):

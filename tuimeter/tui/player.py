@@ -1,0 +1,92 @@
+"""Plays a replay: ticks the engine at the recorded tick times, ``speed`` x real time.
+
+The engine's own sampler thread ticks every ``interval_s`` of *its* clock but waits in
+real seconds, and a tick that spans part of a lost interval is lost as a whole; a replay
+must instead give back each recorded interval as it was. So a replay is driven from here:
+at each recorded boundary ``t`` (``ReplaySensor.boundaries_s``, the last one the
+recording's end) the engine ticks at exactly ``origin + t`` of the session clock, then
+polls once more at the same instant (the sensor's start value of the next interval: the
+base after a lost interval). A player that falls behind (a slow disk at ``--speed 100``)
+ticks the late boundaries back to back: the replay is slower, never different.
+
+:meth:`run_due` does the ticks that are due now (tests call it after advancing a fake
+clock); :meth:`start` runs it on a daemon thread until the end or :meth:`stop`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..engine.sampler import Engine
+    from ..sensors.replay import ReplaySensor
+
+log = logging.getLogger(__name__)
+
+#: longest wait between two looks at the clock, real seconds (stop stays prompt)
+MAX_WAIT_S = 0.5
+
+
+class ReplayPlayer:
+    def __init__(self, engine: "Engine", sensor: "ReplaySensor"):
+        self.engine = engine
+        self.sensor = sensor
+        self.times_s = sensor.boundaries_s
+        self._next = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()  # run_due from the thread and from stop/finish
+
+    @property
+    def finished(self) -> bool:
+        """Every recorded interval has been ticked."""
+        return self._next >= len(self.times_s)
+
+    def _at(self, t_s: float) -> float:
+        origin = self.sensor.origin_s
+        return (origin if origin is not None else self.engine.clock()) + t_s
+
+    def run_due(self) -> int:
+        """Tick every recorded boundary at or before the session clock; how many."""
+        done = 0
+        with self._lock:
+            now = self.sensor.session_clock()
+            while not self.finished and not self._stop.is_set() and self._at(self.times_s[self._next]) <= now + 1e-9:
+                at = self._at(self.times_s[self._next])
+                self._next += 1  # first: a tick that fails is not retried forever
+                self.engine.tick(at)
+                self.engine.poll(at)  # same instant again: the next interval's start
+                done += 1
+        return done
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="tuimeter-replay", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        speed = self.sensor.speed
+        while not self._stop.is_set() and not self.finished:
+            try:
+                self.run_due()
+            except Exception:  # as the engine's thread: log, never die silently
+                log.exception("replay tick failed")
+            if self.finished:
+                break
+            wait = (self._at(self.times_s[self._next]) - self.sensor.session_clock()) / speed
+            if wait > 0:
+                self._stop.wait(min(wait, MAX_WAIT_S))
+
+    def stop(self) -> None:
+        """Stop the thread (and any catch-up in progress); idempotent."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
