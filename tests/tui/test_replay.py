@@ -253,3 +253,61 @@ def test_bad_ui_options_fail_before_anything_starts(argv, message):
 def test_parser_has_the_ui_options():
     args = parser().parse_args(["--replay", "x.csv", "--speed", "4"])
     assert args.replay == "x.csv" and args.speed == 4.0
+
+
+def _two_sessions(tmp_path):
+    """demo.csv, then a second session (other id, 3x the energy) appended as `cat a b`
+    would: its header line repeated."""
+    second = RECORDED.copy()
+    second["session"] = "second00001"
+    second["energy_j"] = second["energy_j"] * 3
+    path = tmp_path / "two.csv"
+    path.write_text(DEMO.read_text() + second.to_csv(index=False))
+    return path, second
+
+
+def _replayed_joules(path, session=None) -> dict[str, float]:
+    clock = FakeClock()
+    engine, sensor = make_replay(str(path), clock=clock, cpu_clock=lambda: 0.0,
+                                 session=session)
+    engine.open()
+    player = ReplayPlayer(engine, sensor)
+    while not player.finished:
+        clock.advance(10.0)
+        player.run_due()
+    return {d.domain.id: d.total_energy_j for d in engine.snapshot.domains}
+
+
+def test_a_file_with_several_sessions_replays_one(tmp_path):
+    """Guards replaying a CSV holding several sessions (appended by @measure(output=...),
+    or concatenated files): rows of both were interleaved into one replay with wrong
+    energies. The first session is replayed (its joules exactly), --session ID picks
+    another, and an unknown ID is a one-line error naming the ones there are."""
+    path, second = _two_sessions(tmp_path)
+    sensor = ReplaySensor(path)
+    assert sensor.sessions == ["demo0000001", "second00001"]
+    assert sensor.session_id == "demo0000001"
+    assert sensor.duration_s == 120.0
+    assert _replayed_joules(path) == pytest.approx(_per_domain_joules(RECORDED), rel=1e-9)
+    assert _replayed_joules(path, "second00001") == pytest.approx(
+        _per_domain_joules(second), rel=1e-9)
+    with pytest.raises(ReplayError, match="no session nope.*demo0000001, second00001"):
+        ReplaySensor(path, session="nope")
+    session, problem = build(["--replay", str(path), "--session", "nope"], start_engine=False)
+    assert session is None and "demo0000001, second00001" in problem
+
+
+@pytest.mark.asyncio
+async def test_the_ui_says_which_session_it_replays(tmp_path):
+    """With several sessions in the file, the UI says it replays the first of N and how
+    to pick another."""
+    path, _ = _two_sessions(tmp_path)
+    session, problem = build(["--replay", str(path)], start_engine=False)
+    assert problem is None
+    app = session.app
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        shown = " ".join(str(n.message) for n in app._notifications)
+        assert "2 sessions" in shown and "demo0000001" in shown and "--session" in shown
+        await pilot.press("q")
+    session.close()

@@ -163,12 +163,25 @@ class TuimeterApp(App[Snapshot | None]):
         if snap is not None:
             self._draw(SnapshotReady(snap, ()))
         self.engine.subscribe(self.feed)
+        self._say_which_session()
         if self.start_engine:
             if self.player is not None:
                 self.player.start()
             else:
                 self.engine.start()
             self._running = True
+
+    def _say_which_session(self) -> None:
+        """A file with several sessions replays one: say which, and how to pick another."""
+        replay = self.replay
+        if replay is None or len(replay.sessions) < 2:
+            return
+        n = len(replay.sessions)
+        which = replay.sessions.index(replay.session_id) + 1
+        self.notify(f"{os.path.basename(replay.path)} holds {n} sessions: replaying "
+                    f"{'the first' if which == 1 else f'number {which}'} "
+                    f"({replay.session_id}); --session ID picks another "
+                    f"({', '.join(replay.sessions)})", severity="warning", timeout=30)
 
     def on_resize(self, event: events.Resize) -> None:
         """Below 32 lines, the process table and status line give their rows to the chart."""
@@ -192,6 +205,9 @@ class TuimeterApp(App[Snapshot | None]):
         if self.replay is None:
             return ""
         speed = "" if self.replay.speed == 1 else f" {self.replay.speed:g}x"
+        sessions = self.replay.sessions
+        if len(sessions) > 1:
+            speed += f" [{sessions.index(self.replay.session_id) + 1}/{len(sessions)}]"
         done = ": replay finished" if self._replay_done else ""
         return f"REPLAY {os.path.basename(self.replay.path)}{speed}{done}"
 

@@ -25,6 +25,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--speed", type=_positive_float, metavar="N",
                    help="with --replay: play N times faster (default 1); it samples at the "
                         "recorded tick times up to the recording's end (-i does not apply)")
+    p.add_argument("--session", metavar="ID",
+                   help="with --replay, for a file holding several sessions: replay this one "
+                        "(default: the first)")
     p.add_argument("--export-dir", metavar="DIR", default=".",
                    help="where `e` writes exports (default: the current directory)")
     return p
@@ -124,7 +127,7 @@ def _replay_engine(args):
     carbon = None
     if args.country is not None or args.carbon_intensity is not None or args.pue is not None:
         carbon = resolve_carbon(args.country, args.carbon_intensity, args.pue)
-    return make_replay(args.replay, args.speed or 1.0, carbon=carbon)
+    return make_replay(args.replay, args.speed or 1.0, carbon=carbon, session=args.session)
 
 
 def build(argv: list[str], *, start_engine: bool = True):
@@ -146,6 +149,8 @@ def build(argv: list[str], *, start_engine: bool = True):
         return None, "--replay shows a recorded session; it cannot follow --pid or -- CMD"
     if args.speed is not None and not args.replay:
         return None, "--speed needs --replay FILE"
+    if args.session is not None and not args.replay:
+        return None, "--session needs --replay FILE"
     if not os.path.isdir(args.export_dir):
         return None, f"--export-dir {args.export_dir} is not a directory"
     temp_path = None
