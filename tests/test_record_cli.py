@@ -186,3 +186,59 @@ def test_unwritable_path_is_exit_2(tmp_path):
                        timeout=60)
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1 and "does not exist" in r.stderr
+
+
+def _unavailable_lines(stderr: str) -> list[str]:
+    return [l for l in stderr.splitlines() if " unavailable: " in l]
+
+
+def test_record_says_why_rapl_is_unavailable_and_how_to_fix_it(tmp_path):
+    """Guards the user's first clue: with no readable RAPL zone, `record` prints at start
+    one line `tuimeter: rapl unavailable: <reason>. Fix: <fix>` (not only in the CSV's
+    session row), and nothing of the kind with -q."""
+    fake = FakePowercap(tmp_path / "sys").intel_desktop()
+    fake.mask_devices()  # every zone link dangles, as in a container
+    out = tmp_path / "m.csv"
+    base = ["record", "--interval", "0.1", "--duration", "0.3", "--no-gpu"]
+    r = subprocess.run(tuimeter(*base, "-o", str(out)), env=env_for(tmp_path, fake), cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    [line] = _unavailable_lines(r.stderr)
+    assert line.startswith("tuimeter: rapl unavailable: ") and ". Fix: " in line, line
+    assert "TUIMETER_POWERCAP_ROOT" in line
+    q = subprocess.run(tuimeter(*base, "-q", "-o", str(tmp_path / "q.csv")),
+                       env=env_for(tmp_path, fake), cwd=ROOT, capture_output=True, text=True,
+                       timeout=60)
+    assert q.returncode == 0 and _unavailable_lines(q.stderr) == [], q.stderr
+
+
+def test_record_names_the_permission_fix_when_energy_uj_is_root_only(tmp_path, monkeypatch,
+                                                                   capsys):
+    """Guards the commonest case (Linux >= 5.10 as a user): the start-up line says
+    permission denied and gives the group/udev/tmpfiles fix, on one line."""
+    from tuimeter import cli
+
+    fake = FakePowercap(tmp_path / "sys").intel_desktop().install(monkeypatch)
+    fake.deny_all()
+    for k, v in env_for(tmp_path, fake).items():
+        monkeypatch.setenv(k, v)
+    rc = cli.main(["record", "-o", str(tmp_path / "p.csv"), "--interval", "0.1",
+                   "--duration", "0.2", "--no-gpu", "--no-socket", "--no-attribution"])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    [line] = _unavailable_lines(err)
+    assert "permission denied" in line and "Fix: " in line and "tmpfiles" in line
+
+
+def test_no_nvidia_driver_is_one_short_line(monkeypatch):
+    """Guards a quiet start on the many machines without a GPU: NVML's 'driver not found'
+    is one short line without the long fix."""
+    from tuimeter import cli
+    from tuimeter.model import SensorStatus
+    from tuimeter.sensors import nvml
+
+    reason, fix = nvml._explain(type("NVMLError_LibraryNotFound", (Exception,), {})())
+    [line] = cli.unavailable_lines([SensorStatus("nvml", False, reason, fix),
+                                    SensorStatus("rapl", True, "ok")])
+    assert line == f"tuimeter: nvml unavailable: {reason}"
+    assert len(line) < 100

@@ -135,6 +135,22 @@ def _fmt_progress(snap) -> str:
             f"{t.total_co2_g:8.3f} g CO2e{prov} ")
 
 
+def unavailable_lines(statuses) -> list[str]:
+    """One line per sensor that cannot be used: ``tuimeter: rapl unavailable: <reason>.
+    Fix: <fix>``. A machine without the NVIDIA driver gets the short reason alone."""
+    from .sensors.nvml import NO_DRIVER_REASON
+
+    lines = []
+    for s in statuses:
+        if s.available:
+            continue
+        line = f"tuimeter: {s.name} unavailable: {s.reason.rstrip('. ')}"
+        if s.fix and s.reason != NO_DRIVER_REASON:
+            line += f". Fix: {s.fix}"
+        lines.append(line)
+    return lines
+
+
 def summary_line(snap, path: str | None) -> str:
     if snap is None:
         return "tuimeter: nothing recorded"
@@ -206,6 +222,8 @@ def _run_recording(engine, recorder, opts, args, command: list[str],
     engine.subscribe(recorder)
     engine.subscribe(progress)
     if not args.quiet:
+        for line in unavailable_lines(engine.statuses):
+            print(line, file=sys.stderr)
         for e in exporters:
             print(f"tuimeter: {e.describe()}", file=sys.stderr)
     server = None

@@ -426,6 +426,10 @@ def _quiet_shutdown(nv: Any) -> None:
         pass
 
 
+#: the reason on a machine without the NVIDIA driver (most machines without a GPU)
+NO_DRIVER_REASON = "NVIDIA driver library libnvidia-ml.so.1 not found"
+
+
 def _explain(e: BaseException) -> tuple[str, str]:
     """(reason, fix) for an NVML start-up failure, in words a user can act on."""
     if isinstance(e, ImportError):
@@ -433,7 +437,7 @@ def _explain(e: BaseException) -> tuple[str, str]:
     name = type(e).__name__
     known = {
         "NVMLError_LibraryNotFound": (
-            "NVIDIA driver library libnvidia-ml.so.1 not found",
+            NO_DRIVER_REASON,
             "install the NVIDIA driver (it provides libnvidia-ml.so.1); in a container, "
             "run with the NVIDIA container toolkit (--gpus all)"),
         "NVMLError_DriverNotLoaded": (
