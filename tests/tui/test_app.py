@@ -204,6 +204,45 @@ async def test_a_slow_terminal_skips_frames_not_ticks(tmp_path):
     assert (session(tmp_path)["kind"] == "total").sum() == 5
 
 
+@pytest.mark.asyncio
+async def test_drawing_is_throttled_at_short_intervals(tmp_path):
+    """Guards the UI's CPU at `-` down to 0.1 s (it drew every tick: 10 frames a second,
+    28-44 % of a core): frames are at most one per ``frame_s``; snapshots in between are
+    replaced, the latest is drawn when the frame is due, and every tick is recorded.
+    (``frame_s`` is raised to 30 s here so that no frame falls due during the burst,
+    however slow the machine; the trailing frame is then asked for by lowering it.)"""
+    app, clock = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        for _ in range(9):
+            await pilot.press("minus")
+        assert app.engine.interval_s == 0.1
+        await tick(pilot, clock, 1, dt=0.1)
+        app.frame_s = 30.0
+        drawn = app.frames_drawn
+        for _ in range(20):  # each processed on its own: nothing to replace in the queue
+            clock.advance(0.1)
+            app.engine.tick()
+            await pilot.pause()
+        assert app.frames_drawn == drawn  # no frame was due: the snapshots only wait
+        assert "0:00:02" not in text(app.query_one(TopBar))
+        app.frame_s = 0.01
+        assert await wait_for(pilot, lambda: "0:00:02" in text(app.query_one(TopBar)))
+        assert app.frames_drawn == drawn + 1
+        await pilot.press("q")
+    assert (session(tmp_path)["kind"] == "total").sum() == 21
+
+
+@pytest.mark.asyncio
+async def test_the_interval_keys_say_they_change_sampling(tmp_path):
+    """`+`/`-` change the sampling interval (display and recording), and say so."""
+    app, clock = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("minus")
+        shown = " ".join(str(n.message) for n in app._notifications)
+        assert "sampling" in shown and "recording" in shown and "0.5 s" in shown
+        await pilot.press("q")
+
+
 def test_snapshot_ready_replaces_only_snapshots():
     from textual.message import Message
 

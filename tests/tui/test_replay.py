@@ -17,7 +17,7 @@ from tuimeter.tui.player import ReplayPlayer
 from tuimeter.tui.run import build, make_replay, parser
 from tuimeter.tui.widgets import DomainRow, TopBar
 
-from .conftest import DEMO, replay_app, tick, wait_for
+from .conftest import DEMO, drawn, replay_app, tick, wait_for
 
 RECORDED = pd.read_csv(DEMO)
 SAMPLES = RECORDED[RECORDED["kind"] == "sample"]
@@ -214,7 +214,7 @@ async def test_replay_command_line_reproduces_the_recording(tmp_path):
     app = session.app
     async with app.run_test(size=(100, 30)) as pilot:
         assert await wait_for(pilot, lambda: app._replay_done, tries=600)
-        await pilot.pause()
+        await drawn(pilot)
         assert "replay finished" in str(app.query_one(TopBar).content)
         await pilot.press("q")
     assert session.close() == 0

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import shutil
+import time
 from typing import TYPE_CHECKING, Sequence
 
 from textual import events, work
@@ -40,8 +41,13 @@ if TYPE_CHECKING:
     from ..sensors.replay import ReplaySensor
     from ..session.recorder import Recorder
 
-#: the refresh intervals ``+`` and ``-`` step through, seconds
+#: the sampling intervals ``+`` and ``-`` step through, seconds
 INTERVALS_S = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0)
+#: the display draws at most one frame this often, seconds (4 a second): at a 0.1 s
+#: interval the snapshots in between are replaced, the latest is drawn when a frame is due
+FRAME_S = 0.25
+#: while a frame waits to fall due, how often that is checked, seconds
+FRAME_CHECK_S = 0.05
 
 
 def export_path(directory: str, now: _dt.datetime | None = None) -> str:
@@ -109,7 +115,8 @@ class TuimeterApp(App[Snapshot | None]):
     paused: reactive[bool] = reactive(False)
     """The display is frozen (the engine keeps sampling and recording)."""
     interval_s: reactive[float] = reactive(1.0)
-    """The engine's tick interval, seconds (what the display refresh follows)."""
+    """The engine's sampling interval, seconds (recording and display; the display draws
+    at most every ``frame_s``)."""
 
     def __init__(self, engine: "Engine", *, recorder: "Recorder | None" = None,
                  job: JobWatcher | None = None, replay: "ReplaySensor | None" = None,
@@ -130,8 +137,12 @@ class TuimeterApp(App[Snapshot | None]):
         self.final_snapshot: Snapshot | None = None
         self.exports: list[str] = []
         self.frames_drawn = 0
+        self.frame_s = FRAME_S
+        self._drawn_at: float | None = None  # time.monotonic() of the last frame
+        self._frame_timer = None  # armed while the latest snapshot waits for its frame
         self.feed = SnapshotFeed(self.post_message, engine.history_len)
         self._latest: SnapshotReady | None = None
+        self._drawn: SnapshotReady | None = None  # the message of the last frame
         self._marks = 0
         self._running = False
         self._finished = False
@@ -199,7 +210,26 @@ class TuimeterApp(App[Snapshot | None]):
             self.notify(f"replay finished at {fmt_duration(snap.elapsed_s)}, the end of the "
                         f"recording; press q to quit", timeout=30)
         if not self.paused:
-            self._draw(message)
+            self._draw_when_due()
+
+    def _draw_when_due(self) -> None:
+        """Draw the latest snapshot now if a frame is due, else once it is."""
+        if self._latest is None or self.paused:
+            return
+        if self._drawn_at is None or time.monotonic() - self._drawn_at >= self.frame_s:
+            self._draw(self._latest)
+        elif self._frame_timer is None:
+            self._frame_timer = self.set_timer(FRAME_CHECK_S, self._frame_due)
+
+    @property
+    def frame_pending(self) -> bool:
+        """A snapshot waits for its frame (it will be drawn when one is due)."""
+        return not self.paused and self._latest is not None and self._latest is not self._drawn
+
+    def _frame_due(self) -> None:
+        self._frame_timer = None
+        if self._latest is not None and self._latest is not self._drawn:
+            self._draw_when_due()
 
     def _mode(self) -> str:
         if self.replay is None:
@@ -218,6 +248,8 @@ class TuimeterApp(App[Snapshot | None]):
         return pct
 
     def _draw(self, message: SnapshotReady) -> None:
+        self._drawn_at = time.monotonic()
+        self._drawn = message
         snap = message.snapshot
         self.query_one(TopBar).show(snap, self.interval_s, self.paused, self._mode(),
                                     self._cpu_percent(snap))
@@ -305,7 +337,7 @@ class TuimeterApp(App[Snapshot | None]):
         if new != now:
             self.engine.set_interval(new)
             self.interval_s = new
-        self.notify(f"refresh every {fmt_interval(new)}")
+        self.notify(f"sampling every {fmt_interval(new)} (display and recording)")
 
     def action_slower(self) -> None:
         self._step_interval(+1)

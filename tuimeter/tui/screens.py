@@ -19,8 +19,8 @@ KEYS = (
     ("M", "add a marker, asking for its label"),
     ("p", "pause / resume the display (recording goes on)"),
     ("e", "export the session so far to a CSV file (the path is shown)"),
-    ("+", "longer refresh interval"),
-    ("-", "shorter refresh interval"),
+    ("+", "longer sampling interval (display and recording; 0.1 s to 60 s)"),
+    ("-", "shorter sampling interval (the display draws at most 4 frames a second)"),
     ("?", "this help (Esc closes it)"),
     ("q", "quit (the session file is closed and its path printed)"),
 )
