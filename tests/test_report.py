@@ -21,13 +21,15 @@ CARBON = CarbonInfo(g_per_kwh=360.0, pue=1.0, source="test")
 T0 = 1_800_000_000.0
 
 
-def record(path, host="h", start=0.0, ticks=10, interval=1.0, marks=(), power=None):
-    """Record ``ticks`` ticks from wall time T0+start; ``marks``: {tick index: label}.
+def record(path, host="h", start=0.0, ticks=10, interval=1.0, marks=(), power=None, lost=()):
+    """Record ``ticks`` ticks from wall time T0+start; ``marks``: {tick index: label, or
+    (label, source)}; ``lost``: tick indices at which package-0 cannot be read.
 
     rapl_like: package-0 40 W + dram 5 W counted (45 W); core 25 W and psys 60 W not.
     """
     clock = FakeClock(1000.0 + start)  # not 0.0: the engine treats a 0.0 tick time as unset
-    eng = Engine([rapl_like(power)], CARBON, interval, clock=clock,
+    sensor = rapl_like(power)
+    eng = Engine([sensor], CARBON, interval, clock=clock,
                  wallclock=lambda: T0 + clock.t, cpu_clock=lambda: 0.0, host=host)
     rec = Recorder(SessionWriter.create(path, host))
     eng.open()
@@ -36,7 +38,11 @@ def record(path, host="h", start=0.0, ticks=10, interval=1.0, marks=(), power=No
     marks = dict(marks)
     for i in range(ticks):
         if i in marks:
-            eng.add_marker(marks[i], "cli")
+            label, source = marks[i] if isinstance(marks[i], tuple) else (marks[i], "cli")
+            eng.add_marker(label, source)
+        sensor.lost = {"package-0"} if i in lost else set()
+        if i - 1 in lost and i not in lost:
+            eng.poll()  # back at the start of this interval: it is measured in full
         clock.advance(interval)
         eng.tick()
     rec.close()
@@ -230,3 +236,56 @@ def test_bad_timestamp_in_first_row_is_skipped_not_fatal(tmp_path):
     res = load_file(str(f))
     assert any("line 2: bad value" in p for p in res.problems)
     assert build_report([res]).energy_j == pytest.approx(135.0)
+
+
+def test_domain_lost_for_part_of_a_segment_reports_the_lost_time(tmp_path, capsys):
+    """Guards honest averages: a domain lost for 4 of a segment's 10 s reports lost_s 4
+    (json, csv, and a note in the table), and its average W is over the 6 s measured,
+    not the energy spread over the whole segment."""
+    f = record(tmp_path / "a.csv", ticks=10, marks={0: "train"}, lost={3, 4, 5, 6})
+    (host,) = report(f).hosts
+    (train,) = host.segments
+    pkg = train.domains["package-0"]
+    assert pkg.lost_s == pytest.approx(4.0) and train.domains["package-0/dram"].lost_s == 0.0
+    assert pkg.energy_j == pytest.approx(240.0)
+    assert train.lost_s == pytest.approx(4.0)
+    assert cmd_report([f, "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (seg,) = doc["segments"]
+    assert seg["domains"]["package-0"]["lost_s"] == pytest.approx(4.0)
+    assert seg["domains"]["package-0"]["avg_w"] == pytest.approx(40.0)
+    assert seg["domains"]["package-0/dram"]["avg_w"] == pytest.approx(5.0)
+    assert seg["lost_s"] == pytest.approx(4.0) and seg["avg_w"] == pytest.approx(45.0)
+    assert cmd_report([f, "--format", "csv"]) == 0
+    rows = list(__import__("csv").DictReader(capsys.readouterr().out.splitlines()))
+    [pkg_row] = [r for r in rows if r["domain"] == "package-0" and r["segment"] == "1"]
+    assert float(pkg_row["lost_s"]) == pytest.approx(4.0)
+    assert float(pkg_row["avg_w"]) == pytest.approx(40.0)
+    assert cmd_report([f]) == 0
+    table = capsys.readouterr().out
+    [line] = [l for l in table.splitlines() if l.strip().startswith("package-0 ")]
+    assert "lost 4.0 s" in line and "40.00" in line
+
+
+def test_api_end_marker_closes_the_phase(tmp_path):
+    """Guards phase energy in reports of API sessions: an `end` marker from the API ends
+    its phase; the time after it until the next marker is `(between phases)`, not a
+    phase named `end`. An `end` typed by a user (source cli) is an ordinary label."""
+    f = record(tmp_path / "a.csv", ticks=10,
+               marks={0: ("train", "api"), 4: ("end", "api"), 6: ("eval", "api"),
+                      8: ("end", "cli")})
+    (host,) = report(f).hosts
+    assert [(s.label, round(s.duration_s, 6)) for s in host.segments] == [
+        ("train", 4.0), ("(between phases)", 2.0), ("eval", 2.0), ("end", 2.0)]
+    assert host.segments[0].energy_j == pytest.approx(180.0)
+
+
+def test_csv_format_prints_full_precision(tmp_path, capsys):
+    """Guards numbers fed to other tools: csv cells carry full precision, not 6
+    significant figures (4.32042e+07)."""
+    f = record(tmp_path / "a.csv", ticks=10, interval=1.0, power={"package-0": 4320422.123})
+    assert cmd_report([f, "--format", "csv"]) == 0
+    rows = list(__import__("csv").DictReader(capsys.readouterr().out.splitlines()))
+    [pkg] = [r for r in rows if r["domain"] == "package-0" and r["segment"] == "1"]
+    assert "e+" not in pkg["energy_j"]
+    assert float(pkg["energy_j"]) == pytest.approx(43204221.23, abs=1e-3)

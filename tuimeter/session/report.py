@@ -17,7 +17,13 @@ earlier session is not filled from a later one: simple, and never counts twice.)
 **Segments**: per host, the markers of all its sessions in time order; a run of
 markers with the same label within :data:`MARKER_MERGE_S` (every rank of a job marking
 "epoch 2") is one boundary. A sample that spans a boundary is split in proportion to
-time; a segment that contains no whole sample is ``interpolated``.
+time; a segment that contains no whole sample is ``interpolated``. A marker ``end``
+from the API (a :class:`~tuimeter.api.Meter` leaving its ``with``) closes its phase: the
+time after it until the next marker is the segment :data:`GAP_LABEL`.
+
+**Lost time**: a sample row with no energy (its sensor could not be read) covers lost
+time. Per segment and domain ``lost_s`` is that time, and a domain's average power is
+its energy over the time it was measured (duration - lost_s).
 """
 
 from __future__ import annotations
@@ -35,12 +41,15 @@ MARKER_MERGE_S = 1.0
 #: segments shorter than this with no energy (a marker at the very start or end) are dropped
 MIN_SEGMENT_S = 1e-3
 J_PER_WH = 3600.0
+#: the segment after an API ``end`` marker, until the next marker
+GAP_LABEL = "(between phases)"
 
 
 class _Series:
     """One domain in one session: parallel arrays of samples, in time order."""
 
-    __slots__ = ("t1", "iv", "e", "in_total", "provs", "last_prov", "lost", "g_per_j", "sid")
+    __slots__ = ("t1", "iv", "e", "in_total", "provs", "last_prov", "lost", "lost_t1",
+                 "lost_iv", "g_per_j", "sid")
 
     def __init__(self, in_total: bool, sid: tuple):
         self.t1 = array("d")  # end of the sample's interval, wall-clock s
@@ -50,6 +59,8 @@ class _Series:
         self.provs: set[str] = set()
         self.last_prov = ""
         self.lost = 0  # samples with no energy (sensor lost)
+        self.lost_t1 = array("d")  # their ends and intervals, as t1 and iv
+        self.lost_iv = array("d")
         self.g_per_j = 0.0
         self.sid = sid
 
@@ -130,6 +141,8 @@ def load_file(path: str) -> FileResult:
                             cur.g_per_j = float(row[11]) / s.e[-1]
                     else:
                         s.lost += 1
+                        s.lost_t1.append(el)
+                        s.lost_iv.append(iv)
                 elif kind == "marker":
                     cur.markers.append((float(row[1]) + cur.offset, row[13], row[7]))
             except ValueError as exc:
@@ -156,6 +169,25 @@ class DomainEnergy:
     co2_g: float
     in_total: bool
     provenance: str
+    lost_s: float = 0.0  # time within the span when this domain could not be read
+
+
+def _lost_s(domains: dict) -> float:
+    """Time during which a counted domain was lost (the longest of them)."""
+    return max((d.lost_s for d in domains.values() if d.in_total), default=0.0)
+
+
+def avg_w(domains: dict, duration_s: float) -> float | None:
+    """Average power of the counted domains, each over the time it was measured; the
+    energy over the duration when nothing was lost. None for a zero-length span."""
+    if duration_s <= 0:
+        return None
+    total = 0.0
+    for d in domains.values():
+        if d.in_total:
+            measured = duration_s - d.lost_s
+            total += d.energy_j / measured if measured > 0 else 0.0
+    return total
 
 
 @dataclass
@@ -175,6 +207,10 @@ class Segment:
     def duration_s(self) -> float:
         return max(0.0, self.end_t - self.start_t)
 
+    @property
+    def lost_s(self) -> float:
+        return _lost_s(self.domains)
+
 
 @dataclass
 class HostReport:
@@ -193,6 +229,10 @@ class HostReport:
     @property
     def duration_s(self) -> float:
         return max(0.0, self.end_t - self.start_t)
+
+    @property
+    def lost_s(self) -> float:
+        return _lost_s(self.domains)
 
 
 @dataclass
@@ -218,12 +258,25 @@ def _boundaries(sessions: list[SessionData]) -> list[tuple[float, str]]:
     marks = sorted((m for s in sessions for m in s.markers), key=lambda m: m[0])
     out: list[tuple[float, str]] = []
     run_t, run_label = -math.inf, None
-    for t, label, _source in marks:
+    for t, label, source in marks:
+        if label == "end" and source == "api":
+            label = GAP_LABEL
         if label == run_label and t - run_t <= MARKER_MERGE_S:
             continue
         run_t, run_label = t, label
         out.append((t, label))
     return out
+
+
+def _split_lost(s: _Series, clip: float, cuts: list[float], lost: list[float]) -> None:
+    """Add the lost intervals of ``s`` (after ``clip``) into segments, by time."""
+    for t1, iv in zip(s.lost_t1, s.lost_iv):
+        a = max(t1 - iv, clip)
+        k = bisect.bisect_right(cuts, a)
+        while a < t1:
+            b = min(t1, cuts[k]) if k < len(cuts) else t1
+            lost[k] += b - a
+            a, k = b, k + 1
 
 
 def _kept(series: list[_Series]) -> list[tuple[_Series, int, float]]:
@@ -308,23 +361,29 @@ def _host_report(host: str, sessions: list[SessionData]) -> HostReport:
     for dom, series in sorted(by_domain.items()):
         energy = [0.0] * nseg
         co2 = [0.0] * nseg
+        lost = [0.0] * nseg
         whole = [0] * nseg
         provs: set[str] = set()
         for s, i0, clip in _kept(series):
             part = [0.0] * nseg
             _split(s, i0, clip, cuts, part, whole)
+            _split_lost(s, clip, cuts, lost)
             for k in range(nseg):
                 energy[k] += part[k]
                 co2[k] += part[k] * s.g_per_j
             provs |= s.provs
             start_t = min(start_t, max(s.start, clip))
             end_t = max(end_t, s.end)
+            if s.lost_t1:  # time lost at a session's edges is still its time
+                start_t = min(start_t, max(s.lost_t1[0] - s.lost_iv[0], clip))
+                end_t = max(end_t, s.lost_t1[-1])
         in_total = series[0].in_total
         for k in range(nseg):
             seg_whole[k] += whole[k]
             seg_domains[k][dom] = DomainEnergy(energy[k], co2[k], in_total,
-                                               _provenance(provs, whole[k] > 0))
-        dom_totals[dom] = DomainEnergy(sum(energy), sum(co2), in_total, _provenance(provs, True))
+                                               _provenance(provs, whole[k] > 0), lost[k])
+        dom_totals[dom] = DomainEnergy(sum(energy), sum(co2), in_total, _provenance(provs, True),
+                                       sum(lost))
     if start_t == math.inf:  # no samples at all
         t = [m[0] for s in sessions for m in s.markers] or [s.offset for s in sessions]
         start_t, end_t = min(t), max(t)

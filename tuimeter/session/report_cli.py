@@ -17,11 +17,11 @@ import io
 import json
 import sys
 
-from .report import J_PER_WH, Report, build_report, load_file
+from .report import J_PER_WH, Report, avg_w, build_report, load_file
 
 FORMATS = ("table", "csv", "json", "markdown")
 CSV_FIELDS = ("host", "segment", "label", "start", "duration_s", "domain", "in_total",
-              "energy_j", "wh", "avg_w", "co2_g", "share", "provenance")
+              "energy_j", "wh", "avg_w", "co2_g", "share", "provenance", "lost_s")
 
 
 def _iso(t: float) -> str:
@@ -32,28 +32,43 @@ def _avg(e: float, d: float) -> float | None:
     return e / d if d > 0 else None
 
 
-def _fields(energy_j: float, co2_g: float, duration_s: float) -> dict:
+def _fields(energy_j: float, co2_g: float, duration_s: float, lost_s: float = 0.0,
+            avg: float | None = None) -> dict:
+    """``avg_w`` is over the measured time (``avg``, else energy / (duration - lost))."""
+    if avg is None:
+        avg = _avg(energy_j, duration_s - lost_s)
     return {"energy_j": energy_j, "wh": energy_j / J_PER_WH, "co2_g": co2_g,
-            "duration_s": duration_s, "avg_w": _avg(energy_j, duration_s)}
+            "duration_s": duration_s, "avg_w": avg, "lost_s": lost_s}
+
+
+def _span(x) -> dict:
+    """The fields of a segment or host: average W per domain over its measured time."""
+    return _fields(x.energy_j, x.co2_g, x.duration_s, x.lost_s, avg_w(x.domains, x.duration_s))
 
 
 def _domains(doms: dict, duration_s: float) -> dict:
-    return {d: {**_fields(v.energy_j, v.co2_g, duration_s), "in_total": v.in_total,
+    return {d: {**_fields(v.energy_j, v.co2_g, duration_s, v.lost_s), "in_total": v.in_total,
                 "provenance": v.provenance} for d, v in doms.items()}
+
+
+def _prov(provenance: str, lost_s: float) -> str:
+    """The table's provenance cell: ``measured (lost 4.0 s)`` when time was lost."""
+    return f"{provenance} (lost {lost_s:.1f} s)" if lost_s > 0 else provenance
 
 
 def to_json(rep: Report) -> dict:
     """The JSON document: ``total``, ``hosts``, ``segments`` (same fields), ``files``."""
     return {
         "total": {**_fields(rep.energy_j, rep.co2_g, rep.duration_s),
+                  "lost_s": max((h.lost_s for h in rep.hosts), default=0.0),
                   "start": _iso(rep.start_t), "end": _iso(rep.end_t),
                   "provenance": rep.provenance},
-        "hosts": [{"host": h.host, **_fields(h.energy_j, h.co2_g, h.duration_s),
+        "hosts": [{"host": h.host, **_span(h),
                    "start": _iso(h.start_t), "end": _iso(h.end_t), "provenance": h.provenance,
                    "files": h.files, "sessions": h.sessions,
                    "domains": _domains(h.domains, h.duration_s)} for h in rep.hosts],
         "segments": [{"host": s.host, "index": s.index, "label": s.label,
-                      **_fields(s.energy_j, s.co2_g, s.duration_s),
+                      **_span(s),
                       "start": _iso(s.start_t), "end": _iso(s.end_t), "share": s.share,
                       "provenance": s.provenance, "domains": _domains(s.domains, s.duration_s)}
                      for h in rep.hosts for s in h.segments],
@@ -63,28 +78,41 @@ def to_json(rep: Report) -> dict:
 
 
 def _rows(rep: Report):
-    """Long rows: per segment its total then each domain; per host; overall."""
+    """Long rows: per segment its total then each domain; per host; overall. Each is
+    (host, segment, label, start, duration, domain, in_total, J, avg W, g, share,
+    provenance, lost s)."""
     for h in rep.hosts:
         for s in h.segments:
             base = (h.host, s.index, s.label, _iso(s.start_t), s.duration_s)
-            yield base + ("total", "", s.energy_j, s.co2_g, s.share, s.provenance)
+            yield base + ("total", "", s.energy_j, avg_w(s.domains, s.duration_s), s.co2_g,
+                          s.share, s.provenance, s.lost_s)
             for d, v in s.domains.items():
-                yield base + (d, int(v.in_total), v.energy_j, v.co2_g, None, v.provenance)
+                yield base + (d, int(v.in_total), v.energy_j,
+                              _avg(v.energy_j, s.duration_s - v.lost_s), v.co2_g, None,
+                              v.provenance, v.lost_s)
         share = h.energy_j / rep.energy_j if rep.energy_j > 0 else 0.0
         yield (h.host, "", "(host total)", _iso(h.start_t), h.duration_s, "total", "",
-               h.energy_j, h.co2_g, share, h.provenance)
+               h.energy_j, avg_w(h.domains, h.duration_s), h.co2_g, share, h.provenance,
+               h.lost_s)
     yield ("(all hosts)", "", "(total)", _iso(rep.start_t), rep.duration_s, "total", "",
-           rep.energy_j, rep.co2_g, 1.0 if rep.energy_j > 0 else 0.0, rep.provenance)
+           rep.energy_j, _avg(rep.energy_j, rep.duration_s), rep.co2_g,
+           1.0 if rep.energy_j > 0 else 0.0, rep.provenance,
+           max((h.lost_s for h in rep.hosts), default=0.0))
+
+
+def _full(x: float | None) -> str:
+    """A number in full precision (the shortest text that reads back the same float)."""
+    return "" if x is None else repr(float(x))
 
 
 def to_csv(rep: Report) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_FIELDS)
-    for host, seg, label, start, dur, dom, it, e, co2, share, prov in _rows(rep):
-        w.writerow((host, seg, label, start, f"{dur:.3f}", dom, it, f"{e:.6g}",
-                    f"{e / J_PER_WH:.6g}", "" if not dur else f"{e / dur:.6g}", f"{co2:.6g}",
-                    "" if share is None else f"{share:.6f}", prov))
+    for host, seg, label, start, dur, dom, it, e, avg, co2, share, prov, lost in _rows(rep):
+        w.writerow((host, seg, label, start, _full(dur), dom, it, _full(e),
+                    _full(e / J_PER_WH), _full(avg), _full(co2), _full(share), prov,
+                    _full(lost)))
     return buf.getvalue()
 
 
@@ -100,16 +128,19 @@ def _table_lines(rep: Report, md: bool) -> list[str]:
                      f"{h.sessions} session(s), {_iso(h.start_t)} .. {_iso(h.end_t)}")
         body = []
         for s in h.segments:
-            body.append((f"{s.index}. {s.label}", s.duration_s, s.energy_j, s.co2_g, s.share,
-                         s.provenance))
+            body.append((f"{s.index}. {s.label}", s.duration_s, s.energy_j,
+                         avg_w(s.domains, s.duration_s), s.co2_g, s.share,
+                         _prov(s.provenance, s.lost_s)))
             for d, v in s.domains.items():
                 mark = "" if v.in_total else " (not added)"
-                body.append((f"   {d}{mark}", s.duration_s, v.energy_j, v.co2_g, None,
-                             v.provenance))
-        body.append(("host total", h.duration_s, h.energy_j, h.co2_g, None, h.provenance))
-        cells = [(lab, f"{dur:.1f}", f"{e:.1f}", f"{e / J_PER_WH:.4f}",
-                  _num(_avg(e, dur), ".2f"), f"{co2:.4f}", "" if sh is None else f"{sh:.1%}",
-                  prov) for lab, dur, e, co2, sh, prov in body]
+                body.append((f"   {d}{mark}", s.duration_s, v.energy_j,
+                             _avg(v.energy_j, s.duration_s - v.lost_s), v.co2_g, None,
+                             _prov(v.provenance, v.lost_s)))
+        body.append(("host total", h.duration_s, h.energy_j, avg_w(h.domains, h.duration_s),
+                     h.co2_g, None, _prov(h.provenance, h.lost_s)))
+        cells = [(lab, f"{dur:.1f}", f"{e:.1f}", f"{e / J_PER_WH:.4f}", _num(avg, ".2f"),
+                  f"{co2:.4f}", "" if sh is None else f"{sh:.1%}", prov)
+                 for lab, dur, e, avg, co2, sh, prov in body]
         lines += _grid(head, cells, md)
         lines.append("")
     lines.append(f"{'**' if md else ''}Total: {rep.energy_j:.1f} J ({rep.energy_j / J_PER_WH:.4f} Wh), "
