@@ -80,7 +80,7 @@ def test_unknown_country_suggests_close_matches(no_config: Path) -> None:
     assert isinstance(err.value, ValueError)
 
 
-@pytest.mark.parametrize("bad", ["abc", "0", "-3", "nan", "inf", ""])
+@pytest.mark.parametrize("bad", ["abc", "-3", "-0.001", "nan", "inf", ""])
 def test_bad_intensity_is_rejected(bad: str, no_config: Path) -> None:
     """Intensities that are not positive finite numbers raise CarbonError."""
     with pytest.raises(CarbonError, match="carbon intensity"):
@@ -147,3 +147,46 @@ def test_co2_of_one_kwh_is_the_intensity_times_pue() -> None:
     info = CarbonInfo(g_per_kwh=56.0, pue=1.5, source="test")
     assert co2_g(3.6e6, info) == pytest.approx(84.0)
     assert co2_g(0.0, info) == 0.0
+
+
+def test_zero_intensity_is_accepted(no_config: Path) -> None:
+    """Guards on-site renewables and green tariffs: 0 g/kWh is a legitimate intensity
+    (given, from the environment or from the config file); only negative is an error."""
+    assert resolve_carbon(intensity_g_per_kwh=0, env={}, config_path=no_config).g_per_kwh == 0.0
+    env = {"TUIMETER_CARBON_INTENSITY": "0"}
+    assert resolve_carbon(env=env, config_path=no_config).g_per_kwh == 0.0
+
+
+def test_misspelled_config_key_warns_once_naming_file_key_and_known_keys(tmp_path: Path) -> None:
+    """Guards against a silently ignored setting: `contry = "SE"` warns (not fails) with
+    the file, the key and the keys that exist, once however often settings are resolved."""
+    config = write_config(tmp_path, 'contry = "SE"\npue = 1.1\n')
+    with pytest.warns(carbon.ConfigWarning) as seen:
+        info = resolve_carbon(env={}, config_path=config)
+        resolve_carbon(env={}, config_path=config)
+    assert info.pue == pytest.approx(1.1) and info.is_default
+    [w] = seen
+    message = str(w.message)
+    assert str(config) in message and "'contry'" in message
+    for known in ("country", "carbon_intensity", "pue"):
+        assert known in message
+
+
+@pytest.mark.parametrize("where, kwargs, needle", [
+    ("env", {}, "TUIMETER_COUNTRY"),
+    ("config", {}, "config.toml"),
+])
+def test_unknown_country_says_where_it_came_from(tmp_path: Path, where, kwargs, needle) -> None:
+    """Guards a confusing error: an unknown country from TUIMETER_COUNTRY or the config
+    file names that origin, so the user knows what to fix."""
+    env = {"TUIMETER_COUNTRY": "zzz"} if where == "env" else {}
+    config = write_config(tmp_path, 'country = "zzz"\n') if where == "config" else tmp_path / "no"
+    with pytest.raises(CarbonError) as err:
+        resolve_carbon(env=env, config_path=config)
+    assert needle in str(err.value) and "'zzz'" in str(err.value)
+
+
+def test_bad_env_intensity_names_the_variable(no_config: Path) -> None:
+    """The error for TUIMETER_CARBON_INTENSITY=abc names the variable."""
+    with pytest.raises(CarbonError, match="TUIMETER_CARBON_INTENSITY"):
+        resolve_carbon(env={"TUIMETER_CARBON_INTENSITY": "abc"}, config_path=no_config)

@@ -161,7 +161,7 @@ def test_duration_stops_recording(tmp_path):
     (["--interval", "0.001"], "must be >= 0.01 s"),
     (["--pid", "999999999"], "no process with PID 999999999"),
     (["--country", "Frnace"], "France"),
-    (["--carbon-intensity", "-5"], "must be > 0"),
+    (["--carbon-intensity", "-5"], "must be >= 0"),
     (["--", "definitely-not-a-command-xyz"], "command not found"),
 ])
 def test_bad_input_is_one_line_exit_2_and_no_file(tmp_path, args, message):
@@ -242,3 +242,31 @@ def test_no_nvidia_driver_is_one_short_line(monkeypatch):
                                     SensorStatus("rapl", True, "ok")])
     assert line == f"tuimeter: nvml unavailable: {reason}"
     assert len(line) < 100
+
+
+def test_zero_carbon_intensity_is_accepted(tmp_path):
+    """Guards green-tariff users: --carbon-intensity 0 records, with 0 g CO2e."""
+    fake = FakePowercap(tmp_path / "sys").intel_desktop()
+    out = tmp_path / "z.csv"
+    r = subprocess.run(tuimeter("record", "-o", str(out), "--interval", "0.1", "--duration",
+                                "0.3", "--no-gpu", "--carbon-intensity", "0"),
+                       env=env_for(tmp_path, fake), cwd=ROOT, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert pd.read_csv(out).co2_g.fillna(0).sum() == 0.0
+
+
+def test_misspelled_config_key_is_one_warning_line(tmp_path):
+    """Guards the CLI's view of a config typo: one `tuimeter: warning:` line naming the
+    file and key; the recording goes on."""
+    fake = FakePowercap(tmp_path / "sys").intel_desktop()
+    env = env_for(tmp_path, fake)
+    cfg = tmp_path / "config" / "tuimeter" / "config.toml"
+    cfg.parent.mkdir(parents=True)
+    cfg.write_text('contry = "SE"\n')
+    r = subprocess.run(tuimeter("record", "-o", str(tmp_path / "w.csv"), "--interval", "0.1",
+                                "--duration", "0.2", "--no-gpu", "-q"),
+                       env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    [line] = [l for l in r.stderr.splitlines() if "contry" in l]
+    assert line.startswith("tuimeter: warning: ") and str(cfg) in line

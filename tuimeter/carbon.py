@@ -30,6 +30,7 @@ import io
 import math
 import os
 import sys
+import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -59,8 +60,18 @@ ENV_PUE = "TUIMETER_PUE"
 _ALIASES = {"uk": "GBR", "great britain": "GBR", "england": "GBR", "america": "USA"}
 
 
+#: the keys config.toml may hold
+CONFIG_KEYS = ("country", "carbon_intensity", "pue")
+_ENV_NAMES = {"country": ENV_COUNTRY, "carbon_intensity": ENV_INTENSITY, "pue": ENV_PUE}
+_warned_keys: set = set()
+
+
 class CarbonError(ValueError):
     """A country, intensity or PUE that cannot be used; the message says what would."""
+
+
+class ConfigWarning(UserWarning):
+    """Something in config.toml was ignored (an unknown key); the message says which."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +99,15 @@ class CarbonSettings:
     country: object = None
     intensity_g_per_kwh: object = None
     pue: object = None
+    config_path: Path | None = None
+
+    def where(self, key: str) -> str:
+        """Where setting ``key`` (a config key name) came from, for error messages."""
+        if self.origin == "environment":
+            return f"from {_ENV_NAMES[key]}"
+        if self.config_path is not None:
+            return f"from {key!r} in {self.config_path}"
+        return self.origin
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "CarbonSettings":
@@ -107,9 +127,16 @@ class CarbonSettings:
             return cls(f"config {path}")
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise CarbonError(f"cannot read config file {path}: {exc}") from None
-        return cls(
-            f"config {path}", data.get("country"), data.get("carbon_intensity"), data.get("pue")
-        )
+        for key in data:
+            if key not in CONFIG_KEYS and (str(path), key) not in _warned_keys:
+                _warned_keys.add((str(path), key))
+                hint = difflib.get_close_matches(key, CONFIG_KEYS, n=1)
+                warnings.warn(
+                    f"{path}: unknown key {key!r} ignored"
+                    + (f" (did you mean {hint[0]!r}?)" if hint else "")
+                    + f"; known keys: {', '.join(CONFIG_KEYS)}", ConfigWarning, stacklevel=3)
+        return cls(f"config {path}", data.get("country"), data.get("carbon_intensity"),
+                   data.get("pue"), Path(path))
 
 
 def default_config_path(env: Mapping[str, str] = os.environ) -> Path:
@@ -151,8 +178,9 @@ def _country_keys() -> dict[str, str]:
     return keys
 
 
-def lookup_country(country: str) -> CountryIntensity:
-    """A table row for ``FRA``, ``FR`` or ``france``; CarbonError with suggestions if none."""
+def lookup_country(country: str, origin: str = "") -> CountryIntensity:
+    """A table row for ``FRA``, ``FR`` or ``france``; CarbonError with suggestions if none
+    (``origin``, e.g. "from TUIMETER_COUNTRY", is named in it)."""
     key = " ".join(str(country).split()).lower()
     keys = _country_keys()
     if key in keys:
@@ -165,7 +193,8 @@ def lookup_country(country: str) -> CountryIntensity:
         if label not in names:
             names.append(label)
     hint = f"did you mean {', '.join(names)}?" if names else "use an ISO code such as FRA or FR"
-    raise CarbonError(f"unknown country {country!r}: {hint}")
+    where = f" ({origin})" if origin else ""
+    raise CarbonError(f"unknown country {country!r}{where}: {hint}")
 
 
 def _positive_number(value: object, what: str, minimum: float, strict: bool) -> float:
@@ -182,8 +211,8 @@ def _positive_number(value: object, what: str, minimum: float, strict: bool) -> 
 
 
 def check_intensity(value: object, origin: str = "carbon intensity") -> float:
-    """A grid intensity in g CO2e/kWh, > 0."""
-    return _positive_number(value, f"carbon intensity (g CO2e/kWh, {origin})", 0.0, strict=True)
+    """A grid intensity in g CO2e/kWh, >= 0 (0: on-site renewables, a green tariff)."""
+    return _positive_number(value, f"carbon intensity (g CO2e/kWh, {origin})", 0.0, strict=False)
 
 
 def check_pue(value: object, origin: str = "PUE") -> float:
@@ -201,7 +230,7 @@ def resolve_carbon(
     """The CarbonInfo to use, by the priority in the module docstring.
 
     ``config_path`` overrides the XDG location (None: the default path; a missing file is
-    fine). Raises CarbonError for an unknown country, a non-numeric or non-positive
+    fine). Raises CarbonError for an unknown country, a non-numeric or negative
     intensity, a PUE below 1, or an unreadable config file.
     """
     path = Path(config_path) if config_path is not None else default_config_path(env)
@@ -213,14 +242,15 @@ def resolve_carbon(
     pue_value = 1.0
     for level in levels:
         if level.pue is not None:
-            pue_value = check_pue(level.pue, level.origin)
+            pue_value = check_pue(level.pue, level.where("pue"))
             break
     for level in levels:
         if level.intensity_g_per_kwh is not None:
-            g = check_intensity(level.intensity_g_per_kwh, level.origin)
+            g = check_intensity(level.intensity_g_per_kwh, level.where("carbon_intensity"))
             return CarbonInfo(g, pue_value, f"{g:g} g/kWh ({level.origin})")
         if level.country is not None:
-            entry = lookup_country(str(level.country))
+            origin = "" if level.origin == "given" else level.where("country")
+            entry = lookup_country(str(level.country), origin)
             return CarbonInfo(entry.g_per_kwh, pue_value, entry.source())
     return CarbonInfo(WORLD_AVERAGE_G_PER_KWH, pue_value, DEFAULT_SOURCE, is_default=True)
 

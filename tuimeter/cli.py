@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 
 from . import __version__
 
@@ -33,13 +34,27 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
     return code
 
 
-def _positive_float(text: str) -> float:
+def _number(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0 or value == float("inf"):
+    if value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = _number(text)
+    if not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = _number(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
     return value
 
 
@@ -64,8 +79,8 @@ def add_measure_options(p: argparse.ArgumentParser) -> None:
                    help="follow this process and its descendants")
     p.add_argument("--country", metavar="CODE",
                    help="grid carbon intensity of this country (ISO alpha-3/alpha-2 or name)")
-    p.add_argument("--carbon-intensity", type=_positive_float, metavar="G_PER_KWH",
-                   help="grid carbon intensity in g CO2e per kWh")
+    p.add_argument("--carbon-intensity", type=_non_negative_float, metavar="G_PER_KWH",
+                   help="grid carbon intensity in g CO2e per kWh (0: on-site renewables)")
     p.add_argument("--pue", type=float, metavar="PUE", help="power usage effectiveness (>= 1)")
     p.add_argument("--powercap-root", metavar="DIR",
                    help="powercap folder (default /sys/class/powercap, or $TUIMETER_POWERCAP_ROOT)")
@@ -317,8 +332,20 @@ def _pid_alive(pid: int) -> bool:
 
 
 # -- dispatch ------------------------------------------------------------------------
+_default_showwarning = warnings.showwarning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """Our own warnings (a config key ignored) as one ``tuimeter: warning:`` line."""
+    if category.__module__.startswith("tuimeter"):
+        print(f"tuimeter: warning: {message}", file=sys.stderr)
+    else:
+        _default_showwarning(message, category, filename, lineno, file, line)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    warnings.showwarning = _show_warning
     if argv and argv[0] == "record":
         return cmd_record(argv[1:])
     if argv and argv[0] == "mark":
