@@ -270,3 +270,41 @@ def test_misspelled_config_key_is_one_warning_line(tmp_path):
     assert r.returncode == 0, r.stderr
     [line] = [l for l in r.stderr.splitlines() if "contry" in l]
     assert line.startswith("tuimeter: warning: ") and str(cfg) in line
+
+
+def test_duration_with_a_command_stops_recording_not_the_command(tmp_path):
+    """Guards "the monitor never ends the job it watches": with --duration S -- CMD the
+    recording covers S seconds, the command runs to its end (it writes its file), tuimeter
+    says it waits for it, and exits with the command's code."""
+    fake = FakePowercap(tmp_path / "sys").intel_desktop()
+    out = tmp_path / "d.csv"
+    done = tmp_path / "done"
+    script = f"import time,sys; time.sleep(1.5); open({str(done)!r}, 'w').write('ok'); sys.exit(3)"
+    r = subprocess.run(tuimeter("record", "-o", str(out), "--interval", "0.1", "--duration", "0.3",
+                                "--no-gpu", "--", sys.executable, "-c", script),
+                       env=env_for(tmp_path, fake), cwd=ROOT, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 3, r.stderr
+    assert done.read_text() == "ok"
+    assert "waiting for" in r.stderr and "not recording" in r.stderr
+    df = pd.read_csv(out)
+    assert df[df.kind == "total"].interval_s.sum() == pytest.approx(0.3, abs=0.25)
+
+
+def test_sigterm_while_waiting_for_the_command_is_passed_on(tmp_path):
+    """Guards a clean stop after --duration: SIGTERM to tuimeter while it waits for the
+    command reaches the command, and tuimeter exits with its status (143)."""
+    fake = FakePowercap(tmp_path / "sys").intel_desktop()
+    out = tmp_path / "t.csv"
+    proc = subprocess.Popen(tuimeter("record", "-o", str(out), "--interval", "0.1", "--duration",
+                                     "0.2", "--no-gpu", "--", "sleep", "60"),
+                            env=env_for(tmp_path, fake), cwd=ROOT, stderr=subprocess.PIPE,
+                            text=True)
+    lines = []
+    while not any("waiting for" in l for l in lines):
+        line = proc.stderr.readline()
+        assert line, "".join(lines)
+        lines.append(line)
+    proc.terminate()
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143, "".join(lines) + err

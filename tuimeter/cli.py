@@ -218,6 +218,7 @@ def _run_recording(engine, recorder, opts, args, command: list[str],
         stop.set()
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    forward = _Forward()
     show_progress = not args.quiet and sys.stderr.isatty()
     progress_lock = threading.Lock()
 
@@ -250,27 +251,24 @@ def _run_recording(engine, recorder, opts, args, command: list[str],
         if command:
             try:
                 child = subprocess.Popen(command)
+                forward.child = child
             except OSError as exc:
                 engine.close()
                 recorder.close()
                 os.unlink(recorder.path)
+                for s, h in old.items():
+                    signal.signal(s, h)
                 return fail(f"cannot run {command[0]}: {exc.strerror or exc}")
             if hasattr(engine.attributor, "follow"):
                 engine.attributor.follow(child.pid)
         engine.start()
         deadline = None if args.duration is None else time.monotonic() + args.duration
-        sigint_at = None
         while True:
             if stop.wait(0.25):
                 if child is None:
                     break
                 # with a command, we end when it ends: forward the signal if needed
-                if signal.SIGTERM in signals and child.poll() is None:
-                    child.terminate()
-                    signals.remove(signal.SIGTERM)
-                if signal.SIGINT in signals:
-                    sigint_at = sigint_at or time.monotonic()
-                    signals.remove(signal.SIGINT)
+                forward.take(signals)
                 stop.clear()
             if recorder.failed.is_set() and child is None:
                 exit_code = 1
@@ -278,9 +276,7 @@ def _run_recording(engine, recorder, opts, args, command: list[str],
             if child is not None:
                 if child.poll() is not None:
                     break
-                if sigint_at and time.monotonic() - sigint_at > 1.0:
-                    child.send_signal(signal.SIGINT)  # it was not sent to the whole group
-                    sigint_at = None
+                forward.resend_sigint()
             if args.pid is not None and not _pid_alive(args.pid):
                 break
             if deadline is not None and time.monotonic() >= deadline:
@@ -296,8 +292,6 @@ def _run_recording(engine, recorder, opts, args, command: list[str],
             e.close()
         engine.close()
         recorder.close()
-        for s, h in old.items():
-            signal.signal(s, h)
     if show_progress:
         sys.stderr.write("\r" + " " * 72 + "\r")
     if recorder.error:
@@ -309,9 +303,49 @@ def _run_recording(engine, recorder, opts, args, command: list[str],
             print(f"tuimeter: warning: {e.status()}", file=sys.stderr)
     print(summary_line(snap, recorder.path), file=sys.stderr)
     if child is not None:
-        rc = child.wait()
-        return 128 - rc if rc < 0 else rc
+        if child.poll() is None and not args.quiet:
+            print(f"tuimeter: recording ended (--duration {args.duration:g} s); waiting for "
+                  f"{command[0]} (pid {child.pid}) to exit, not recording", file=sys.stderr)
+        exit_code = _wait_for_child(child, forward, signals, stop)
+    for s, h in old.items():
+        signal.signal(s, h)
     return exit_code
+
+
+class _Forward:
+    """Passes our SIGTERM on to the command at once, and SIGINT if the command still runs
+    a second later (Ctrl-C in a terminal reaches the whole group; `kill -INT` does not)."""
+
+    def __init__(self):
+        self.child = None
+        self.sigint_at: float | None = None
+
+    def take(self, signals: list[int]) -> None:
+        if signal.SIGTERM in signals:
+            signals.remove(signal.SIGTERM)
+            if self.child is not None and self.child.poll() is None:
+                self.child.terminate()
+        if signal.SIGINT in signals:
+            signals.remove(signal.SIGINT)
+            self.sigint_at = self.sigint_at or time.monotonic()
+
+    def resend_sigint(self) -> None:
+        if self.sigint_at and time.monotonic() - self.sigint_at > 1.0:
+            self.sigint_at = None
+            if self.child is not None and self.child.poll() is None:
+                self.child.send_signal(signal.SIGINT)
+
+
+def _wait_for_child(child, forward: _Forward, signals: list[int], stop) -> int:
+    """Wait for the command after recording has ended (the monitor never ends the job it
+    watches), passing signals on; its exit status as a shell reports it."""
+    while child.poll() is None:
+        if stop.wait(0.25):
+            stop.clear()
+            forward.take(signals)
+        forward.resend_sigint()
+    rc = child.returncode
+    return 128 - rc if rc < 0 else rc
 
 
 def _start_marker_server(engine):
