@@ -18,7 +18,7 @@ from tuimeter.tui.messages import SnapshotReady
 from tuimeter.tui.screens import HelpScreen, LabelScreen
 from tuimeter.tui.widgets import DomainRow, JobPanel, PowerChart, TopBar
 
-from .conftest import make_app, tick, wait_for
+from .conftest import drawn as drawn_latest, make_app, tick, wait_for
 
 
 def text(widget: Static) -> str:
@@ -198,6 +198,7 @@ async def test_a_slow_terminal_skips_frames_not_ticks(tmp_path):
             clock.advance(1.0)
             app.engine.tick()
         await pilot.pause()
+        await drawn_latest(pilot)
         assert app.frames_drawn == drawn + 1
         assert "0:00:05" in text(app.query_one(TopBar))
         await pilot.press("q")
@@ -412,3 +413,91 @@ def test_export_copies_whole_rows_only(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         copy_complete_rows(str(src), str(tmp_path / "x.csv"))
     assert not (tmp_path / "x.csv").exists()
+
+
+def _chart_lines(app) -> list[str]:
+    chart = app.query_one(PowerChart)
+    return ["".join(seg.text for seg in chart.render_line(y)) for y in range(chart.size.height)]
+
+
+def test_marker_labels_are_cut_before_the_next_marker():
+    """Guards overlapping marker labels (`marmarepoch 2, "fa`): a label ends a column
+    before the next marker, is cut to fit, and is dropped when under 3 characters."""
+    from tuimeter.tui.widgets._power_chart import marker_labels
+
+    assert marker_labels([(10.0, "mark 1"), (14.0, 'epoch 2, "fast"'), (60.0, "eval")],
+                         0.0, 100.0, 101) == [(10.0, "mar"), (14.0, 'epoch 2, "fa'),
+                                              (60.0, "eval")]
+    assert marker_labels([(10.0, "mark 1"), (12.0, "epoch 2")], 0.0, 100.0, 101) == [
+        (12.0, "epoch 2")]
+
+
+@pytest.mark.asyncio
+async def test_close_markers_do_not_overprint_their_labels(tmp_path):
+    """Two markers a second apart on the running chart: the first label is cut (or
+    dropped), the second shown whole, never one written over the other."""
+    app, clock = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await tick(pilot, clock, 20)
+        app.engine.add_marker("mark 1")
+        await tick(pilot, clock, 1)
+        app.engine.add_marker("epoch 2")
+        await tick(pilot, clock, 20)
+        lines = _chart_lines(app)
+        line = next(line for line in lines if "epoch 2" in line)
+        before = line[:line.index("epoch 2")].rstrip("│ ")
+        assert not before or not before[-1].isalnum(), line  # nothing run into it
+        await pilot.press("q")
+
+
+@pytest.mark.asyncio
+async def test_chart_lines_are_continuous_at_160_columns():
+    """Guards dotted chart lines (`* *  * *`) on a wide terminal: with fewer points than
+    columns each series is a line, so the top series has a cell in every column from
+    its first point to its last."""
+    from tests.fakes.scripted import FakeClock
+
+    from .conftest import replay_app
+
+    clock = FakeClock()
+    app = replay_app(clock)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await tick(pilot, clock, 90)
+        lines = _chart_lines(app)
+        cols = sorted({i for line in lines for i, ch in enumerate(line) if ch == "&"})
+        verticals = {i for line in lines for i, ch in enumerate(line) if ch == "│"}
+        gaps = [c for c in range(cols[0], cols[-1] + 1) if c not in cols and c not in verticals]
+        assert len(cols) > 60 and gaps == []
+        await pilot.press("q")
+
+
+def test_job_line_says_running_once():
+    """Guards `running (running)`: the process status is shown only when it says more."""
+    from tuimeter.tui.job import JobState
+    from tuimeter.tui.widgets._job_panel import job_text
+
+    assert "running (running)" not in job_text(JobState(1, "x", True, "running"), None, None).plain
+    assert "running" in job_text(JobState(1, "x", True, "running"), None, None).plain
+    assert "running (sleeping)" in job_text(JobState(1, "x", True, "sleeping"), None, None).plain
+
+
+@pytest.mark.asyncio
+async def test_help_scroll_bar_draws_no_sparkline_glyphs(tmp_path):
+    """Guards `▅▅` showing at the help window's right edge: that is the help's own
+    scroll bar (Textual draws the thumb's ends with ▁..▇, which without colour read as
+    a sparkline); its thumb is whole reversed cells."""
+    from textual.containers import VerticalScroll
+
+    from tuimeter.tui.widgets._spark_line import BARS
+
+    app, clock = make_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("question_mark")
+        scroll = app.screen.query_one(VerticalScroll)
+        assert scroll.max_scroll_y > 0  # at 80x24 the help scrolls: the bar is there
+        bar = scroll.vertical_scrollbar
+        for position in (0.0, 1.3, 2.6, 7.5):
+            segments = bar.renderer.render_bar(size=20, virtual_size=45, window_size=20,
+                                               position=position, thickness=2)
+            assert not set("".join(s.text for s in segments.segments)) & set(BARS[:-1])
+        await pilot.press("escape", "q")

@@ -9,6 +9,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
+from textual.scrollbar import ScrollBarRender
 from textual.widgets import Input, Static
 
 from ..model import CarbonInfo, SensorStatus
@@ -19,8 +20,8 @@ KEYS = (
     ("M", "add a marker, asking for its label"),
     ("p", "pause / resume the display (recording goes on)"),
     ("e", "export the session so far to a CSV file (the path is shown)"),
-    ("+", "longer sampling interval (display and recording; 0.1 s to 60 s)"),
-    ("-", "shorter sampling interval (the display draws at most 4 frames a second)"),
+    ("+", "longer sampling interval: recorded and shown (up to 60 s)"),
+    ("-", "shorter sampling interval (down to 0.1 s)"),
     ("?", "this help (Esc closes it)"),
     ("q", "quit (the session file is closed and its path printed)"),
 )
@@ -58,6 +59,14 @@ def help_text(sensors: Sequence[SensorStatus], session_path: str | None,
     return text
 
 
+class WholeCellScrollBar(ScrollBarRender):
+    """A scroll bar whose thumb is whole reversed cells: Textual's default draws the
+    thumb's ends with ``▁``..``▇`` for sub-cell precision, which without colour read as
+    sparkline characters at the window's right edge."""
+
+    VERTICAL_BARS = [" "] * 8
+
+
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [
         Binding("escape,question_mark,q", "dismiss", "Close"),
@@ -79,6 +88,9 @@ class HelpScreen(ModalScreen[None]):
         with VerticalScroll():
             yield Static("tuimeter help  (Esc or ? to close)", classes="title")
             yield Static(self._text)
+
+    def on_mount(self) -> None:
+        self.query_one(VerticalScroll).vertical_scrollbar.renderer = WholeCellScrollBar
 
     def action_dismiss(self) -> None:  # type: ignore[override]
         self.dismiss(None)

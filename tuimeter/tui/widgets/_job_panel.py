@@ -14,7 +14,8 @@ def job_text(state: JobState, job: JobSample | None, exited_at_s: float | None) 
     text = Text()
     text.append(f"JOB {state.pid} {state.name}", style="bold")
     if state.running and (job is None or job.running):
-        text.append(f"  running ({state.status})")
+        detail = "" if state.status in ("running", "") else f" ({state.status})"
+        text.append(f"  running{detail}")
     else:
         code = state.exit_code if state.exit_code is not None else (job.exit_code if job else None)
         text.append("  EXITED", style="bold reverse")

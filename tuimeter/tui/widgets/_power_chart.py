@@ -40,6 +40,35 @@ def _thin(xs: Sequence[float], ys: Sequence[float | None], n: int):
     return px, py
 
 
+#: marker labels are cut to this many characters at most
+LABEL_MAX = 12
+#: a label cut shorter than this is dropped rather than shown as one or two letters
+LABEL_MIN = 3
+
+
+def marker_labels(markers: Sequence[tuple[float, str]], lo: float, hi: float,
+                  columns: int) -> list[tuple[float, str]]:
+    """(x, text) for each marker label that fits: a label starts at its marker and ends a
+    column before the next marker's, else it is cut (and dropped if under LABEL_MIN
+    characters), so labels never run into each other (``marmarepoch 2``)."""
+    if not markers or columns <= 0:
+        return []
+    span = hi - lo if hi > lo else 1.0
+
+    def col(x: float) -> int:
+        return int(round((x - lo) / span * (columns - 1)))
+
+    out = []
+    for i, (x, label) in enumerate(markers):
+        room = LABEL_MAX
+        if i + 1 < len(markers):
+            room = min(room, col(markers[i + 1][0]) - col(x) - 1)
+        text = label[:max(room, 0)]
+        if len(text) >= min(LABEL_MIN, len(label)) and text:
+            out.append((x, text))
+    return out
+
+
 def colourise(plain: str, base: Style) -> list[Strip]:
     """plotext's monochrome output as strips, each series' characters in its colour.
 
@@ -65,8 +94,9 @@ class PowerChart(PlotextPlot):
     """Each domain's power (W) against elapsed seconds; markers as vertical lines.
 
     At most one point per column per domain, drawn with the domain's character: as lines
-    while points are sparse, as dots once there is about one a column (connecting lines
-    then cost three times the CPU and add little).
+    while there are fewer points than plot columns (dots would leave gaps: ``* *  * *``
+    at 160 columns), as dots once there is one a column or more (connecting lines then
+    cost three times the CPU and add nothing).
     """
 
     DEFAULT_CSS = """
@@ -84,24 +114,25 @@ class PowerChart(PlotextPlot):
         plt.clear_data()
         plt.xlabel("elapsed s")
         plt.ylabel("W")
-        n_points = max(self.size.width - 8, 10)
+        n_points = max(self.size.width - 8, 10)  # about the plot area's columns
         if times_s:
             for i, d in enumerate(snap.domains):
                 hist = d.history_w[-len(times_s):]
                 xs = times_s[-len(hist):] if hist else ()
                 px, py = _thin(xs, hist, n_points)
                 if px:  # lines while points are sparse (cheap then), dots once dense
-                    draw = plt.plot if len(px) < n_points // 2 else plt.scatter
+                    draw = plt.plot if len(px) < n_points else plt.scatter
                     draw(px, py, marker=series_marker(i))
             lo, hi = times_s[0], times_s[-1]
             plt.xlim(lo, hi if hi > lo else lo + 1)
             top = max((w for d in snap.domains for w in d.history_w[-len(times_s):]
                        if w is not None), default=1.0)
             plt.ylim(0, top * 1.1 if top > 0 else 1.0)
-            for m in snap.markers:
-                if lo <= m.elapsed_s <= hi:
-                    plt.vertical_line(m.elapsed_s)
-                    plt.text(m.label[:12], m.elapsed_s, top * 1.05, alignment="left")
+            shown = [(m.elapsed_s, m.label) for m in snap.markers if lo <= m.elapsed_s <= hi]
+            for x, _ in shown:
+                plt.vertical_line(x)
+            for x, label in marker_labels(shown, lo, hi, n_points):
+                plt.text(label, x, top * 1.05, alignment="left")
         self._version += 1
         self.refresh()
 
