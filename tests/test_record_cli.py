@@ -308,3 +308,40 @@ def test_sigterm_while_waiting_for_the_command_is_passed_on(tmp_path):
     proc.terminate()
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 143, "".join(lines) + err
+
+
+def test_failure_after_the_command_started_keeps_waiting_for_it(tmp_path, monkeypatch, capsys):
+    """Guards the job against its monitor: an exception once the command runs (following
+    it, closing an exporter) is one `tuimeter: error:` line, no traceback; tuimeter still
+    waits for the command (it finishes its work) and exits with its code."""
+    from tuimeter import cli, export
+
+    class Follower:
+        def follow(self, pid):
+            raise RuntimeError("cannot follow")
+
+    class Exporter:
+        def describe(self):
+            return "fake exporter"
+
+        def status(self):
+            return ""
+
+        def close(self):
+            raise OSError("exporter broke")
+
+    fake = FakePowercap(tmp_path / "sys").intel_desktop()
+    for k, v in env_for(tmp_path, fake).items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setattr(cli, "make_attributor", lambda opts, engine=None: Follower())
+    monkeypatch.setattr(export, "start_exporters", lambda engine, args: [Exporter()])
+    done = tmp_path / "done"
+    script = f"import time,sys; time.sleep(0.5); open({str(done)!r}, 'w').write('ok'); sys.exit(4)"
+    rc = cli.main(["record", "-o", str(tmp_path / "f.csv"), "--interval", "0.1", "--no-gpu",
+                   "--no-socket", "--", sys.executable, "-c", script])
+    err = capsys.readouterr().err
+    assert rc == 4, err
+    assert done.read_text() == "ok"
+    assert "Traceback" not in err
+    errors = [l for l in err.splitlines() if l.startswith("tuimeter: error: ")]
+    assert any("cannot follow" in l for l in errors) and any("exporter broke" in l for l in errors)

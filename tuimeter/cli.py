@@ -247,6 +247,7 @@ def _run_recording(engine, recorder, opts, args, command: list[str],
         server = _start_marker_server(engine)
     child = None
     exit_code = 0
+    problems: list[str] = []  # one line each: what failed after the recording started
     try:
         if command:
             try:
@@ -281,17 +282,19 @@ def _run_recording(engine, recorder, opts, args, command: list[str],
                 break
             if deadline is not None and time.monotonic() >= deadline:
                 break
+    except Exception as exc:  # never leave the command running unwatched with a traceback
+        problems.append(f"recording stopped early: {type(exc).__name__}: {exc}")
     finally:
         if child is not None and child.returncode is not None \
                 and hasattr(engine.attributor, "set_exit_code"):
-            engine.attributor.set_exit_code(child.returncode)
-        snap = engine.stop(final_tick=True)
+            _safely(problems, engine.attributor.set_exit_code, child.returncode)
+        snap = _safely(problems, engine.stop, final_tick=True)
         if server is not None:
-            server.close()
+            _safely(problems, server.close)
         for e in exporters:  # after the final tick, so its points go out too
-            e.close()
-        engine.close()
-        recorder.close()
+            _safely(problems, e.close)
+        _safely(problems, engine.close)
+        _safely(problems, recorder.close)
     if show_progress:
         sys.stderr.write("\r" + " " * 72 + "\r")
     if recorder.error:
@@ -301,15 +304,29 @@ def _run_recording(engine, recorder, opts, args, command: list[str],
     for e in exporters:
         if e.status():
             print(f"tuimeter: warning: {e.status()}", file=sys.stderr)
+    for problem in problems:
+        print(f"tuimeter: error: {problem}", file=sys.stderr)
+        exit_code = 1
     print(summary_line(snap, recorder.path), file=sys.stderr)
     if child is not None:
         if child.poll() is None and not args.quiet:
-            print(f"tuimeter: recording ended (--duration {args.duration:g} s); waiting for "
+            why = "after an error" if problems else f"(--duration {args.duration:g} s)"
+            print(f"tuimeter: recording ended {why}; waiting for "
                   f"{command[0]} (pid {child.pid}) to exit, not recording", file=sys.stderr)
         exit_code = _wait_for_child(child, forward, signals, stop)
     for s, h in old.items():
         signal.signal(s, h)
     return exit_code
+
+
+def _safely(problems: list[str], fn, *args, **kwargs):
+    """``fn(...)``, or None with a line in ``problems`` when it raises."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:
+        name = getattr(fn, "__qualname__", repr(fn))
+        problems.append(f"{name} failed: {type(exc).__name__}: {exc}")
+        return None
 
 
 class _Forward:
