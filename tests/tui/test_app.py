@@ -501,3 +501,38 @@ async def test_help_scroll_bar_draws_no_sparkline_glyphs(tmp_path):
                                                position=position, thickness=2)
             assert not set("".join(s.text for s in segments.segments)) & set(BARS[:-1])
         await pilot.press("escape", "q")
+
+
+def test_help_lists_the_commands():
+    """Guards `tuimeter --help` not naming `record`, `mark` and `report`: an epilog lists
+    each with one line."""
+    from tuimeter.tui.run import parser
+
+    text = parser().format_help()
+    for command in ("tuimeter record", "tuimeter mark", "tuimeter report"):
+        line = next(line for line in text.splitlines() if line.strip().startswith(command))
+        assert len(line.split(command, 1)[1].strip()) > 10, line
+
+
+def test_status_line_is_short_and_complete_at_100_columns():
+    """Guards a status line cut in its middle (`Sensors: estimate ok | rapl unavailable:
+    cannot read`): each unavailable sensor is its name and a short reason (the reason's
+    first clause), with `?` for the fix; the full reason and fix stay in the help."""
+    from tuimeter.model import SensorStatus
+    from tuimeter.tui.screens import help_text
+    from tuimeter.tui.widgets._sensor_status import short_reason, status_text
+
+    rapl = SensorStatus("rapl", False, "cannot read /sys/class/powercap/intel-rapl:0/energy_uj: "
+                        "Permission denied (since Linux 5.10 only root can read it)",
+                        "sudo chmod o+r /sys/class/powercap/intel-rapl:*/energy_uj")
+    nvml = SensorStatus("nvml", False, "NVIDIA driver library libnvidia-ml.so.1 not found",
+                        "install the NVIDIA driver")
+    sensors = [SensorStatus("estimate", True), rapl, nvml]
+    line = status_text(sensors, detail=False).plain
+    assert len(line) <= 98, line  # fits 100 columns with the padding
+    assert "rapl: permission denied" in line and "nvml: no NVIDIA driver" in line
+    assert "? for the fix" in line and "estimate ok" in line
+    assert short_reason("no powercap folder at /x (no RAPL driver, or not Linux)") == \
+        "no powercap folder"
+    full = help_text(sensors, None).plain
+    assert "Permission denied (since Linux 5.10" in full and "sudo chmod" in full

@@ -14,10 +14,18 @@ from ..cli import (_Parser, _check_target, _measure_options, _positive_float,
                    make_attributor, summary_line)
 
 
+#: ``tuimeter --help`` ends with the other commands, one line each
+COMMANDS_EPILOG = """commands (each has its own --help):
+  tuimeter record   record headless to a session CSV (batch jobs, SSH, clusters)
+  tuimeter mark     add a phase marker to every running tuimeter session of yours
+  tuimeter report   energy per phase (between markers) of one or more session CSVs"""
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="tuimeter",
                 description="Live power and energy monitor. `tuimeter -- CMD ARGS` runs and "
-                            "follows a command; `tuimeter record` records headless.")
+                            "follows a command; `tuimeter record` records headless.",
+                epilog=COMMANDS_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_measure_options(p)
     p.add_argument("--replay", metavar="FILE.csv",
                    help="replay a recorded session through the UI (nothing is written "
