@@ -35,16 +35,27 @@ JOB_LABELS = ("host", "pid", "name", "domain", "provenance")
 
 
 class _MarkerCount:
-    """Engine listener: counts every marker and keeps the last (cheap: one tuple test)."""
+    """Engine listener: counts every marker and keeps the last (cheap: one tuple test).
+
+    The count and the last marker change together under one lock, and :meth:`read`
+    returns them together: a scrape between the two never pairs marker N-1's label with
+    number N."""
 
     def __init__(self) -> None:
-        self.count = 0
-        self.last = None  # Marker | None
+        self._lock = threading.Lock()
+        self._count = 0
+        self._last = None  # Marker | None
 
     def __call__(self, snap: Snapshot) -> None:
         if snap.new_markers:
-            self.count += len(snap.new_markers)
-            self.last = snap.new_markers[-1]
+            with self._lock:
+                self._count += len(snap.new_markers)
+                self._last = snap.new_markers[-1]
+
+    def read(self) -> tuple[int, object]:
+        """(markers so far, the last one or None), from one moment."""
+        with self._lock:
+            return self._count, self._last
 
 
 class SnapshotCollector:
@@ -176,16 +187,16 @@ def _monitor_metrics(snap: Snapshot):
 def _marker_metrics(host: str, markers: _MarkerCount):
     total = CounterMetricFamily(
         "tuimeter_markers", "Phase markers added since the session started.", labels=("host",))
-    total.add_metric([host], float(markers.count))
+    count, last = markers.read()
+    total.add_metric([host], float(count))
     out = [total]
-    last = markers.last
     if last is not None:
         info = InfoMetricFamily(
             "tuimeter_last_marker", "The latest phase marker: its label, where it came from and "
             "its number (a new series per marker, for Grafana annotations).",
             labels=("host",))
         info.add_metric([host], {"label": last.label, "source": last.source,
-                                 "marker": str(markers.count)})
+                                 "marker": str(count)})
         when = GaugeMetricFamily(
             "tuimeter_last_marker_timestamp_seconds", "When the latest marker was added, in "
             "seconds since the epoch.", labels=("host",))
