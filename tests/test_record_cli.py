@@ -345,3 +345,58 @@ def test_failure_after_the_command_started_keeps_waiting_for_it(tmp_path, monkey
     assert "Traceback" not in err
     errors = [l for l in err.splitlines() if l.startswith("tuimeter: error: ")]
     assert any("cannot follow" in l for l in errors) and any("exporter broke" in l for l in errors)
+
+
+def _render_terminal(text: str) -> list[str]:
+    """What a terminal shows for ``text``: \\r returns to column 0 and overwrites."""
+    lines = []
+    for raw in text.split("\n"):
+        screen: list[str] = []
+        col = 0
+        for part in raw.split("\r"):
+            for i, ch in enumerate(part):
+                if col + i < len(screen):
+                    screen[col + i] = ch
+                else:
+                    screen.append(ch)
+            col = 0
+        lines.append("".join(screen).rstrip())
+    return lines
+
+
+def test_closing_warning_clears_a_long_progress_line(tmp_path, monkeypatch):
+    """Guards readable warnings: a progress line longer than the terminal clear (an
+    exporter's problem appended) is wiped before the closing warning, so the warning
+    line shows nothing of it."""
+    import io
+
+    from tuimeter import cli, export
+
+    class Influx:
+        def describe(self):
+            return "influx"
+
+        def status(self):
+            return "influx: 102 points dropped, server down, retrying every 5 s (buffer full)"
+
+        def close(self):
+            pass
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    fake = FakePowercap(tmp_path / "sys").intel_desktop()
+    for k, v in env_for(tmp_path, fake).items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setattr(export, "start_exporters", lambda engine, args: [Influx()])
+    err = Tty()
+    monkeypatch.setattr(sys, "stderr", err)
+    rc = cli.main(["record", "-o", str(tmp_path / "p.csv"), "--interval", "0.1",
+                   "--duration", "0.3", "--no-gpu", "--no-socket", "--no-attribution"])
+    assert rc == 0
+    shown = _render_terminal(err.getvalue())
+    [warning] = [l for l in shown if "warning:" in l]
+    assert warning == "tuimeter: warning: " + Influx().status(), shown
+    [summary] = [l for l in shown if " -> " in l]
+    assert summary.startswith("tuimeter: ") and "g CO2e" not in summary.split(" -> ")[1]

@@ -221,6 +221,7 @@ def _run_recording(engine, recorder, opts, args, command: list[str],
     forward = _Forward()
     show_progress = not args.quiet and sys.stderr.isatty()
     progress_lock = threading.Lock()
+    progress_len = [0]  # characters the progress line now covers on screen
 
     def progress(snap):
         if show_progress:
@@ -229,8 +230,20 @@ def _run_recording(engine, recorder, opts, args, command: list[str],
             if problems:
                 line += f" [{problems}]"
             with progress_lock:
-                sys.stderr.write(line)
+                if progress_len[0] is None:
+                    return  # closed: other lines own stderr now
+                pad = max(0, progress_len[0] - (len(line) - 1))
+                sys.stderr.write(line + " " * pad)
                 sys.stderr.flush()
+                progress_len[0] = len(line) - 1 + pad
+
+    def clear_progress():
+        """Wipe the whole progress line (however long) before any other stderr line."""
+        with progress_lock:
+            if show_progress and progress_len[0]:
+                sys.stderr.write("\r" + " " * progress_len[0] + "\r")
+                sys.stderr.flush()
+            progress_len[0] = None
 
     engine.attributor = make_attributor(opts, engine)
     engine.open()
@@ -295,8 +308,7 @@ def _run_recording(engine, recorder, opts, args, command: list[str],
             _safely(problems, e.close)
         _safely(problems, engine.close)
         _safely(problems, recorder.close)
-    if show_progress:
-        sys.stderr.write("\r" + " " * 72 + "\r")
+    clear_progress()
     if recorder.error:
         print(f"tuimeter: error: {recorder.error}; the session up to then is in "
               f"{recorder.path}", file=sys.stderr)
