@@ -1,7 +1,7 @@
 """A one-line sparkline: one character per tick, newest on the right.
 
 Lighter than ``textual.widgets.Sparkline`` (which blends a colour per cell and folds data
-into buckets with fractions): one styled segment per frame. At 1 s refresh with a dozen
+into buckets with fractions): one styled segment per frame. At a 1 s interval with a dozen
 rows that difference is most of the UI's CPU budget. Heights are characters, so the shape
 reads without colour; a tick without a value (lost) is ``·``.
 """

@@ -1,4 +1,4 @@
-"""The first line: host, elapsed, refresh interval, pause/replay state, tuimeter's own CPU."""
+"""The first line: host, elapsed, sampling interval, pause/replay state, tuimeter's own CPU."""
 
 from __future__ import annotations
 
