@@ -109,3 +109,62 @@ def test_create_refuses_to_replace_a_session(tmp_path):
     assert p.read_text() == "precious\n"
     SessionWriter.create(p, "h", overwrite=True).close()
     assert p.read_text().startswith("timestamp,")
+
+
+class _HalfFull:
+    """A file on a disk that fills up: the first ``room`` characters reach it, then ENOSPC
+    (as a real write that stops half-way through a row)."""
+
+    def __init__(self, real, room: int):
+        self.real, self.room = real, room
+
+    def write(self, data):
+        part = data[:self.room]
+        self.real.write(part)
+        self.real.flush()
+        self.room -= len(part)
+        if len(part) < len(data):
+            raise OSError(28, "No space left on device")
+
+    def flush(self):
+        self.real.flush()
+
+    def close(self):
+        self.real.close()
+
+
+def test_write_error_mid_row_cuts_the_file_back_to_the_last_whole_tick(tmp_path):
+    """Guards the file after disk full: it ends on a whole row at the end of the last
+    complete tick (no half row for `report` to call a killed recorder), and the
+    recorder's last_written snapshot is that tick, so a summary matches the file."""
+    from tuimeter.session.report import load_file
+
+    path, eng, rec = record(tmp_path, ticks=2)
+    size = path.stat().st_size
+    rec.writer.fh = _HalfFull(rec.writer.fh, room=150)  # a tick's rows are longer
+    eng.clock.advance(1.0)
+    eng.tick()
+    assert rec.failed.is_set()
+    assert path.stat().st_size == size and path.read_bytes().endswith(b"\n")
+    assert rec.last_written.seq == 2
+    df = pd.read_csv(path)
+    assert len(df[df.kind == "total"]) == 2
+    assert df[df.kind == "total"].energy_j.sum() == pytest.approx(
+        rec.last_written.total.total_energy_j)
+    assert load_file(str(path)).problems == []
+
+
+def test_header_write_failure_leaves_no_file(tmp_path, monkeypatch):
+    """Guards the early failure: a header that cannot be written leaves no empty or
+    partial file behind."""
+    import builtins
+
+    from tuimeter.session import csvfile
+
+    path = tmp_path / "h.csv"
+    real_open = builtins.open
+    monkeypatch.setattr(csvfile, "open", lambda *a, **k: _HalfFull(real_open(*a, **k), 20),
+                        raising=False)
+    with pytest.raises(OSError, match="No space left"):
+        SessionWriter.create(path, "node1")
+    assert not path.exists()

@@ -310,8 +310,11 @@ def _run_recording(engine, recorder, opts, args, command: list[str],
         _safely(problems, recorder.close)
     clear_progress()
     if recorder.error:
-        print(f"tuimeter: error: {recorder.error}; the session up to then is in "
-              f"{recorder.path}", file=sys.stderr)
+        kept = recorder.last_written
+        upto = f"up to {kept.elapsed_s:.1f} s" if kept is not None else "header only"
+        print(f"tuimeter: error: {recorder.error}; {recorder.path} holds the session "
+              f"{upto}", file=sys.stderr)
+        snap = kept  # the summary describes what the file holds
         exit_code = 1
     for e in exporters:
         if e.status():

@@ -72,6 +72,7 @@ class SessionWriter:
         self._bufcsv = csv.writer(self._buf, lineterminator="\n")
         self.rows_written = 0
         self.closed = False
+        self.good_bytes = 0  # the file's size after the last complete write
 
     @classmethod
     def create(cls, path: str | os.PathLike, host: str, *, overwrite: bool = False,
@@ -100,9 +101,14 @@ class SessionWriter:
         try:
             w._csv.writerow(COLUMNS)
             fh.flush()
-        except OSError as exc:
-            fh.close()
+        except OSError as exc:  # no empty or half-written file is left behind
+            w._abandon(0)
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
             raise SessionWriteError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        w.good_bytes = fh.tell()
         return w
 
     @classmethod
@@ -115,14 +121,17 @@ class SessionWriter:
         if first.removeprefix(b"\xef\xbb\xbf") != header:
             raise FileExistsError(f"{path} is not a tuimeter session: not appended to")
         fh = open(path, "a", newline="", encoding="utf-8")
+        w = cls(fh, path, host, session_id)
+        w.good_bytes = os.path.getsize(path)
         if not ends_nl:  # a killed recorder's cut-off row stays one bad line, not two
             try:
                 fh.write("\n")
                 fh.flush()
             except OSError as exc:
-                fh.close()
+                w._abandon(w.good_bytes)
                 raise SessionWriteError(f"cannot write {path}: {exc.strerror or exc}") from exc
-        return cls(fh, path, host, session_id)
+            w.good_bytes += 1
+        return w
 
     # -- rows ---------------------------------------------------------------------
     def _row(self, ts: float, elapsed: float, interval: float, kind: str, domain: str = "",
@@ -146,8 +155,24 @@ class SessionWriter:
             self.fh.write(data)
             self.fh.flush()
         except (OSError, ValueError) as exc:
+            # disk full mid-row: cut the file back to the last complete tick, so it ends
+            # on a whole row and holds exactly what the recorder reports as written
+            self._abandon(self.good_bytes)
             raise SessionWriteError(
                 f"cannot write {self.path}: {getattr(exc, 'strerror', None) or exc}") from exc
+        self.good_bytes += len(data.encode("utf-8"))
+
+    def _abandon(self, size: int) -> None:
+        """After a failed write: close without writing more, truncate to ``size``."""
+        self.closed = True
+        try:
+            self.fh.close()  # may try (and fail) to flush the rest: truncated below
+        except (OSError, ValueError):
+            pass
+        try:
+            os.truncate(self.path, size)
+        except OSError:
+            pass
 
     def write_header_info(self, snap: Snapshot, details: str = "") -> None:
         """A ``session`` row: what was measured, carbon settings, sensor statuses."""

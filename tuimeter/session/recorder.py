@@ -2,7 +2,8 @@
 
 A write error (disk full, file removed) is caught on the sampling thread, kept in
 ``error`` (one line), and sets ``failed``; the caller then ends the session cleanly.
-Everything written before the error is already flushed.
+The file is cut back to the end of the last complete tick (``last_written``), so it
+never ends half-way through a row.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ class Recorder:
         self.details = details
         self.error: str | None = None
         self.failed = threading.Event()
+        self.last_written: Snapshot | None = None  # the last tick wholly in the file
         self._header_done = False
         self._lock = threading.Lock()
 
@@ -42,6 +44,8 @@ class Recorder:
                 self._guard(lambda: self.writer.write_header_info(snap, self.details))
                 self._header_done = True
             self._guard(lambda: self.writer.write_snapshot(snap))
+            if not self.failed.is_set():
+                self.last_written = snap
 
     def _guard(self, fn) -> None:
         if self.failed.is_set():
