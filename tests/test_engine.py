@@ -135,8 +135,10 @@ def test_lost_domain_recovers_without_phantom_energy():
     s.lost.clear()
     clock.advance(1.0)
     snap = eng.tick()
-    # the fake's counter ran on while lost; the engine takes the first good reading as new base
-    assert snap.domain("package-0").energy_j == pytest.approx(0.0)
+    # the fake's counter ran on while lost; the engine takes the first good reading as new
+    # base, and an interval lost until its closing read is unknown (lost), not 0 J measured
+    assert snap.domain("package-0").energy_j is None
+    assert snap.domain("package-0").status is Status.LOST
     assert snap.domain("package-0").total_energy_j == pytest.approx(0.0)
     clock.advance(1.0)
     assert eng.tick().domain("package-0").energy_j == pytest.approx(40.0)
@@ -261,3 +263,28 @@ def test_lost_tick_then_recovery_counts_no_energy_from_before_the_loss_twice():
     snap = eng.tick(clock.advance(9.0))
     assert snap.domain("package-0").energy_j == pytest.approx(360.0)
     assert snap.domain("package-0").power_w == pytest.approx(36.0)
+
+
+def test_stop_does_not_hang_on_a_sensor_read_that_never_returns():
+    """A wedged sensor read (driver hang) cannot hang quitting: stop() gives up after its
+    timeout and returns the last snapshot (the waits are on events, not sleeps)."""
+    import threading
+
+    release = threading.Event()
+    entered = threading.Event()
+
+    class Wedged(ScriptedSensor):
+        def read(self, now_s):
+            if self.reads:  # the first read (open) answers; later ones hang
+                entered.set()
+                release.wait(30)
+            return super().read(now_s)
+
+    s = Wedged("nvml", [domain("gpu0", DomainKind.GPU)], {"gpu0": 100.0})
+    eng = Engine([s], CARBON, 0.01, cpu_clock=lambda: 0.0)
+    eng.STOP_TIMEOUT_S = 0.2
+    eng.start()
+    assert entered.wait(10)
+    snap = eng.stop()
+    assert snap is not None and snap.seq == 0
+    release.set()

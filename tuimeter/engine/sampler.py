@@ -66,7 +66,8 @@ class Attributor(Protocol):
 
 class _DomainState:
     __slots__ = ("domain", "sensor", "last_energy_j", "tick_energy_j", "total_energy_j",
-                 "total_co2_g", "power_w", "instant_w", "status", "history", "tick_energy")
+                 "total_co2_g", "power_w", "instant_w", "status", "history", "tick_energy",
+                 "regained_t", "tick_status")
 
     def __init__(self, domain: Domain, sensor: Sensor, history_len: int):
         self.domain = domain
@@ -80,6 +81,8 @@ class _DomainState:
         self.status = Status.OK
         self.history: collections.deque = collections.deque(maxlen=history_len)
         self.tick_energy: float | None = None  # energy within the last tick
+        self.regained_t: float | None = None  # when a lost domain last read again
+        self.tick_status = Status.OK  # the domain's state over the last tick
 
 
 class Engine:
@@ -89,6 +92,8 @@ class Engine:
     one's reason instead of failing. ``statuses`` adds the statuses of sensors that
     discovery already found unavailable, so readers can show why.
     """
+
+    STOP_TIMEOUT_S = 10.0  #: longest wait for the sampler thread in stop()
 
     def __init__(
         self,
@@ -252,6 +257,7 @@ class Engine:
                         if st.last_energy_j is not None and st.tick_energy_j is not None:
                             pending = max(0.0, st.last_energy_j - st.tick_energy_j)
                         st.tick_energy_j = r.energy_j - pending
+                        st.regained_t = now
                     st.last_energy_j = r.energy_j
                     st.instant_w = r.power_w
                 st.status = r.status
@@ -271,10 +277,15 @@ class Engine:
         factor = co2_g(1.0, self.carbon)  # g per J
         for st in self._states:
             energy = None
-            if st.status is Status.OK and st.last_energy_j is not None:
+            st.tick_status = st.status
+            if st.regained_t == now and st.status is Status.OK:
+                # lost until this very read: nothing is known of this interval (not 0 J)
+                st.tick_status = Status.LOST
+                st.tick_energy_j = st.last_energy_j
+            elif st.status is Status.OK and st.last_energy_j is not None:
                 if st.tick_energy_j is None:
                     st.tick_energy_j = st.last_energy_j  # first good reading (recovered)
-                energy = max(0.0, st.last_energy_j - st.tick_energy_j)
+                energy = float(max(0.0, st.last_energy_j - st.tick_energy_j))
                 st.tick_energy_j = st.last_energy_j
             elif st.last_energy_j is not None:
                 # lost at this tick: its interval is reported as unknown, so what the domain
@@ -330,7 +341,7 @@ class Engine:
                 co2_g=None if energy is None else energy * factor,
                 total_co2_g=st.total_co2_g,
                 instant_power_w=st.instant_w,
-                status=st.status,
+                status=st.tick_status,
                 history_w=tuple(st.history),
             ))
         return tuple(out)
@@ -381,7 +392,11 @@ class Engine:
 
     # -- thread -------------------------------------------------------------------
     def start(self) -> None:
-        """Open (if needed) and sample on a daemon thread until :meth:`stop`."""
+        """Open (if needed) and sample on a daemon thread until :meth:`stop`.
+
+        The thread waits real seconds, so ``clock`` must run at real speed here; a test
+        or replay with another clock calls :meth:`poll` / :meth:`tick` itself instead.
+        """
         if self._start_t is None:
             self.open()
         self._stop.clear()
@@ -421,12 +436,22 @@ class Engine:
             next_poll = self.clock() + self.poll_interval_s
 
     def stop(self, final_tick: bool = True) -> Snapshot | None:
-        """Stop the thread; with ``final_tick`` close the last partial interval."""
+        """Stop the thread; with ``final_tick`` close the last partial interval.
+
+        A sensor read that hangs (a wedged driver) must not hang quitting: after
+        ``STOP_TIMEOUT_S`` the (daemon) thread is left behind, no final tick is taken, and
+        the last published snapshot is returned.
+        """
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
-            self._thread.join()
+            self._thread.join(self.STOP_TIMEOUT_S)
+            stuck = self._thread.is_alive()
             self._thread = None
+            if stuck:
+                log.warning("sampler did not stop within %s s (a sensor read hangs?)",
+                            self.STOP_TIMEOUT_S)
+                return self._snapshot
         snap = self._snapshot
         if final_tick and self._start_t is not None:
             now = self.clock()
