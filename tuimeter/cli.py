@@ -185,7 +185,10 @@ def cmd_record(argv: list[str]) -> int:
 
     own, command = _split_command(argv)
     p = _Parser(prog="tuimeter record",
-                description="Record energy headless to a session CSV (for batch jobs, SSH).")
+                usage="tuimeter record -o FILE [options] [--pid PID | -- CMD ARGS...]",
+                description="Record energy headless to a session CSV (for batch jobs, SSH). "
+                            "With -- CMD ARGS... it runs the command, ends when it ends and "
+                            "exits with its code.")
     add_measure_options(p)
     p.add_argument("--duration", type=_positive_float, metavar="S", help="stop after S seconds")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
