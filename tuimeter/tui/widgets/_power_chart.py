@@ -69,14 +69,16 @@ def marker_labels(markers: Sequence[tuple[float, str]], lo: float, hi: float,
     return out
 
 
-def colourise(plain: str, base: Style) -> list[Strip]:
-    """plotext's monochrome output as strips, each series' characters in its colour.
+def colourise(plain: "str | Sequence[str]", base: Style) -> list[Strip]:
+    """plotext's monochrome output (its text, or its lines) as strips, each series'
+    characters in its colour.
 
     Cheaper than asking plotext for colour and decoding its ANSI codes into a Text, then
     having Textual split that Text into lines again (together ~2 % of a core at 1 s)."""
     styles = {m: base + Style(color=c) for m, c in _STYLE.items()}
     strips = []
-    for line in _ANSI.sub("", plain).splitlines():
+    lines = _ANSI.sub("", plain).splitlines() if isinstance(plain, str) else plain
+    for line in lines:
         segments = []
         pos = 0
         for m in _SERIES.finditer(line):
@@ -136,21 +138,40 @@ class PowerChart(PlotextPlot):
         self._version += 1
         self.refresh()
 
-    def _strips(self) -> list[Strip]:
-        key = (self._version, self.size, self.rich_style)
+    def _plot_lines(self) -> "list[str] | str":
+        """The figure's characters, top line first: plotext's matrix read directly, not
+        its canvas (which writes colour codes for every cell, only to be stripped again:
+        a fifth of the chart's CPU). Falls back to the canvas if plotext changes."""
+        plot = self._plot
+        try:
+            plot._set_sizes()
+            plot._build_matrix()
+            rows = plot.monitor.matrix.marker
+        except AttributeError:  # not plotext 5.x's figure: its public build
+            return plot.build()
+        return ["".join(row) for row in reversed(rows)]
+
+    def render_lines(self, crop):
+        # one style lookup per render pass, not two per line (each walks the ancestors)
+        self._pass_style = self.rich_style
+        return super().render_lines(crop)
+
+    def _strips(self, style: Style) -> list[Strip]:
+        key = (self._version, self.size, style)
         if key != self._cache_key:
             w, h = self.size
             self._plot.plotsize(w, h)
             self._plot._set_size(w, h)  # as PlotextPlot.render does (textual-plotext #5)
             self._plot.theme("clear")
-            self._cache = colourise(self._plot.build(), self.rich_style)
+            self._cache = [strip.adjust_cell_length(w, style)
+                           for strip in colourise(self._plot_lines(), style)]
             self._cache_key = key
         return self._cache
 
     def render_line(self, y: int) -> Strip:
         """Line API: the plot is built once per change, not once per line or repaint."""
-        strips = self._strips()
-        width = self.size.width
+        style = getattr(self, "_pass_style", None) or self.rich_style
+        strips = self._strips(style)
         if y < len(strips):
-            return strips[y].adjust_cell_length(width, self.rich_style)
-        return Strip.blank(width, self.rich_style)
+            return strips[y]
+        return Strip.blank(self.size.width, style)
