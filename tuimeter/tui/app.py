@@ -137,6 +137,7 @@ class TuimeterApp(App[Snapshot | None]):
         self.final_snapshot: Snapshot | None = None
         self.exports: list[str] = []
         self.frames_drawn = 0
+        self._widgets: dict[type, object] = {}  # see _widget
         self.frame_s = FRAME_S
         self._drawn_at: float | None = None  # time.monotonic() of the last frame
         self._frame_timer = None  # armed while the latest snapshot waits for its frame
@@ -247,20 +248,29 @@ class TuimeterApp(App[Snapshot | None]):
             pct *= self.replay.speed  # the engine divides by session seconds
         return pct
 
+    def _widget(self, cls):
+        """The main screen's widget of a class, looked up once (they are composed once;
+        a query per widget per frame walks the whole DOM)."""
+        widget = self._widgets.get(cls)
+        if widget is None:
+            widget = self._widgets[cls] = self.query_one(cls)
+        return widget
+
     def _draw(self, message: SnapshotReady) -> None:
         self._drawn_at = time.monotonic()
         self._drawn = message
         snap = message.snapshot
-        self.query_one(TopBar).show(snap, self.interval_s, self.paused, self._mode(),
-                                    self._cpu_percent(snap))
-        self.query_one(DomainTable).show(snap)
-        self.query_one(PowerChart).show(snap, message.times_s)
-        self.query_one(TotalsPanel).show(snap)
-        self.query_one(ProcessPanel).show(snap)
+        w = self._widget
+        w(TopBar).show(snap, self.interval_s, self.paused, self._mode(),
+                       self._cpu_percent(snap))
+        w(DomainTable).show(snap)
+        w(PowerChart).show(snap, message.times_s)
+        w(TotalsPanel).show(snap)
+        w(ProcessPanel).show(snap)
         problems = "; ".join(p for p in (e.status() for e in self.exporters) if p)
-        self.query_one(SensorStatusLine).show(snap.sensors, problems)
+        w(SensorStatusLine).show(snap.sensors, problems)
         if self.job is not None:
-            self.query_one(JobPanel).show(self.job.state, snap.job, self._job_exited_at)
+            w(JobPanel).show(self.job.state, snap.job, self._job_exited_at)
         self.frames_drawn += 1
 
     def _redraw(self) -> None:

@@ -50,6 +50,7 @@ class DomainRow(Horizontal):
         super().__init__(**kw)
         self.key = key
         self._label = f"{marker} {name}"
+        self._cells: tuple[Static, SparkLine, Static, Static] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(self._label, classes="name", markup=False)
@@ -60,10 +61,10 @@ class DomainRow(Horizontal):
 
     def show(self, badge_text: str, history: Sequence[float | None], power_w: float | None,
              energy_j: float | None, lost: bool = False) -> None:
-        badge_w, spark, power, energy = (self.query_one(".badge", Static),
-                                         self.query_one(SparkLine),
-                                         self.query_one(".power", Static),
-                                         self.query_one(".energy", Static))
+        if self._cells is None:  # looked up once: a query per cell per frame adds up
+            self._cells = (self.query_one(".badge", Static), self.query_one(SparkLine),
+                           self.query_one(".power", Static), self.query_one(".energy", Static))
+        badge_w, spark, power, energy = self._cells
         _set(badge_w, badge_text)
         spark.data = tuple(history[-SPARK_POINTS:])
         _set(power, fmt_power(power_w))
@@ -87,6 +88,7 @@ class DomainTable(Vertical):
     def __init__(self, domains: Sequence[Domain], **kw) -> None:
         super().__init__(**kw)
         self.domains = list(domains)
+        self._rows: dict[str, DomainRow] | None = None
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="header"):
@@ -101,7 +103,9 @@ class DomainTable(Vertical):
         yield DomainRow("total", "total", " ", classes="total")
 
     def show(self, snap: Snapshot) -> None:
-        rows = {r.key: r for r in self.query(DomainRow)}
+        if self._rows is None:  # the rows are composed once, never replaced
+            self._rows = {r.key: r for r in self.query(DomainRow)}
+        rows = self._rows
         for sample in snap.domains:
             row = rows.get(sample.domain.id)
             if row is not None:
