@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from rich.text import Text
+from textual.content import Content
 from textual.widgets import Static
 
 from ...model import Snapshot
 from ..format import fmt_co2, fmt_duration, fmt_energy, fmt_power, fmt_wh, provenance_badge
 
 
-def totals_text(snap: Snapshot) -> Text:
+def totals_text(snap: Snapshot) -> Content:
     t = snap.total
     avg = t.total_energy_j / snap.elapsed_s if snap.elapsed_s > 0 else None
     c = snap.carbon
@@ -23,13 +23,14 @@ def totals_text(snap: Snapshot) -> Text:
         ("Grid", f"{c.g_per_kwh:g} g/kWh, PUE {c.pue:g}"),
         ("", c.source.split(";")[0] + (" (see --country)" if c.is_default else "")),
     ]
-    text = Text()
+    parts: list = []
     for i, (name, value) in enumerate(lines):
         if i:
-            text.append("\n")
-        text.append(f"{name:<8}", style="bold")
-        text.append(value)
-    return text
+            parts.append("\n")
+        parts.append((f"{name:<8}", "bold"))
+        parts.append(value)
+    # Textual's own Content: a rich Text would be converted to one on every frame
+    return Content.assemble(*parts)
 
 
 class TotalsPanel(Static):
@@ -40,4 +41,7 @@ class TotalsPanel(Static):
     """
 
     def show(self, snap: Snapshot) -> None:
-        self.update(totals_text(snap), layout=False)  # fixed size: no re-layout
+        text, shown = totals_text(snap), self.content
+        if not isinstance(shown, Content) or (text.plain, text.spans) != (shown.plain,
+                                                                          shown.spans):
+            self.update(text, layout=False)  # fixed size: no re-layout
