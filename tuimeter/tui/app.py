@@ -14,9 +14,12 @@ thread: at the recorded tick times, the last one the recording's end.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as _dt
 import os
 import shutil
+import signal
+import sys
 import time
 from typing import TYPE_CHECKING, Sequence
 
@@ -135,6 +138,7 @@ class TuimeterApp(App[Snapshot | None]):
         self.start_engine = start_engine
         self.keep_session = keep_session
         self.final_snapshot: Snapshot | None = None
+        self.lost_terminal = False  #: the terminal hung up (the summary cannot be shown)
         self.exports: list[str] = []
         self.frames_drawn = 0
         self._widgets: dict[type, object] = {}  # see _widget
@@ -176,12 +180,40 @@ class TuimeterApp(App[Snapshot | None]):
             self._draw(SnapshotReady(snap, ()))
         self.engine.subscribe(self.feed)
         self._say_which_session()
+        if not self.is_headless:
+            self._watch_the_terminal()
         if self.start_engine:
             if self.player is not None:
                 self.player.start()
             else:
                 self.engine.start()
             self._running = True
+
+    def _watch_the_terminal(self) -> None:
+        """End the session cleanly when the terminal goes away (SSH drops, tmux killed).
+
+        SIGHUP quits like `q`. Without a SIGHUP (another session's process, `su`), the
+        terminal is checked every second: once it has hung up, Textual's input thread
+        would spin on end-of-file at 100 % of a core, so we quit instead (the session
+        file is closed after a final tick).
+        """
+        try:
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.terminal_lost)
+        except (NotImplementedError, RuntimeError, ValueError, AttributeError):
+            pass
+        try:
+            fd = sys.__stdin__.fileno() if sys.__stdin__ is not None else -1
+        except (OSError, ValueError):
+            fd = -1
+        if fd >= 0 and self.tty_alive(fd):
+            self.set_interval(1.0, lambda: None if self.tty_alive(fd) else self.terminal_lost())
+
+    tty_alive = staticmethod(os.isatty)  #: a hung-up terminal fails its ioctl: not a tty
+
+    def terminal_lost(self) -> None:
+        """The terminal is gone: quit as `q` would (final tick, file closed)."""
+        self.lost_terminal = True
+        self.exit()
 
     def _say_which_session(self) -> None:
         """A file with several sessions replays one: say which, and how to pick another."""

@@ -41,6 +41,14 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _say(message: str) -> None:
+    """A line on stderr; a terminal that has gone away (SSH dropped) is not an error."""
+    try:
+        print(message, file=sys.stderr)
+    except OSError:
+        pass
+
+
 class Session:
     """Everything the app needs, and what to clean up after it."""
 
@@ -61,27 +69,25 @@ class Session:
         for e in self.exporters:  # after the final tick, so its points go out too
             e.close()
             if e.status():
-                print(f"tuimeter: {e.status()}", file=sys.stderr)
+                _say(f"tuimeter: {e.status()}")
         code = 0
         if self.job is not None and self.job.popen is not None:
             rc = self.job.stop()
             code = 128 - rc if rc is not None and rc < 0 else (rc or 0)
         rec = self.recorder
         if rec is not None and rec.error:
-            print(f"tuimeter: error: {rec.error}; the session up to then is in {rec.path}",
-                  file=sys.stderr)
+            _say(f"tuimeter: error: {rec.error}; the session up to then is in {rec.path}")
             code = code or 1
-        print(summary_line(snap, None), file=sys.stderr)
+        _say(summary_line(snap, None))
         if self.temp_path is not None:
             os.unlink(self.temp_path)
-            print("tuimeter: replay not saved (use -o FILE to keep it)", file=sys.stderr)
+            _say("tuimeter: replay not saved (use -o FILE to keep it)")
         elif rec is not None:
-            print(f"tuimeter: session saved to {rec.path}", file=sys.stderr)
+            _say(f"tuimeter: session saved to {rec.path}")
         for path in self.app.exports:
-            print(f"tuimeter: exported to {os.path.abspath(path)}", file=sys.stderr)
+            _say(f"tuimeter: exported to {os.path.abspath(path)}")
         if self.job is not None and self.job.log_path:
-            print(f"tuimeter: output of {self.job.name} is in {self.job.log_path}",
-                  file=sys.stderr)
+            _say(f"tuimeter: output of {self.job.name} is in {self.job.log_path}")
         return code
 
 
