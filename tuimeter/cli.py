@@ -236,8 +236,12 @@ def _run_recording(engine, recorder, opts, args, command: list[str],
                 if progress_len[0] is None:
                     return  # closed: other lines own stderr now
                 pad = max(0, progress_len[0] - (len(line) - 1))
-                sys.stderr.write(line + " " * pad)
-                sys.stderr.flush()
+                try:
+                    sys.stderr.write(line + " " * pad)
+                    sys.stderr.flush()
+                except OSError:  # the terminal went away (SSH dropped): record on, quietly
+                    progress_len[0] = None
+                    return
                 progress_len[0] = len(line) - 1 + pad
 
     def clear_progress():
