@@ -190,8 +190,24 @@ def avg_w(domains: dict, duration_s: float) -> float | None:
     return total
 
 
+class _Span:
+    """Duration and lost seconds of something with start_t/end_t and per-domain energies."""
+
+    start_t: float
+    end_t: float
+    domains: dict
+
+    @property
+    def duration_s(self) -> float:
+        return max(0.0, self.end_t - self.start_t)
+
+    @property
+    def lost_s(self) -> float:
+        return _lost_s(self.domains)
+
+
 @dataclass
-class Segment:
+class Segment(_Span):
     host: str
     index: int
     label: str
@@ -203,17 +219,9 @@ class Segment:
     share: float  # of its host's energy, 0..1
     domains: dict  # domain -> DomainEnergy
 
-    @property
-    def duration_s(self) -> float:
-        return max(0.0, self.end_t - self.start_t)
-
-    @property
-    def lost_s(self) -> float:
-        return _lost_s(self.domains)
-
 
 @dataclass
-class HostReport:
+class HostReport(_Span):
     host: str
     files: list
     sessions: int
@@ -225,14 +233,6 @@ class HostReport:
     domains: dict
     segments: list
     data: list = field(default_factory=list, repr=False)  # SessionData, for plotting
-
-    @property
-    def duration_s(self) -> float:
-        return max(0.0, self.end_t - self.start_t)
-
-    @property
-    def lost_s(self) -> float:
-        return _lost_s(self.domains)
 
 
 @dataclass
