@@ -180,8 +180,8 @@ def summary_line(snap, path: str | None) -> str:
 
 
 def cmd_record(argv: list[str]) -> int:
-    from .export import ExportError, start_exporters
-    from .session.measure import SetupError, make_engine, open_recorder
+    from .export import ExportError
+    from .session.measure import SetupError
 
     own, command = _split_command(argv)
     p = _Parser(prog="tuimeter record",
@@ -199,20 +199,35 @@ def cmd_record(argv: list[str]) -> int:
     if problem:
         return fail(problem)
     opts = _measure_options(args)
+    try:
+        engine, recorder, exporters = open_measurement(args, opts)
+    except (SetupError, ExportError) as exc:
+        return fail(str(exc))
+    return _run_recording(engine, recorder, args, command, exporters)
+
+
+def open_measurement(args: argparse.Namespace, opts):
+    """The engine (with its attributor), exporters and session file of a live measurement,
+    for `record` and the UI alike. Exporters start before the file is created, so bad
+    input (a busy port) leaves no file; on failure what was started is closed again.
+    Raises SetupError or ExportError."""
+    from .export import start_exporters
+    from .session.measure import make_engine, open_recorder
+
+    engine = make_engine(opts, attributor=None)
     exporters: list = []
     try:
-        engine = make_engine(opts, attributor=None)
-        exporters = start_exporters(engine, args)  # before the file: a busy port leaves none
+        exporters = start_exporters(engine, args)
         recorder = open_recorder(args.output, engine.host, args.overwrite)
-    except (SetupError, ExportError) as exc:
+    except BaseException:
         for e in exporters:
             e.close()
-        return fail(str(exc))
-    return _run_recording(engine, recorder, opts, args, command, exporters)
+        raise
+    engine.attributor = make_attributor(opts, engine)
+    return engine, recorder, exporters
 
 
-def _run_recording(engine, recorder, opts, args, command: list[str],
-                   exporters: list = ()) -> int:
+def _run_recording(engine, recorder, args, command: list[str], exporters: list = ()) -> int:
     stop = threading.Event()
     signals: list[int] = []
 
@@ -252,7 +267,6 @@ def _run_recording(engine, recorder, opts, args, command: list[str],
                 sys.stderr.flush()
             progress_len[0] = None
 
-    engine.attributor = make_attributor(opts, engine)
     engine.open()
     recorder.start(engine.snapshot)
     engine.subscribe(recorder)

@@ -11,7 +11,7 @@ import tempfile
 
 from ..cli import (_Parser, _check_target, _measure_options, _positive_float,
                    _split_command, _start_marker_server, add_measure_options, fail,
-                   make_attributor, summary_line)
+                   open_measurement, summary_line)
 
 
 #: ``tuimeter --help`` ends with the other commands, one line each
@@ -148,9 +148,9 @@ def build(argv: list[str], *, start_engine: bool = True):
     """Parse ``argv`` and build the session (nothing runs yet). Returns (Session, None) or
     (None, error message) for bad input, before any file is created."""
     from ..carbon import CarbonError
-    from ..export import ExportError, start_exporters
+    from ..export import ExportError
     from ..sensors.replay import ReplayError
-    from ..session.measure import SetupError, make_engine, open_recorder
+    from ..session.measure import SetupError, open_recorder
     from .app import TuimeterApp
     from .job import JobWatcher
 
@@ -180,17 +180,10 @@ def build(argv: list[str], *, start_engine: bool = True):
                                      args.overwrite or temp_path is not None)
             attribution = "replay"
         else:
-            opts = _measure_options(args)
-            engine = make_engine(opts, attributor=None)
-            # before the file: a busy port or bad exporter setting leaves no file behind
-            exporters = start_exporters(engine, args)
-            recorder = open_recorder(args.output, engine.host, args.overwrite)
-            engine.attributor = make_attributor(opts, engine)
+            engine, recorder, exporters = open_measurement(args, _measure_options(args))
             attribution = ("off" if args.no_attribution else
                            "on" if engine.attributor is not None else "unavailable")
     except (SetupError, ReplayError, CarbonError, ExportError) as exc:
-        for e in exporters:
-            e.close()
         if temp_path is not None:
             os.unlink(temp_path)
         return None, str(exc)
