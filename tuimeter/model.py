@@ -13,7 +13,7 @@ power sensor), ``estimated`` (a model: TDP x load, W per GiB ...), ``attributed`
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 class Provenance(str, enum.Enum):
@@ -229,7 +229,6 @@ class Snapshot:
     idle_power_w: float | None = None  # power no process used (attribution)
     job: JobSample | None = None
     monitor_cpu_percent: float | None = None  # tuimeter's own CPU use, % of one core
-    extra: dict = field(default_factory=dict, compare=False)
 
     def domain(self, domain_id: str) -> DomainSample | None:
         for d in self.domains:

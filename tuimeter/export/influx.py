@@ -236,8 +236,6 @@ class InfluxExporter:
         self.dropped_points = 0
         self.rejected_points = 0  # part of dropped_points: refused by the server (4xx)
         self.last_error: str | None = None  # None while the last send succeeded
-        self.sends = 0
-        self.failures = 0
         self._thread = threading.Thread(target=self._run, name="tuimeter-influx", daemon=True)
         self._thread.start()
         engine.subscribe(self)
@@ -283,7 +281,6 @@ class InfluxExporter:
         n = min(self.batch_points, len(self._lines))
         batch = [self._lines[i] for i in range(n)]
         body = ("\n".join(batch) + "\n").encode("utf-8")
-        self.sends += 1
         try:
             self._post(self.target, body, self.timeout_s)
         except _Rejected as exc:
@@ -293,7 +290,6 @@ class InfluxExporter:
             log.warning("influx refused %d points: %s", n, exc)
             ok = True
         except Exception as exc:  # down, slow, 5xx: keep the points, retry later
-            self.failures += 1
             self.last_error = str(exc) or exc.__class__.__name__
             return False
         else:

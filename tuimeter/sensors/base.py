@@ -99,7 +99,6 @@ class CounterTracker:
         self.last_raw: float | None = None
         self.last_t: float | None = None
         self.energy_j = 0.0
-        self.resets = 0
 
     def safe_interval_s(self) -> float:
         """Longest gap between reads at which a wrap is still unambiguous."""
@@ -124,7 +123,6 @@ class CounterTracker:
             delta_j = (raw + self.max_range - self.last_raw) * self.scale_j
             what = "wrap"
             if delta_j > self.wrap_budget_j(dt):
-                self.resets += 1
                 what = "reset"
                 delta_j = 0.0
         self.energy_j += delta_j

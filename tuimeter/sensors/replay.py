@@ -153,7 +153,6 @@ class ReplaySensor(Sensor):
         self.host = ""
         self.start_timestamp = 0.0  # wall clock of the recording's start, s since epoch
         self.carbon: CarbonInfo | None = None
-        self.session_details = ""
         self.markers: list[ReplayMarker] = []
         #: every session id in the file, in file order; ``session_id`` is the one replayed
         self.sessions: list[str] = []
@@ -268,7 +267,6 @@ class ReplaySensor(Sensor):
         return first_ts
 
     def _read_session_row(self, label: str) -> None:
-        self.session_details = label
         m = _CARBON.search(label)
         if m and _float(m.group(1)):
             pue = _PUE.search(label)

@@ -70,7 +70,6 @@ class SessionWriter:
         self._csv = csv.writer(fh, lineterminator="\n")
         self._buf = io.StringIO()
         self._bufcsv = csv.writer(self._buf, lineterminator="\n")
-        self.rows_written = 0
         self.closed = False
         self.good_bytes = 0  # the file's size after the last complete write
 
@@ -143,7 +142,6 @@ class SessionWriter:
             domain, source, in_total, _num(power_w), _num(energy_j), _num(co2_g, 9), provenance,
             label, "" if pid is None else str(pid),
         ))
-        self.rows_written += 1
 
     def _flush(self) -> None:
         data = self._buf.getvalue()

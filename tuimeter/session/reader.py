@@ -61,7 +61,6 @@ class SessionReader:
         self.path = os.fspath(path)
         self.problems: list[str] = []
         self.rows = 0  # rows returned
-        self.skipped = 0  # rows skipped as malformed
         self._csv = None
 
     @property
@@ -111,7 +110,6 @@ class SessionReader:
         self._report_bad(bad, last_line, ends_nl)
 
     def _report_bad(self, bad: list[tuple[int, int]], last_line: int, ends_nl: bool) -> None:
-        self.skipped += len(bad)
         if bad and bad[-1][0] == last_line and not ends_nl:
             line, _cells = bad.pop()
             self.problem("truncated last line (was the recorder killed?); ignored", line)

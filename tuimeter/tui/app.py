@@ -138,7 +138,6 @@ class TuimeterApp(App[Snapshot | None]):
         self.start_engine = start_engine
         self.keep_session = keep_session
         self.final_snapshot: Snapshot | None = None
-        self.lost_terminal = False  #: the terminal hung up (the summary cannot be shown)
         self.exports: list[str] = []
         self.frames_drawn = 0
         self._widgets: dict[type, object] = {}  # see _widget
@@ -212,7 +211,6 @@ class TuimeterApp(App[Snapshot | None]):
 
     def terminal_lost(self) -> None:
         """The terminal is gone: quit as `q` would (final tick, file closed)."""
-        self.lost_terminal = True
         self.exit()
 
     def _say_which_session(self) -> None:
