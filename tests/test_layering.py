@@ -16,7 +16,7 @@ HEADLESS = [
     "tuimeter.sensors.estimate", "tuimeter.sensors.discover", "tuimeter.engine.sampler",
     "tuimeter.session.csvfile", "tuimeter.session.recorder", "tuimeter.session.measure",
     "tuimeter.session.markers", "tuimeter.session.report", "tuimeter.engine.attribution",
-    "tuimeter.export.prometheus", "tuimeter.export.influx", "tuimeter.api",
+    "tuimeter.export", "tuimeter.export.prometheus", "tuimeter.export.influx", "tuimeter.api",
 ]
 
 

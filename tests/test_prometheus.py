@@ -309,17 +309,6 @@ def test_grafana_dashboard_uses_only_exported_metric_names():
     assert json.loads(text)["annotations"]["list"][1]["expr"].startswith("tuimeter_last_marker_info")
 
 
-@pytest.mark.parametrize("module", ["tuimeter.export", "tuimeter.export.prometheus",
-                                    "tuimeter.export.influx"])
-def test_exporters_never_load_the_ui(module):
-    """The exporters are headless: importing them leaves textual/plotext unloaded."""
-    code = (f"import sys, importlib; importlib.import_module({module!r}); "
-            "bad = [m for m in ('textual', 'plotext', 'tuimeter.tui') if m in sys.modules]; "
-            "sys.exit(1 if bad else 0)")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
-    assert r.returncode == 0, r.stdout + r.stderr
-
-
 # -- markers: count and last label come from one moment ------------------------------
 
 
