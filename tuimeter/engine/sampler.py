@@ -170,7 +170,9 @@ class Engine:
             st.tick_energy_j = st.last_energy_j
         self._start_t = self._last_tick_t = now
         self._last_cpu_s = self.cpu_clock()
-        self._snapshot = self._build_snapshot(now, 0.0, (), (), ((), None, None), None)
+        factor = co2_g(1.0, self.carbon)
+        self._snapshot = self._build_snapshot(now, 0.0, (), (), ((), None, None), None,
+                                              self._domain_samples(factor), factor)
 
     @property
     def domains(self) -> list[Domain]:
@@ -318,7 +320,7 @@ class Engine:
                 log.exception("attribution failed")
                 events = events + (Event(now, "attribution", "", "error", str(exc)),)
         snap = self._build_snapshot(now, interval, new_markers, events, attribution,
-                                    monitor_pct, domains)
+                                    monitor_pct, domains, factor)
         self._last_tick_t = now
         self._snapshot = snap
         for listener in listeners:
@@ -347,18 +349,16 @@ class Engine:
         return tuple(out)
 
     def _build_snapshot(self, now, interval, new_markers, events, attribution, monitor_pct,
-                        domains: tuple[DomainSample, ...] | None = None) -> Snapshot:
-        factor = co2_g(1.0, self.carbon)
-        if domains is None:
-            domains = self._domain_samples(factor)
+                        domains: tuple[DomainSample, ...], factor: float) -> Snapshot:
+        """The snapshot of a tick (``interval`` > 0, which also adds it to the machine
+        totals and their history) or of the session's start (``interval`` 0)."""
         counted = [d for d in domains if d.domain.in_total]
         energies = [d.energy_j for d in counted if d.energy_j is not None]
         energy = sum(energies)
+        power = energy / interval if interval > 0 and energies else None
         if interval > 0:
             self._total_energy_j += energy
             self._total_co2_g += energy * factor
-        power = energy / interval if interval > 0 and energies else None
-        if interval > 0:
             self._total_history.append(power)
         estimated = any(d.domain.provenance is not Provenance.MEASURED for d in counted)
         total = Totals(
