@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 from textual.widgets import Static
 
-from tests.fakes.scripted import rapl_like
+from tests.fakes.scripted import ScriptedSensor, domain, rapl_like
+from tuimeter.model import DomainKind
 from tuimeter.tui.app import INTERVALS_S
 from tuimeter.tui.job import JobWatcher
 from tuimeter.tui.messages import SnapshotReady
@@ -184,6 +185,29 @@ async def test_rows_show_power_energy_and_badges(tmp_path):
         await tick(pilot, clock, 1)
         dram = " ".join(text(s) for s in rows["package-0/dram"].query(Static))
         assert "[LOST]" in dram and "N/A" in dram
+        await pilot.press("q")
+
+
+@pytest.mark.asyncio
+async def test_power_now_is_the_gpus_live_reading_where_it_has_one(tmp_path):
+    """A GPU's "now" column shows the driver's instant power (NVML field 186), not the
+    interval's average, which lags a load change by a whole interval."""
+    from tuimeter.model import Reading
+
+    class LiveGpu(ScriptedSensor):
+        def read(self, now_s):
+            return [Reading(r.domain_id, r.t_s, r.energy_j, power_w=321.0)
+                    for r in super().read(now_s)]
+
+    gpu = LiveGpu("nvml", [domain("gpu0", DomainKind.GPU, source="nvml")], {"gpu0": 150.0})
+    app, clock = make_app(tmp_path, sensors=[rapl_like(), gpu])
+    async with app.run_test(size=(100, 30)) as pilot:
+        await tick(pilot, clock, 3)
+        rows = {r.key: r for r in app.query(DomainRow)}
+        row = " ".join(text(s) for s in rows["gpu0"].query(Static))
+        assert "321.0 W" in row and "150.0 W" not in row
+        pkg = " ".join(text(s) for s in rows["package-0"].query(Static))
+        assert "40.0 W" in pkg  # no live reading: the interval's average
         await pilot.press("q")
 
 

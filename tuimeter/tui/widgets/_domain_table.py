@@ -117,7 +117,10 @@ class DomainTable(Vertical):
     @staticmethod
     def _show_domain(row: DomainRow, s: DomainSample) -> None:
         lost = s.status is Status.LOST
-        row.show(badge(s), s.history_w, s.power_w, s.total_energy_j, lost)
+        # "now" is the hardware's own live reading where it has one (NVML's instant power
+        # field), else the average over the last interval; the sparkline stays averages
+        now_w = s.power_w if lost or s.instant_power_w is None else s.instant_power_w
+        row.show(badge(s), s.history_w, now_w, s.total_energy_j, lost)
 
     @staticmethod
     def _show_total(row: DomainRow, t: Totals) -> None:
