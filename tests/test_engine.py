@@ -288,3 +288,38 @@ def test_stop_does_not_hang_on_a_sensor_read_that_never_returns():
     snap = eng.stop()
     assert snap is not None and snap.seq == 0
     release.set()
+
+
+def test_bridged_reading_counts_the_lost_intervals_in_its_own_at_their_average():
+    """A counter that ran on while its reads failed (Link.BRIDGED): the lost ticks report
+    no energy, and the first good tick carries all of it, power averaged over the span it
+    covers (no catch-up spike), marked with that span; nothing is lost or counted twice."""
+    s = rapl_like()
+    s.bridging.add("package-0")
+    eng, clock, _ = make([s], interval=1.0)
+    eng.tick(clock.advance(1.0))
+    eng.poll(clock.advance(0.5))  # measured, then lost before the tick
+    s.lost.add("package-0")
+    assert eng.tick(clock.advance(0.5)).domain("package-0").status is Status.LOST
+    assert eng.tick(clock.advance(1.0)).domain("package-0").energy_j is None
+    s.lost.clear()
+    snap = eng.tick(clock.advance(1.0))
+    pkg = snap.domain("package-0")
+    assert (pkg.status, pkg.energy_j, pkg.power_w, pkg.bridged_s) == (
+        Status.OK, pytest.approx(120.0), pytest.approx(40.0), pytest.approx(3.0))
+    pkg = eng.tick(clock.advance(1.0)).domain("package-0")
+    assert (pkg.energy_j, pkg.bridged_s) == (pytest.approx(40.0), None)
+    assert pkg.total_energy_j == pytest.approx(5 * 40.0)
+    assert snap.total.energy_j == pytest.approx(120.0 + 5.0)  # package + dram
+
+
+def test_broken_reading_makes_its_interval_lost():
+    """A sensor that says nothing is known since its last good reading (Link.BROKEN: a
+    counter reset, a gap too long to bridge) makes that interval lost, not measured."""
+    s = rapl_like()
+    eng, clock, _ = make([s])
+    eng.tick(clock.advance(1.0))
+    s.broken.add("package-0")
+    pkg = eng.tick(clock.advance(1.0)).domain("package-0")
+    assert (pkg.status, pkg.energy_j) == (Status.LOST, None)
+    assert eng.tick(clock.advance(1.0)).domain("package-0").energy_j == pytest.approx(40.0)

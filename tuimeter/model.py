@@ -51,6 +51,21 @@ class Status(str, enum.Enum):
         return self.value
 
 
+class Link(str, enum.Enum):
+    """How a reading's cumulative energy follows from its domain's last good reading."""
+
+    CONTINUOUS = "continuous"  # the usual; after a LOST reading it is taken as BROKEN
+    #: reads failed in between but the counter ran on underneath: the difference from the
+    #: last good reading is all the energy in between, lost intervals included
+    BRIDGED = "bridged"
+    #: nothing is known since the last good reading (a counter reset, a too-long gap):
+    #: this reading is a new base and the span before it is lost
+    BROKEN = "broken"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class Domain:
     """One thing whose energy we track.
@@ -81,7 +96,9 @@ class Reading:
     already corrected for counter wraparound and resets (monotonic, never negative
     steps). ``power_w`` is an instantaneous power where the hardware offers one
     (NVML instant field), else None. ``t_s`` is on the monotonic clock the engine
-    passed to the sensor.
+    passed to the sensor. ``link`` says whether the step from the domain's last good
+    reading is energy (see :class:`Link`): a sensor whose counter bridges failed reads
+    returns ``Link.BRIDGED`` on the first good reading after them.
     """
 
     domain_id: str
@@ -90,6 +107,7 @@ class Reading:
     power_w: float | None = None
     status: Status = Status.OK
     note: str = ""  # why lost, "reset", ...
+    link: Link = Link.CONTINUOUS
 
 
 @dataclass(frozen=True)
@@ -145,6 +163,9 @@ class DomainSample:
     instant_power_w: float | None = None  # hardware's own instant power, where offered
     status: Status = Status.OK
     history_w: tuple[float | None, ...] = ()  # recent power_w, oldest first (bounded)
+    #: set when energy_j was bridged across failed reads: the seconds it spans (the lost
+    #: intervals just before this one, and this one); power_w is its average over them
+    bridged_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from tuimeter.model import Domain, DomainKind, Event, Provenance, Reading, SensorStatus, Status
+from tuimeter.model import Domain, DomainKind, Event, Link, Provenance, Reading, SensorStatus, Status
 from tuimeter.sensors.base import Sensor
 
 
@@ -35,6 +35,9 @@ class ScriptedSensor(Sensor):
         self.energy_j = {d.id: 0.0 for d in domains}
         self.last_t: float | None = None
         self.lost: set[str] = set()
+        self.bridging: set[str] = set()  # counters that run on while lost: bridge the gap
+        self.broken: set[str] = set()  # the next good reading is a new base (Link.BROKEN)
+        self._was_lost: set[str] = set()
         self.fail_next = False
         self.reads: list[float] = []
         self.max_poll_s = max_poll_s
@@ -66,9 +69,17 @@ class ScriptedSensor(Sensor):
         out = []
         for d in self._domains:
             if d.id in self.lost:
+                self._was_lost.add(d.id)
                 out.append(Reading(d.id, now_s, None, status=Status.LOST, note="gone"))
-            else:
-                out.append(Reading(d.id, now_s, self.energy_j[d.id]))
+                continue
+            link = Link.CONTINUOUS
+            if d.id in self.broken:
+                self.broken.discard(d.id)
+                link = Link.BROKEN
+            elif d.id in self._was_lost and d.id in self.bridging:
+                link = Link.BRIDGED
+            self._was_lost.discard(d.id)
+            out.append(Reading(d.id, now_s, self.energy_j[d.id], link=link))
         return out
 
     def max_poll_interval_s(self):

@@ -32,6 +32,7 @@ from ..model import (
     DomainSample,
     Event,
     JobSample,
+    Link,
     Marker,
     ProcessShare,
     Provenance,
@@ -67,7 +68,7 @@ class Attributor(Protocol):
 class _DomainState:
     __slots__ = ("domain", "sensor", "last_energy_j", "tick_energy_j", "total_energy_j",
                  "total_co2_g", "power_w", "instant_w", "status", "history", "tick_energy",
-                 "regained_t", "tick_status")
+                 "regained_t", "tick_status", "span_t", "lost_ticked", "bridged", "bridged_s")
 
     def __init__(self, domain: Domain, sensor: Sensor, history_len: int):
         self.domain = domain
@@ -83,6 +84,10 @@ class _DomainState:
         self.tick_energy: float | None = None  # energy within the last tick
         self.regained_t: float | None = None  # when a lost domain last read again
         self.tick_status = Status.OK  # the domain's state over the last tick
+        self.span_t: float | None = None  # when the span that tick_energy_j opens began
+        self.lost_ticked = False  # a tick closed as lost since the last good reading
+        self.bridged = False  # a bridged reading arrived since the last tick
+        self.bridged_s: float | None = None  # the last tick's bridged span (None: none)
 
 
 class Engine:
@@ -167,7 +172,7 @@ class Engine:
                 self._by_id[d.id] = st
         self._poll_sensors(now)
         for st in self._states:
-            st.tick_energy_j = st.last_energy_j
+            st.tick_energy_j, st.span_t = st.last_energy_j, now
         self._start_t = self._last_tick_t = now
         self._last_cpu_s = self.cpu_clock()
         factor = co2_g(1.0, self.carbon)
@@ -251,15 +256,25 @@ class Engine:
                 if st is None:
                     continue
                 if r.status is Status.OK and r.energy_j is not None:
-                    if st.status is Status.LOST or st.last_energy_j is None:
+                    bridged = r.link is Link.BRIDGED and st.last_energy_j is not None
+                    if not bridged and (r.link is Link.BROKEN or st.status is Status.LOST
+                                        or st.last_energy_j is None):
                         # (re)gained: this reading is the new base, no phantom energy for
                         # the gap; what was measured in this interval before the loss stays
-                        # (a tick that saw the loss dropped it: tick_energy_j == last then)
+                        # (unless a tick closed as lost since: it is that interval's then)
                         pending = 0.0
-                        if st.last_energy_j is not None and st.tick_energy_j is not None:
+                        if (st.last_energy_j is not None and st.tick_energy_j is not None
+                                and not st.lost_ticked):
                             pending = max(0.0, st.last_energy_j - st.tick_energy_j)
                         st.tick_energy_j = r.energy_j - pending
                         st.regained_t = now
+                        st.lost_ticked = False
+                        st.span_t = self._last_tick_t if self._last_tick_t is not None else now
+                    elif bridged:
+                        # the counter carried on under failed reads: the step from the last
+                        # good reading is energy, lost ticks since then included
+                        st.bridged = True
+                        st.lost_ticked = False
                     st.last_energy_j = r.energy_j
                     st.instant_w = r.power_w
                 st.status = r.status
@@ -279,21 +294,27 @@ class Engine:
         factor = co2_g(1.0, self.carbon)  # g per J
         for st in self._states:
             energy = None
+            span = interval
             st.tick_status = st.status
+            st.bridged_s = None
             if st.regained_t == now and st.status is Status.OK:
                 # lost until this very read: nothing is known of this interval (not 0 J)
                 st.tick_status = Status.LOST
-                st.tick_energy_j = st.last_energy_j
+                st.tick_energy_j, st.span_t = st.last_energy_j, now
             elif st.status is Status.OK and st.last_energy_j is not None:
                 if st.tick_energy_j is None:
                     st.tick_energy_j = st.last_energy_j  # first good reading (recovered)
                 energy = float(max(0.0, st.last_energy_j - st.tick_energy_j))
-                st.tick_energy_j = st.last_energy_j
+                if st.bridged:  # the energy spans the lost ticks before this one too
+                    span = max(now - (st.span_t if st.span_t is not None else last), 1e-9)
+                    st.bridged_s = span
+                st.tick_energy_j, st.span_t, st.bridged = st.last_energy_j, now, False
             elif st.last_energy_j is not None:
-                # lost at this tick: its interval is reported as unknown, so what the domain
-                # measured before the loss is dropped here, not carried into a later tick
-                st.tick_energy_j = st.last_energy_j
-            st.power_w = None if energy is None else energy / interval
+                # lost at this tick: its interval is reported as unknown. The baseline stays:
+                # a bridged reading later counts this interval's energy in its own tick; a
+                # new base drops what was measured before the loss (lost_ticked)
+                st.lost_ticked = True
+            st.power_w = None if energy is None else energy / span
             st.total_energy_j += energy or 0.0
             st.total_co2_g += (energy or 0.0) * factor
             st.history.append(st.power_w)
@@ -345,6 +366,7 @@ class Engine:
                 instant_power_w=st.instant_w,
                 status=st.tick_status,
                 history_w=tuple(st.history),
+                bridged_s=st.bridged_s,
             ))
         return tuple(out)
 

@@ -195,9 +195,11 @@ class SessionWriter:
             ts, el, iv = snap.timestamp, snap.elapsed_s, snap.interval_s
             for d in snap.domains:
                 prov = str(d.domain.provenance) if d.status.value == "ok" else "lost"
+                # energy bridged across the lost intervals before it: say over how long
+                label = "" if d.bridged_s is None else f"bridged {d.bridged_s:.3f} s"
                 self._row(ts, el, iv, "sample", d.domain.id, d.domain.source,
                           "1" if d.domain.in_total else "0", d.power_w, d.energy_j, d.co2_g,
-                          prov)
+                          prov, label)
             t = snap.total
             self._row(ts, el, iv, "total", "total", "", "", t.power_w, t.energy_j, t.co2_g,
                       str(t.provenance))
