@@ -52,6 +52,20 @@ def count_totals(path: Path) -> int:
     return sum(1 for line in path.read_text().splitlines() if ",total,total," in line)
 
 
+def start_record(tmp_path: Path, fake: FakePowercap, out: Path) -> subprocess.Popen:
+    """`tuimeter record -o out` at a 0.2 s interval on ``fake``, once its first tick is in."""
+    proc = subprocess.Popen(tuimeter("record", "-o", str(out), "--interval", "0.2", "--no-gpu"),
+                            env=env_for(tmp_path, fake), cwd=ROOT, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        wait_for(lambda: count_totals(out) >= 1, what="first tick")
+    except BaseException:
+        proc.kill()
+        proc.communicate(timeout=30)
+        raise
+    return proc
+
+
 class Driver(threading.Thread):
     """Advances the fake counters by a known power curve every 5 ms until stopped."""
 
@@ -84,11 +98,8 @@ def test_recorded_joules_match_the_truth_within_0_1_percent(tmp_path):
     zone = fake.zone("package-0")
     fake.set_raw("package-0", 2**32 - int(3.0 / (zone.counter.unit_nj / 1e9)))
     out = tmp_path / "run.csv"
-    proc = subprocess.Popen(tuimeter("record", "-o", str(out), "--interval", "0.2", "--no-gpu"),
-                            env=env_for(tmp_path, fake), cwd=ROOT, stderr=subprocess.PIPE,
-                            text=True)
+    proc = start_record(tmp_path, fake, out)
     try:
-        wait_for(lambda: count_totals(out) >= 1, what="first tick")
         before = {k: fake.advanced_j(k) for k in Driver.CURVE}
         driver = Driver(fake)
         driver.start()

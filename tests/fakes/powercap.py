@@ -18,15 +18,28 @@ Counters copy the kernel: a 32-bit raw counter in whole units of ``unit_nj`` nan
 wraps at 2**32 units, as the hardware does. Each counter starts at a different arbitrary
 value, as on a machine that has been up a while.
 
-Writes go to a sibling file renamed over the zone's file: a reader in another thread or
-process sees the old text or the new (never an empty or partial file, as with sysfs), so a
-background thread may call :meth:`advance` while a real ``tuimeter record`` reads.
-Thread-safe.
+A counter's ``energy_uj`` is rewritten in place by one ``pwrite`` at offset 0, so a reader
+that keeps the file open and reads at offset 0 sees each new value, as with sysfs (which
+formats the value afresh for every read at offset 0). The file never shrinks while counting:
+a value shorter than the file is padded with trailing newlines, which every reader strips, so
+no reader sees an empty or half-written value (sysfs never shows one either) and a background
+thread may call :meth:`advance` while a real ``tuimeter record`` reads. Other files are
+replaced by a renamed sibling. Thread-safe.
 
-Read failures: :meth:`unplug` / :meth:`replug` remove and restore ``energy_uj`` on disk (works
-across processes; reads raise FileNotFoundError). :meth:`deny` injects a PermissionError (or
-another OSError) in this process through :meth:`install`, which patches
-``tuimeter.sensors.rapl._read_text``: tests run as root, and root reads a 0400 file anyway.
+Faults seen in the field (SENSORS.md §1), for as long as a test wants:
+:meth:`show` makes ``energy_uj`` read a given text (``"0"``, ``""``, ``"n/a"``, a 200-digit
+or negative value, a value far ahead) while the counter runs on underneath; :meth:`clear`
+ends it. :meth:`jump` moves a counter forward for good without any energy;
+:meth:`reset` restarts it. :meth:`set_max_range` writes another ``max_energy_range_uj``
+(``0`` on broken firmware). :meth:`reregister` removes a zone and registers the same counter
+under a new id (module reload, hotplug).
+
+Read failures: :meth:`unplug` / :meth:`replug` empty and move away ``energy_uj``, then put it
+back (works across processes: a kept descriptor reads an empty value, and opening the path
+fails with FileNotFoundError; in sysfs a kept descriptor of a removed zone fails with
+ENODEV). :meth:`deny` injects a PermissionError (or another OSError) in this process through
+:meth:`install`, which patches ``tuimeter.sensors.rapl._read_text`` and ``_pread_text``:
+tests run as root, and root reads a 0400 file anyway.
 """
 
 from __future__ import annotations
@@ -77,6 +90,20 @@ def _write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _write_in_place(path: Path, text: str) -> None:
+    """Rewrite a counter file with one ``pwrite`` at offset 0 (see the module docstring):
+    padded with newlines to the file's size, so the file never shrinks."""
+    data = text.encode("ascii")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if len(data) < size:
+            data += b"\n" * (size - len(data))
+        os.pwrite(fd, data, 0)
+    finally:
+        os.close(fd)
+
+
 @dataclass
 class Counter:
     """A RAPL hardware counter: 32-bit raw value in units of ``unit_nj`` nanojoules."""
@@ -99,6 +126,8 @@ class FakeZone:
     counter: Counter
     parent: "FakeZone | None" = None
     children: list["FakeZone"] = field(default_factory=list)
+    shown: str | None = None  # a fault's text that energy_uj reads instead of the counter
+    constraints: tuple = ()  # (name, power_limit_uw, time_window_us) per constraint file
 
     @property
     def domain_id(self) -> str:
@@ -149,7 +178,7 @@ class FakePowercap:
         (d / "power").mkdir(parents=True)
         if counter is None:  # an arbitrary, zone-specific starting value
             counter = Counter(unit_nj, zlib.crc32(zone.encode()) % (RAW_MOD // 2) + 12345)
-        fz = FakeZone(zone, name, d, counter, parent)
+        fz = FakeZone(zone, name, d, counter, parent, constraints=constraints)
         _write(d / "name", name + "\n")
         _write(d / "max_energy_range_uj", f"{max_range_uj(counter.unit_nj)}\n")
         _write(d / "enabled", f"{enabled}\n")
@@ -162,7 +191,7 @@ class FakePowercap:
         os.symlink("../../../../" + "../" * zone.count(":") + "class/powercap", d / "subsystem")
         rel = d.relative_to(self.root)
         os.symlink(f"../../{rel}", self.sensor_root / zone)
-        _write(fz.energy_file, f"{counter.energy_uj}\n")
+        _write_in_place(fz.energy_file, f"{counter.energy_uj}\n")
         self.zones[zone] = fz
         if parent:
             parent.children.append(fz)
@@ -292,21 +321,72 @@ class FakePowercap:
         """A driver reload / resume: the counter restarts from a small value."""
         self.set_raw(key, raw)
 
+    def jump(self, key: str, energy_j: float) -> None:
+        """The counter moves forward by ``energy_j`` for good, with no energy spent."""
+        with self._lock:
+            fz = self.zone(key)
+            fz.counter.raw = (fz.counter.raw + round(energy_j * 1e9) // fz.counter.unit_nj) % RAW_MOD
+            self._flush(fz)
+
     def _flush(self, fz: FakeZone) -> None:
         for z in self.zones.values():
             if z.counter is fz.counter and z.energy_file.exists():
-                _write(z.energy_file, f"{z.counter.energy_uj}\n")
+                text = f"{z.counter.energy_uj}\n" if z.shown is None else z.shown
+                _write_in_place(z.energy_file, text)
+
+    # -- faults ----------------------------------------------------------------------
+    def show(self, key: str, text: str) -> None:
+        """``energy_uj`` reads ``text`` (e.g. ``"0\n"``, ``""``, ``"n/a\n"``) until
+        :meth:`clear`; the counter runs on underneath. Not atomic: the file is truncated
+        then written, and a reader may catch it empty (one more bad value)."""
+        with self._lock:
+            fz = self.zone(key)
+            fz.shown = text
+            os.truncate(fz.energy_file, 0)
+            _write_in_place(fz.energy_file, text)
+
+    def clear(self, key: str) -> None:
+        """``energy_uj`` reads the counter again."""
+        with self._lock:
+            fz = self.zone(key)
+            fz.shown = None
+            self._flush(fz)
+
+    def set_max_range(self, key: str, text: str) -> None:
+        """Write ``max_energy_range_uj`` (``"0\n"`` on broken firmware)."""
+        _write(self.zone(key).dir / "max_energy_range_uj", text)
+
+    def reregister(self, key: str, new_zone: str) -> FakeZone:
+        """Remove the zone and register it again as ``new_zone`` (same name, same parent,
+        same counter), as a module reload or hotplug does. A kept descriptor of the old
+        file reads empty (sysfs: ENODEV) and its path no longer opens. Children go with it
+        and are not re-registered."""
+        with self._lock:
+            old = self.zone(key)
+            os.truncate(old.energy_file, 0)
+            shutil.rmtree(old.dir)
+            for z in [old, *old.children]:
+                (self.sensor_root / z.zone).unlink()
+                del self.zones[z.zone]
+            if old.parent is not None:
+                old.parent.children.remove(old)
+            return self.add_zone(new_zone, old.name, old.counter.unit_nj, old.constraints,
+                                 counter=old.counter)
 
     # -- read failures -------------------------------------------------------------
     def unplug(self, key: str) -> None:
-        """Remove ``energy_uj`` (the zone vanished): reads raise FileNotFoundError."""
+        """The zone's ``energy_uj`` vanishes: opening it raises FileNotFoundError and a
+        descriptor kept open reads an empty value."""
         with self._lock:
-            self.zone(key).energy_file.unlink()
+            fz = self.zone(key)
+            os.truncate(fz.energy_file, 0)
+            fz.energy_file.rename(fz.dir / ".energy_uj.unplugged")
 
     def replug(self, key: str) -> None:
         with self._lock:
             fz = self.zone(key)
-            _write(fz.energy_file, f"{fz.counter.energy_uj}\n")
+            (fz.dir / ".energy_uj.unplugged").rename(fz.energy_file)
+            self._flush(fz)
 
     def deny(self, key: str, error: type[OSError] = PermissionError) -> None:
         """Make reads of the zone's ``energy_uj`` raise ``error`` (needs :meth:`install`)."""
@@ -324,16 +404,24 @@ class FakePowercap:
         """Route the RAPL sensor's reads through this fake's :meth:`deny` list."""
         from tuimeter.sensors import rapl
 
-        real = rapl._read_text
+        real_read, real_pread = rapl._read_text, rapl._pread_text
 
-        def read_text(path: str) -> str:
+        def check(path: str) -> None:
             error = self.denied.get(os.path.realpath(path))
             if error is not None:
                 code = errno.EACCES if issubclass(error, PermissionError) else errno.EIO
                 raise error(code, os.strerror(code), path)
-            return real(path)
+
+        def read_text(path: str) -> str:
+            check(path)
+            return real_read(path)
+
+        def pread_text(fd: int, path: str) -> str:
+            check(path)
+            return real_pread(fd, path)
 
         monkeypatch.setattr(rapl, "_read_text", read_text)
+        monkeypatch.setattr(rapl, "_pread_text", pread_text)
         return self
 
     def remove(self) -> None:

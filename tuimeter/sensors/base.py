@@ -20,6 +20,7 @@ sensor lost.
 from __future__ import annotations
 
 import abc
+from dataclasses import dataclass
 from typing import Sequence
 
 from ..model import Domain, Event, Reading, SensorStatus
@@ -65,66 +66,166 @@ class Sensor(abc.ABC):
         return SensorStatus(self.name, True)
 
 
-class CounterTracker:
-    """Turns a wrapping hardware energy counter into a monotonic cumulative energy.
+@dataclass(frozen=True)
+class CounterStep:
+    """What one raw reading did to a :class:`CounterTracker`.
 
-    ``max_range`` is the counter's modulus in its native unit (``max_energy_range_uj``
-    plus one step) and ``scale_j`` converts the native unit to joules; ``unit`` is one
-    counter step in the native unit (default: the modulus of a 32-bit counter / 2**32).
+    ``kind``:
 
-    A forward step is always energy: counters only go forward, and a short gap between
-    two reads can legitimately see a large step (psys counts in 1 J units; a package
-    counter updates every ~1 ms, so two reads 0.15 ms apart can see a whole update).
-    A backward step is a wrap (``new + max_range - old``) when that fits the power
-    ceiling over the gap, with the gap floored at :attr:`MIN_DT_S` and a few counter
-    units of slack; otherwise it is a reset (driver reload, suspend, a read error turned
-    into 0, SENSORS.md §1) and counts nothing.
+    * ``"start"``: the first good reading (the baseline); ``""``: a step forward;
+      ``"wrap"``: a step across the counter's wrap, counted in full;
+    * ``"rejected"``: not energy (unreadable, out of range, or an impossible step from the
+      last good reading); ``energy_j`` is None and ``detail`` says why;
+    * ``"bridged"``: good again after rejected readings: the step from the last good reading
+      was plausible, so all of it is counted (the counter is monotonic underneath);
+    * ``"reset"``: the counter restarted (two readings agree with each other but not with
+      the last good one): a new base, nothing counted since the last good reading;
+    * ``"gap"``: the last good reading is older than :meth:`CounterTracker.gap_limit_s`, so
+      the wraps in between are unknowable: a new base, nothing counted for the gap.
+
+    After ``reset`` and ``gap`` the span since the last good reading is unknown (lost).
     """
 
-    #: the engine polls at most every ``max_range / max_power / POLL_DIVISOR`` seconds, so a
-    #: true wrap spans at most a quarter of the range and a reset stands out.
+    energy_j: float | None
+    kind: str
+    detail: str = ""
+    span_s: float = 0.0  # seconds since the last good reading (bridged, reset, gap)
+    bad_reads: int = 0  # readings rejected since the last good one (bridged, reset, gap)
+
+
+class CounterTracker:
+    """Turns a wrapping hardware energy counter into a monotonic cumulative energy, and
+    refuses what no hardware can produce (SENSORS.md §1, "Faults seen in the field").
+
+    ``max_range`` is the counter's modulus in its native unit (``max_energy_range_uj``
+    plus one step), or 0 when the range is unknown: then nothing is taken as a wrap.
+    ``scale_j`` converts the native unit to joules; ``unit`` is one counter step in the
+    native unit (default: the modulus of a 32-bit counter / 2**32).
+
+    Two powers, for two questions:
+
+    * ``max_power_w``, the *ceiling* (guessed from the power limits): only how often the
+      counter must be read (:meth:`safe_interval_s`) and how long a gap can be bridged
+      (:meth:`gap_limit_s`). It never decides whether a step is energy: a zone may draw more
+      than its declared limits, and a real wrap at high power is still energy.
+    * ``hard_max_w``, the physical bound (default :attr:`HARD_FACTOR` × the ceiling): a
+      step (forward, or backward across a wrap) is plausible when it is at most half the
+      range and at most ``hard_max_w`` over the gap (floored at :attr:`MIN_DT_S`, plus a few
+      counter units).
+
+    A step that is not plausible is rejected, and so is a step to exactly 0 (what a failed
+    read turns into; a counter that truly wrapped to 0 is counted by the next step). The last
+    good reading is kept: the next reading is compared with it, so a glitch costs nothing
+    ("bridged"). When a rejected value is followed by one a plausible step *forward* from it
+    (a stuck bad value does not count: a live counter moves) that does not fit the last good
+    reading, the counter was reset.
+    """
+
+    #: the engine polls at most every ``max_range / max_power / POLL_DIVISOR`` seconds
     POLL_DIVISOR = 4.0
-    #: a wrap's budget assumes at least this gap: at tiny gaps the counter's own update
-    #: granularity (1 ms, 1 J units) dominates, not the power ceiling
+    #: a gap since the last good reading longer than ``POLL_DIVISOR / GAP_DIVISOR`` poll
+    #: periods (at the ceiling: half the range) cannot be bridged: wraps may hide in it
+    GAP_DIVISOR = 2.0
+    #: the physical bound on a zone's power, as a multiple of its ceiling
+    HARD_FACTOR = 10.0
+    #: a step's budget assumes at least this gap: at tiny gaps the counter's own update
+    #: granularity (1 ms, 1 J units) dominates, not the power
     MIN_DT_S = 0.1
-    #: counter units of slack on a wrap's budget
+    #: counter units of slack on a step's budget
     SLACK_UNITS = 4
 
     def __init__(self, max_range: float, scale_j: float, max_power_w: float,
-                 unit: float | None = None):
-        self.max_range = max_range
+                 unit: float | None = None, hard_max_w: float | None = None):
+        self.max_range = max_range if max_range and max_range > 0 else 0.0
         self.scale_j = scale_j
         self.max_power_w = max_power_w
-        self.unit = max_range / 2**32 if unit is None else unit
-        self.last_raw: float | None = None
+        self.hard_max_w = hard_max_w if hard_max_w else self.HARD_FACTOR * max_power_w
+        self.unit = (self.max_range / 2**32 if unit is None else unit) or 1.0
+        self.last_raw: float | None = None  # the last good reading
         self.last_t: float | None = None
         self.energy_j = 0.0
+        self._suspect: tuple[float, float] | None = None  # (raw, t) of the latest rejected value
+        self._bad_reads = 0
 
-    def safe_interval_s(self) -> float:
-        """Longest gap between reads at which a wrap is still unambiguous."""
+    @property
+    def wraps(self) -> bool:
+        """Whether wraps are handled (the counter's range is known)."""
+        return self.max_range > 0
+
+    def safe_interval_s(self) -> float | None:
+        """Longest gap between reads at which a wrap is unambiguous at the ceiling power."""
+        if not self.wraps:
+            return None
         return self.max_range * self.scale_j / self.max_power_w / self.POLL_DIVISOR
 
-    def wrap_budget_j(self, dt_s: float) -> float:
-        """Most energy a wrap may account for over a gap of ``dt_s`` seconds."""
-        return (self.max_power_w * max(dt_s, self.MIN_DT_S) * 1.25
+    def gap_limit_s(self) -> float | None:
+        """Longest time since the last good reading that can still be bridged."""
+        safe = self.safe_interval_s()
+        return None if safe is None else safe * self.POLL_DIVISOR / self.GAP_DIVISOR
+
+    def budget_j(self, dt_s: float) -> float:
+        """Most energy one step may account for over a gap of ``dt_s`` seconds."""
+        return (self.hard_max_w * max(dt_s, self.MIN_DT_S)
                 + self.SLACK_UNITS * self.unit * self.scale_j)
 
-    def update(self, raw: float, t_s: float) -> tuple[float, str]:
-        """Feed one raw reading. Returns (cumulative energy J, "" or "reset" or "wrap")."""
-        what = ""
-        if self.last_raw is None:
-            self.last_raw, self.last_t = raw, t_s
-            return self.energy_j, what
-        if raw >= self.last_raw:
-            delta_j = (raw - self.last_raw) * self.scale_j
-        else:
-            # not ``self.last_t or t_s``: a clock that starts at 0.0 is a real time
-            dt = t_s - (self.last_t if self.last_t is not None else t_s)
-            delta_j = (raw + self.max_range - self.last_raw) * self.scale_j
-            what = "wrap"
-            if delta_j > self.wrap_budget_j(dt):
-                what = "reset"
-                delta_j = 0.0
-        self.energy_j += delta_j
-        self.last_raw, self.last_t = raw, t_s
-        return self.energy_j, what
+    def _step(self, old: float, new: float, dt_s: float) -> tuple[float | None, bool]:
+        """(energy J of the step old -> new, whether across a wrap); None if implausible."""
+        delta = new - old
+        wrapped = delta < 0
+        if wrapped:
+            if not self.wraps:
+                return None, True
+            delta += self.max_range
+        if self.wraps and delta > self.max_range / 2:
+            return None, wrapped
+        energy_j = delta * self.scale_j
+        return (energy_j if energy_j <= self.budget_j(dt_s) else None), wrapped
+
+    def reject(self, t_s: float, why: str) -> CounterStep:
+        """A reading that is not a value at all (unreadable, empty, text)."""
+        self._bad_reads += 1
+        return CounterStep(None, "rejected", why)
+
+    def update(self, raw: float, t_s: float) -> CounterStep:
+        """Feed one raw reading (native unit) taken at monotonic ``t_s``."""
+        if raw < 0:
+            return self.reject(t_s, f"{raw} is negative")
+        if self.wraps and raw > self.max_range - self.unit / 2:
+            return self.reject(t_s, f"{raw} is above max_energy_range_uj")
+        if self.last_raw is None or self.last_t is None:
+            self.last_raw, self.last_t, self._suspect, self._bad_reads = raw, t_s, None, 0
+            return CounterStep(self.energy_j, "start")
+        span_s, bad = t_s - self.last_t, self._bad_reads
+        gap = self.gap_limit_s()
+        if gap is not None and span_s > gap:
+            return self._rebase(raw, t_s, "gap", f"no good reading for {span_s:.1f} s, longer "
+                                f"than the {gap:.0f} s in which the counter can wrap")
+        energy_j, wrapped = self._step(self.last_raw, raw, span_s)
+        if energy_j is not None and raw == 0 and self.last_raw != 0:
+            energy_j = None  # a failed read turned into 0; the next step counts a true 0
+        if energy_j is None:
+            suspect, self._suspect = self._suspect, (raw, t_s)
+            if (suspect is not None and raw > suspect[0]
+                    and self._step(suspect[0], raw, t_s - suspect[1])[0] is not None):
+                return self._rebase(raw, t_s, "reset", f"went from {self.last_raw:.0f} to "
+                                    f"{suspect[0]:.0f} then {raw:.0f}: the counter restarted")
+            what = "a step back" if raw < self.last_raw else "a step forward"
+            return self.reject(t_s, f"{raw} after {self.last_raw:.0f} is {what} no hardware "
+                               f"makes in {span_s:.3g} s")
+        self.energy_j += energy_j
+        self.last_raw, self.last_t, self._suspect, self._bad_reads = raw, t_s, None, 0
+        if bad:
+            return CounterStep(self.energy_j, "bridged", f"{energy_j:.6g} J counted over "
+                               f"{span_s:.3g} s after {bad} rejected reading(s)", span_s, bad)
+        return CounterStep(self.energy_j, "wrap" if wrapped else "")
+
+    def _rebase(self, raw: float, t_s: float, kind: str, detail: str) -> CounterStep:
+        span_s = t_s - (self.last_t if self.last_t is not None else t_s)
+        step = CounterStep(self.energy_j, kind, detail, span_s, self._bad_reads)
+        self.last_raw, self.last_t, self._suspect, self._bad_reads = raw, t_s, None, 0
+        return step
+
+    def rebase(self) -> None:
+        """Forget the last good reading: the next one is a new baseline."""
+        self.last_raw = self.last_t = self._suspect = None
+        self._bad_reads = 0

@@ -12,9 +12,23 @@ Domain ids: ``package-N`` (and ``package-N-die-M``), children ``package-N/core``
 Machine total = Σ package + Σ dram; core and uncore are inside the package and psys holds
 both, so they are shown but not added (``in_total=False``).
 
-Every file is read through :func:`_read_text` (one open + one read + close, paths resolved
-once in ``open()``). A fresh open per read, rather than a kept descriptor, lets a zone that a
-driver reload re-creates come back on its own; tests patch ``_read_text`` to inject errors.
+Discovery reads files through :func:`_read_text` (open, read, close). Sampling does not
+open files: ``open()`` opens each zone's ``energy_uj`` once and keeps the descriptor, and
+every sample is one ``pread`` at offset 0 (:func:`_pread_text`; sysfs formats the value
+afresh for a read at offset 0). So sampling never competes for file descriptors with
+anything else in the process (a flood of HTTP clients on the Prometheus port once made every
+zone "lost: Too many open files"). A descriptor is reopened only after a read error or a bad
+value; a zone that stays unreadable is looked up again every :data:`REDISCOVER_S` seconds, by
+name and parent, in case it was re-registered under a new id. Tests patch ``_read_text`` and
+``_pread_text`` to inject errors.
+
+Faults (SENSORS.md §1): a value that is not a number, is negative or above
+``max_energy_range_uj``, or a step no hardware can make, is rejected (an ``event``, the
+domain ``LOST`` for that read) and the next good reading is compared with the last good one
+(:class:`~tuimeter.sensors.base.CounterTracker`), so a glitch costs no energy
+(``Link.BRIDGED``). A counter reset or a gap longer than the counter can bridge makes a new
+base and the span before it is lost (``Link.BROKEN``). A zone whose ``max_energy_range_uj``
+is 0 or unreadable is read without wrap handling, and says so in its label.
 """
 
 from __future__ import annotations
@@ -25,8 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from ..model import Domain, DomainKind, Event, Provenance, Reading, SensorStatus, Status
-from .base import CounterTracker, Sensor, SensorUnavailable
+from ..model import Domain, DomainKind, Event, Link, Provenance, Reading, SensorStatus, Status
+from .base import CounterStep, CounterTracker, Sensor, SensorUnavailable
 
 DEFAULT_ROOT = "/sys/class/powercap"
 ROOT_ENV = "TUIMETER_POWERCAP_ROOT"
@@ -36,6 +50,10 @@ RAW_MAX = 0xFFFFFFFF  # the hardware counter is 32 bits; max_energy_range_uj = R
 #: sanity ceiling (W) per kind when a zone has no power limit to go by (AMD has none)
 DEFAULT_CEILING_W = {DomainKind.PACKAGE: 500.0, DomainKind.PSYS: 1000.0}
 OTHER_CEILING_W = 200.0  # core, uncore, dram, unknown
+#: how often (s) zones that cannot be read are looked for again (re-registered under a new id)
+REDISCOVER_S = 10.0
+#: the CSV ``source`` of AMD's ``package-N/core``: one core's counter, not all cores
+AMD_CORE_SOURCE = "rapl:one-core"
 
 PERMISSION_FIX = (
     "Give a group read access to energy_uj at every boot (a chmod is lost at reboot): a "
@@ -75,6 +93,11 @@ def _read_text(path: str) -> str:
         os.close(fd)
 
 
+def _pread_text(fd: int, path: str) -> str:
+    """An open ``energy_uj``'s value: one ``pread`` at offset 0. Raises OSError."""
+    return os.pread(fd, 64, 0).decode("ascii", "replace")
+
+
 def _zone_ids(zone: str) -> tuple[str, tuple[int, ...]] | None:
     """``"intel-rapl:0:a"`` → ``("intel-rapl", (0, 10))``; None if not a zone name."""
     ctype, sep, rest = zone.partition(":")
@@ -95,12 +118,16 @@ class _Zone:
     ids: tuple[int, ...]
     path: str  # the directory it resolved through
     name: str = ""
-    max_range_uj: int = 0
+    max_range_uj: int = 0  # 0: unknown (0 or unreadable in sysfs): no wrap handling
+    range_note: str = ""  # why the range is unknown
     limit_w: float | None = None  # largest constraint_*_power_limit_uw, in W
+    has_constraints: bool = False  # any constraint_* file (AMD zones have none)
     domain: Domain | None = None
     package: int | None = None
     tracker: CounterTracker | None = None
-    lost_note: str = ""
+    lost_note: str = ""  # why energy_uj cannot be read (empty: it can)
+    fault: str = ""  # the fault of the current run of rejected readings ("": none)
+    fd: int | None = None  # energy_uj, kept open while the sensor is
 
     @property
     def energy_path(self) -> str:
@@ -132,27 +159,33 @@ def _candidates(root: Path) -> dict[str, list[str]]:
     return found
 
 
-def _power_limit_w(path: str) -> float | None:
-    """The largest non-zero ``constraint_*_power_limit_uw`` of a zone, in W (None if none)."""
+def _power_limit_w(path: str) -> tuple[float | None, bool]:
+    """The largest non-zero ``constraint_*_power_limit_uw`` of a zone, in W (None if none),
+    and whether the zone has any ``constraint_*`` file at all."""
     limits = []
-    for entry in os.listdir(path):
+    entries = os.listdir(path)
+    for entry in entries:
         if entry.startswith("constraint_") and entry.endswith("_power_limit_uw"):
             try:
                 limits.append(int(_read_text(os.path.join(path, entry))) / 1e6)
             except (OSError, ValueError):
                 continue
     limits = [w for w in limits if w > 0]
-    return max(limits) if limits else None
+    return (max(limits) if limits else None), any(e.startswith("constraint_") for e in entries)
 
 
 def _classify(z: _Zone, parent: _Zone | None, tops_of_kind: dict[str, int]) -> None:
     """Give ``z`` its domain from its name (and its parent's domain for a child zone)."""
     idx: int | None = None
+    source, label = "rapl", z.zone
     if parent is not None:
         assert parent.domain is not None
         kind = {"core": DomainKind.CORE, "uncore": DomainKind.UNCORE,
                 "dram": DomainKind.DRAM}.get(z.name, DomainKind.OTHER)
         dom_id, in_total, idx = f"{parent.domain.id}/{z.name}", kind is DomainKind.DRAM, parent.package
+        if kind is DomainKind.CORE and not parent.has_constraints and not z.has_constraints:
+            # AMD Zen (no constraint files): one core's counter, read on one CPU
+            source, label = AMD_CORE_SOURCE, f"{z.zone}: one core's counter (AMD), not all cores"
     elif m := _PACKAGE_RE.fullmatch(z.name):
         dom_id, kind, in_total, idx = z.name, DomainKind.PACKAGE, True, int(m.group(1))
     elif m := _PSYS_RE.fullmatch(z.name):
@@ -163,9 +196,11 @@ def _classify(z: _Zone, parent: _Zone | None, tops_of_kind: dict[str, int]) -> N
         idx = tops_of_kind[key] = tops_of_kind.get(key, -1) + 1
         kind = DomainKind.DRAM if z.name == "dram" else DomainKind.OTHER
         dom_id, in_total = f"{z.name}-{idx}", kind is DomainKind.DRAM
+    if z.range_note:
+        label = f"{label}; {z.range_note}"
     z.package = idx
-    z.domain = Domain(id=dom_id, name=z.name, kind=kind, source="rapl",
-                      provenance=Provenance.MEASURED, in_total=in_total, label=z.zone, index=idx)
+    z.domain = Domain(id=dom_id, name=z.name, kind=kind, source=source,
+                      provenance=Provenance.MEASURED, in_total=in_total, label=label, index=idx)
 
 
 def _same_counter(a: _Zone, b: _Zone) -> bool:
@@ -177,6 +212,21 @@ def _same_counter(a: _Zone, b: _Zone) -> bool:
     except (OSError, ValueError):
         return False
     return a1 <= b1 <= a2 or (a2 < a1 and (b1 >= a1 or b1 <= a2))
+
+
+def _max_range_uj(path: str) -> tuple[int, str]:
+    """A zone's ``max_energy_range_uj``, or (0, why) when it is 0 or unreadable (broken
+    firmware): such a zone is read without wrap handling."""
+    try:
+        text = _read_text(os.path.join(path, "max_energy_range_uj")).strip()
+        value = int(text)
+    except OSError as exc:
+        return 0, f"max_energy_range_uj unreadable ({exc.strerror or exc}): read without wrap handling"
+    except ValueError:
+        return 0, f"max_energy_range_uj is {text[:20]!r}: read without wrap handling"
+    if value <= 0:
+        return 0, f"max_energy_range_uj is {value}: read without wrap handling"
+    return value, ""
 
 
 def _discover(root: Path) -> tuple[list[_Zone], list[str]]:
@@ -200,11 +250,13 @@ def _discover(root: Path) -> tuple[list[_Zone], list[str]]:
         z = _Zone(zone, ids[0], ids[1], path)
         try:
             z.name = _read_text(os.path.join(path, "name")).strip()
-            z.max_range_uj = int(_read_text(os.path.join(path, "max_energy_range_uj")))
-            z.limit_w = _power_limit_w(path)
-        except (OSError, ValueError) as exc:
-            notes.append(f"{zone}: skipped, unreadable name or max_energy_range_uj ({exc})")
+            z.limit_w, z.has_constraints = _power_limit_w(path)
+        except OSError as exc:
+            notes.append(f"{zone}: skipped, unreadable name ({exc})")
             continue
+        z.max_range_uj, z.range_note = _max_range_uj(path)
+        if z.range_note:
+            notes.append(f"{zone} ({z.name}): {z.range_note}")
         zones.append(z)
     if not zones and dangling:
         raise SensorUnavailable(
@@ -250,8 +302,9 @@ class RaplSensor(Sensor):
 
     ``root``: the powercap folder (see :func:`resolve_root`). ``max_power_w``: the sanity
     ceiling for every zone, overriding the default (2 × the zone's largest power limit,
-    else :data:`DEFAULT_CEILING_W`); a step above it is a reset, and it sets how often the
-    engine must poll (:meth:`max_poll_interval_s`).
+    else :data:`DEFAULT_CEILING_W`). It sets how often the engine must poll
+    (:meth:`max_poll_interval_s`) and how long a gap can be bridged, never whether a step
+    is energy: that takes a bound ten times higher (:class:`CounterTracker`).
     """
 
     name = "rapl"
@@ -262,6 +315,7 @@ class RaplSensor(Sensor):
         self._zones: list[_Zone] = []
         self._notes: list[str] = []
         self._events: list[Event] = []
+        self._rediscover_t: float | None = None  # when unreadable zones were last looked for
 
     # -- availability -----------------------------------------------------------
     def _probe(self) -> tuple[list[_Zone], list[str]]:
@@ -305,75 +359,166 @@ class RaplSensor(Sensor):
 
     # -- life cycle ---------------------------------------------------------------
     def open(self) -> Sequence[Domain]:
-        """Resolve every zone once; the first ``read`` sets each counter's baseline.
+        """Resolve every zone and open its ``energy_uj`` (kept open until :meth:`close`);
+        the first ``read`` sets each counter's baseline.
 
         Raises SensorUnavailable (no powercap folder, no zones, dangling links, energy_uj
         unreadable), with the fix in ``.fix``.
         """
+        self.close()
         self._zones, self._notes = self._probe()
         for z in self._zones:
-            assert z.domain is not None
-            ceiling_w = self.max_power_w or (2.0 * z.limit_w if z.limit_w else
-                                             DEFAULT_CEILING_W.get(z.domain.kind, OTHER_CEILING_W))
-            # the raw counter wraps at 2**32 units: one unit more than max_energy_range_uj
-            modulus_uj = z.max_range_uj + z.max_range_uj / RAW_MAX
-            z.tracker = CounterTracker(max_range=modulus_uj, scale_j=1e-6, max_power_w=ceiling_w,
-                                       unit=modulus_uj / (RAW_MAX + 1))
+            self._track(z)
+            self._reopen(z)
+        self._rediscover_t = None
         return [z.domain for z in self._zones if z.domain]
 
+    def _track(self, z: _Zone) -> None:
+        assert z.domain is not None
+        ceiling_w = self.max_power_w or (2.0 * z.limit_w if z.limit_w else
+                                         DEFAULT_CEILING_W.get(z.domain.kind, OTHER_CEILING_W))
+        # the raw counter wraps at 2**32 units: one unit more than max_energy_range_uj
+        modulus_uj = z.max_range_uj + z.max_range_uj / RAW_MAX
+        z.tracker = CounterTracker(max_range=modulus_uj, scale_j=1e-6, max_power_w=ceiling_w,
+                                   unit=modulus_uj / (RAW_MAX + 1) if modulus_uj else 1.0)
+
+    def _reopen(self, z: _Zone) -> None:
+        """(Re)open the zone's energy_uj. Raises OSError; the zone then has no descriptor."""
+        if z.fd is not None:
+            fd, z.fd = z.fd, None
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        z.fd = os.open(z.energy_path, os.O_RDONLY)
+
     def close(self) -> None:
+        for z in self._zones:
+            if z.fd is not None:
+                try:
+                    os.close(z.fd)
+                except OSError:
+                    pass
+                z.fd = None
         self._zones = []
 
     def max_poll_interval_s(self) -> float | None:
         """Longest gap (s) at which no counter can wrap twice, even at its ceiling power."""
         intervals = [z.tracker.safe_interval_s() for z in self._zones if z.tracker]
+        intervals = [i for i in intervals if i is not None]
         return min(intervals) if intervals else None
 
     def drain_events(self) -> list[Event]:
         events, self._events = self._events, []
         return events
 
+    def _read_raw(self, z: _Zone) -> str:
+        """The zone's energy_uj text from its kept descriptor; after an error, or while its
+        values are bad, the file is opened again (it may have been re-created). Raises
+        OSError when it cannot be read."""
+        if z.fd is None or z.lost_note or z.fault:
+            self._reopen(z)
+            assert z.fd is not None
+            return _pread_text(z.fd, z.energy_path)
+        try:
+            text = _pread_text(z.fd, z.energy_path)
+            if text.strip():
+                return text
+        except OSError:
+            pass
+        # an error or nothing: open the path again (the zone may be gone or re-created)
+        self._reopen(z)
+        assert z.fd is not None
+        return _pread_text(z.fd, z.energy_path)
+
     def read(self, now_s: float) -> Sequence[Reading]:
         """Cumulative energy (J) per domain since the first read, wraps unwrapped.
 
-        A zone that fails to read gives ``status=LOST`` and ``energy_j=None`` (plus a "lost"
-        event) while the others go on; when it reads again it resumes from a new baseline,
-        counting nothing for the gap ("recovered" event). An empty or half-written value is
-        skipped (last energy repeated). A backwards step that cannot be a wrap counts 0 J
-        ("reset" event).
+        A zone that cannot be read, or reads a value that cannot be energy (see the module
+        docstring), gives ``status=LOST`` and ``energy_j=None``, with one event per run of
+        failures ("lost" or "rejected") while the others go on. The next good reading says
+        what became of the span: "bridged" (its energy counted, ``Link.BRIDGED``), "reset"
+        or "gap" (a new base, the span lost, ``Link.BROKEN``).
         """
+        self._maybe_rediscover(now_s)
         readings = []
         for z in self._zones:
             dom, tracker = z.domain, z.tracker
             assert dom is not None and tracker is not None
             try:
-                text = _read_text(z.energy_path)
+                text = self._read_raw(z)
             except OSError as exc:
                 if not z.lost_note:
                     z.lost_note = f"cannot read {z.energy_path}: {exc.strerror or exc}"
                     self._event(now_s, dom.id, "lost", z.lost_note)
+                tracker.reject(now_s, z.lost_note)
                 readings.append(Reading(dom.id, now_s, None, status=Status.LOST, note=z.lost_note))
                 continue
+            was_unreadable, z.lost_note = bool(z.lost_note), ""
             try:
-                raw_uj = int(text)
-            except ValueError:  # caught mid-update: skip this one, it is not a reset
-                readings.append(Reading(dom.id, now_s, tracker.energy_j))
-                continue
-            if z.lost_note:
-                z.lost_note = ""
-                tracker.last_raw = None  # new baseline: no invented energy for the gap
-                self._event(now_s, dom.id, "recovered", f"{z.energy_path} reads again")
-            before_uj = tracker.last_raw
-            energy_j, what = tracker.update(raw_uj, now_s)
-            note = ""
-            if what == "reset":
-                note = "reset"
-                self._event(now_s, dom.id, "reset",
-                            f"{z.zone} energy_uj went back from {before_uj:.0f} to {raw_uj} µJ, "
-                            f"too far for a wrap at {tracker.max_power_w:g} W: counted 0 J "
-                            f"for this step")
-            readings.append(Reading(dom.id, now_s, energy_j, note=note))
+                step = tracker.update(int(text), now_s)
+            except ValueError:
+                shown = text.strip()[:40]
+                step = tracker.reject(now_s, f"{shown!r} is not a number" if shown else "empty")
+            readings.append(self._reading(z, step, now_s, was_unreadable))
         return readings
+
+    def _reading(self, z: _Zone, step: CounterStep, now_s: float, was_unreadable: bool) -> Reading:
+        """The reading (and events) for one zone's counter step."""
+        dom = z.domain
+        assert dom is not None
+        if step.kind == "rejected":
+            if not z.fault:
+                z.fault = step.detail
+                self._event(now_s, dom.id, "rejected",
+                            f"{z.zone} energy_uj: {step.detail}; not counted, lost until it "
+                            f"reads true again")
+            return Reading(dom.id, now_s, None, status=Status.LOST, note=f"rejected: {step.detail}")
+        z.fault = ""
+        if step.kind == "bridged":
+            self._event(now_s, dom.id, "bridged", f"{z.zone} energy_uj reads true again: "
+                        f"{step.detail}")
+            return Reading(dom.id, now_s, step.energy_j, note="bridged", link=Link.BRIDGED)
+        if step.kind in ("reset", "gap"):
+            self._event(now_s, dom.id, step.kind, f"{z.zone} energy_uj {step.detail}: the "
+                        f"{step.span_s:.3g} s since its last good reading are lost (not counted)")
+            return Reading(dom.id, now_s, step.energy_j, note=step.kind, link=Link.BROKEN)
+        if was_unreadable:  # a new counter (re-registered with another range): a new base
+            self._event(now_s, dom.id, "recovered", f"{z.energy_path} reads again")
+        return Reading(dom.id, now_s, step.energy_j)
+
+    def _maybe_rediscover(self, now_s: float) -> None:
+        """Look again, at most every :data:`REDISCOVER_S`, for zones that cannot be read:
+        a zone re-registered under a new id (module reload, hotplug) is the same domain
+        (same name under the same parent) at a new path."""
+        lost = [z for z in self._zones if z.lost_note]
+        if not lost:
+            self._rediscover_t = None
+            return
+        if self._rediscover_t is not None and now_s - self._rediscover_t < REDISCOVER_S:
+            return
+        self._rediscover_t = now_s
+        try:
+            found, _ = _discover(self.root)
+        except (SensorUnavailable, OSError):
+            return
+        by_id = {(f.ctype, f.domain.id): f for f in found if f.domain is not None}
+        for z in lost:
+            assert z.domain is not None
+            new = by_id.get((z.ctype, z.domain.id))
+            if new is None or new.path == z.path:
+                continue
+            old = z.zone
+            z.zone, z.ids, z.path = new.zone, new.ids, new.path
+            if (new.max_range_uj, new.limit_w) != (z.max_range_uj, z.limit_w):
+                z.max_range_uj, z.limit_w = new.max_range_uj, new.limit_w
+                self._track(z)  # another counter: its first reading is a new base
+            try:
+                self._reopen(z)
+            except OSError:
+                continue
+            self._event(now_s, z.domain.id, "rediscovered",
+                        f"{old} is now {new.zone} ({new.name}), read from {z.energy_path}")
 
     def _event(self, t_s: float, domain_id: str, kind: str, message: str) -> None:
         self._events.append(Event(t_s, self.name, domain_id, kind, message))
