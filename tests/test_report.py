@@ -21,14 +21,18 @@ CARBON = CarbonInfo(g_per_kwh=360.0, pue=1.0, source="test")
 T0 = 1_800_000_000.0
 
 
-def record(path, host="h", start=0.0, ticks=10, interval=1.0, marks=(), power=None, lost=()):
+def record(path, host="h", start=0.0, ticks=10, interval=1.0, marks=(), power=None, lost=(),
+           bridged=False):
     """Record ``ticks`` ticks from wall time T0+start; ``marks``: {tick index: label, or
-    (label, source)}; ``lost``: tick indices at which package-0 cannot be read.
+    (label, source)}; ``lost``: tick indices at which package-0 cannot be read; ``bridged``:
+    its counter runs on meanwhile and bridges the lost ticks when it reads again.
 
     rapl_like: package-0 40 W + dram 5 W counted (45 W); core 25 W and psys 60 W not.
     """
     clock = FakeClock(1000.0 + start)  # not 0.0: the engine treats a 0.0 tick time as unset
     sensor = rapl_like(power)
+    if bridged:
+        sensor.bridging.add("package-0")
     eng = Engine([sensor], CARBON, interval, clock=clock,
                  wallclock=lambda: T0 + clock.t, cpu_clock=lambda: 0.0, host=host)
     rec = Recorder(SessionWriter.create(path, host))
@@ -41,7 +45,7 @@ def record(path, host="h", start=0.0, ticks=10, interval=1.0, marks=(), power=No
             label, source = marks[i] if isinstance(marks[i], tuple) else (marks[i], "cli")
             eng.add_marker(label, source)
         sensor.lost = {"package-0"} if i in lost else set()
-        if i - 1 in lost and i not in lost:
+        if i - 1 in lost and i not in lost and not bridged:
             eng.poll()  # back at the start of this interval: it is measured in full
         clock.advance(interval)
         eng.tick()
@@ -236,6 +240,21 @@ def test_bad_timestamp_in_first_row_is_skipped_not_fatal(tmp_path):
     res = load_file(str(f))
     assert any("line 2: bad value" in p for p in res.problems)
     assert build_report([res]).energy_j == pytest.approx(135.0)
+
+
+def test_bridged_energy_is_spread_over_the_lost_time_it_covers(tmp_path):
+    """A counter bridged across 4 lost ticks puts their energy in the next sample row
+    (label 'bridged 5.000 s'): the report counts it over those 5 s, so nothing is lost
+    (lost_s 0), the average is the true 40 W, and a marker inside the span splits the
+    bridged energy by time."""
+    f = record(tmp_path / "a.csv", ticks=10, marks={0: "train", 5: "eval"}, lost={3, 4, 5, 6},
+               bridged=True)
+    (host,) = report(f).hosts
+    train, ev = host.segments
+    assert train.domains["package-0"].lost_s == 0.0 and ev.domains["package-0"].lost_s == 0.0
+    assert train.domains["package-0"].energy_j == pytest.approx(200.0)
+    assert ev.domains["package-0"].energy_j == pytest.approx(200.0)
+    assert host.domains["package-0"].energy_j == pytest.approx(400.0)
 
 
 def test_domain_lost_for_part_of_a_segment_reports_the_lost_time(tmp_path, capsys):

@@ -38,6 +38,25 @@ COLUMNS = (
 
 SCHEMA_VERSION = 1
 
+#: a sample row's label when its energy was bridged across the lost rows before it
+_BRIDGED = "bridged "
+
+
+def bridged_label(span_s: float) -> str:
+    """``bridged 3.000 s``: the sample's energy spans the last ``span_s`` seconds."""
+    return f"{_BRIDGED}{span_s:.3f} s"
+
+
+def bridged_span_s(label: str) -> float | None:
+    """The span of a :func:`bridged_label`, None for any other label."""
+    if not label.startswith(_BRIDGED):
+        return None
+    try:
+        span_s = float(label[len(_BRIDGED):].split()[0])
+    except (ValueError, IndexError):
+        return None
+    return span_s if span_s > 0 and span_s != float("inf") else None
+
 
 class SessionWriteError(OSError):
     """Writing the session file failed (disk full, file removed, ...)."""
@@ -196,7 +215,7 @@ class SessionWriter:
             for d in snap.domains:
                 prov = str(d.domain.provenance) if d.status.value == "ok" else "lost"
                 # energy bridged across the lost intervals before it: say over how long
-                label = "" if d.bridged_s is None else f"bridged {d.bridged_s:.3f} s"
+                label = "" if d.bridged_s is None else bridged_label(d.bridged_s)
                 self._row(ts, el, iv, "sample", d.domain.id, d.domain.source,
                           "1" if d.domain.in_total else "0", d.power_w, d.energy_j, d.co2_g,
                           prov, label)

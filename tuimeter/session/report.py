@@ -34,6 +34,7 @@ import math
 from array import array
 from dataclasses import dataclass, field
 
+from .csvfile import bridged_span_s
 from .reader import SessionFormatError, SessionReader
 
 #: markers with the same label closer than this (s) on one host are one boundary
@@ -131,9 +132,15 @@ def load_file(path: str) -> FileResult:
                         s = cur.series[row[6]] = _Series(row[8] == "1", (key, path))
                     energy = row[10]
                     if energy:
+                        span = bridged_span_s(row[13]) if row[13] else None
+                        if span:  # its energy is that of the lost rows before it too
+                            while s.lost_t1 and s.lost_t1[-1] > el - span + 1e-6:
+                                s.lost_t1.pop()
+                                s.lost_iv.pop()
+                                s.lost -= 1
                         s.e.append(float(energy))
                         s.t1.append(el)
-                        s.iv.append(iv)
+                        s.iv.append(span or iv)
                         if row[12] != s.last_prov:
                             s.last_prov = row[12]
                             s.provs.add(row[12])
