@@ -283,5 +283,6 @@ def test_amd_core_is_labelled_one_core(tmp_path):
     assert d["package-0/core"].source == AMD_CORE_SOURCE
     assert "one core" in d["package-0/core"].label
     assert d["package-0"].source == "rapl"
+    assert "package-0/core is one core's counter (AMD)" in sensor.status().reason  # UI help
     intel = RaplSensor(FakePowercap(tmp_path / "intel").intel_desktop().sensor_root)
     assert {x.id: x for x in intel.open()}["package-0/core"].source == "rapl"

@@ -291,6 +291,8 @@ def _discover(root: Path) -> tuple[list[_Zone], list[str]]:
             notes.append(f"{z.zone} ({z.name}) dropped: {why} {first.zone}")
             continue
         kept[z.domain.id] = z
+        if z.domain.source == AMD_CORE_SOURCE:  # shown with the sensor's status (UI help)
+            notes.append(f"{z.domain.id} is one core's counter (AMD), not all cores")
     # each top-level domain followed by its children, in zone order
     tops = {dom_id: i for i, dom_id in enumerate(k for k in kept if "/" not in k)}
     ordered = sorted(kept.values(), key=lambda z: (tops.get(z.domain.id.split("/")[0], 0), len(z.ids)))
