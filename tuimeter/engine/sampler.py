@@ -11,6 +11,12 @@ Two paces, on one monotonic clock:
   (domains with ``in_total``; nothing twice), CO2e, attribution (if an attributor is
   set), and publishes a :class:`~tuimeter.model.Snapshot` to every subscriber.
 
+A domain whose sensor cannot read it (``Status.LOST``) reports its interval as lost (no
+energy, not 0 W). What its next good reading means is the sensor's word (``Reading.link``):
+``BRIDGED``, the counter ran on underneath, so that tick carries the energy of the lost
+ticks too, averaged over the span (``DomainSample.bridged_s``); ``BROKEN``, or a plain
+reading after a loss, is a new base: the span before it is lost, not counted.
+
 Tests call :meth:`Engine.poll` and :meth:`Engine.tick` directly with a fake clock;
 :meth:`Engine.start` runs the same calls on a daemon thread. This module never imports
 the UI.
