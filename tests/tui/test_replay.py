@@ -311,3 +311,25 @@ async def test_the_ui_says_which_session_it_replays(tmp_path):
         assert "2 sessions" in shown and "demo0000001" in shown and "--session" in shown
         await pilot.press("q")
     session.close()
+
+
+def test_replay_keeps_bridged_energy_and_lost_intervals(tmp_path):
+    """Guards the joules of a recording in which a counter was bridged across lost ticks:
+    the replay gives the lost ticks back lost and the bridged tick with all its energy
+    (not a new base that drops it), so every domain's joules are the file's."""
+    from tests.test_report import record
+
+    path = record(tmp_path / "bridged.csv", ticks=10, lost={3, 4, 5}, bridged=True)
+    df = pd.read_csv(path)
+    assert df["label"].fillna("").str.startswith("bridged").sum() == 1
+    clock = FakeClock()
+    engine, _ = make_replay(path, clock=clock, cpu_clock=lambda: 0.0)
+    engine.open()
+    snaps = [engine.tick(clock.advance(1.0)) for _ in range(10)]
+    got = {d.domain.id: d.total_energy_j for d in snaps[-1].domains}
+    assert got == pytest.approx(_per_domain_joules(df), rel=1e-9)
+    assert got["package-0"] == pytest.approx(400.0)
+    lost = {(d.domain.id, round(s.elapsed_s, 6)) for s in snaps for d in s.domains
+            if d.status is Status.LOST}
+    assert lost == _lost_ticks(df)
+    assert snaps[6].domain("package-0").bridged_s == pytest.approx(4.0)

@@ -45,7 +45,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from ..model import CarbonInfo, Domain, DomainKind, Provenance, Reading, SensorStatus, Status
+from ..model import CarbonInfo, Domain, DomainKind, Link, Provenance, Reading, SensorStatus, Status
+from ..session.csvfile import bridged_span_s
 from .base import Sensor, SensorUnavailable
 
 
@@ -70,7 +71,7 @@ class ReplayMarker:
 class _Track:
     """One domain's cumulative energy over session time."""
 
-    __slots__ = ("domain", "ends_s", "starts_s", "cum_j", "lost")
+    __slots__ = ("domain", "ends_s", "starts_s", "cum_j", "lost", "bridged")
 
     def __init__(self, domain: Domain):
         self.domain = domain
@@ -78,26 +79,32 @@ class _Track:
         self.ends_s: list[float] = []  # interval end, session s
         self.cum_j: list[float] = []  # cumulative energy at each interval end, J
         self.lost: list[bool] = []  # the interval was recorded as lost
+        self.bridged: list[bool] = []  # its energy was bridged across the lost ones before
 
-    def energy_at(self, t_s: float, opening: bool = False) -> tuple[float | None, Status]:
+    def energy_at(self, t_s: float, opening: bool = False) -> tuple[float | None, Status, Link]:
         """Cumulative energy at session time ``t_s``. At a recorded boundary (within
         BOUNDARY_EPS_S) it is the end of the interval that ends there, or, with
-        ``opening``, the start of the next one."""
+        ``opening``, the start of the next one. A bridged interval is known only at its
+        end, which bridges the lost ones before it, as it was recorded."""
         i = bisect.bisect_left(self.ends_s, t_s - BOUNDARY_EPS_S)
         if i < len(self.ends_s) and abs(self.ends_s[i] - t_s) <= BOUNDARY_EPS_S:
             if not opening:
-                return (None, Status.LOST) if self.lost[i] else (self.cum_j[i], Status.OK)
+                if self.lost[i]:
+                    return None, Status.LOST, Link.CONTINUOUS
+                return (self.cum_j[i], Status.OK,
+                        Link.BRIDGED if self.bridged[i] else Link.CONTINUOUS)
             i += 1
             t_s = self.starts_s[i] if i < len(self.starts_s) else t_s
         if i >= len(self.ends_s):  # after the recording: energy stays where it ended
-            return (self.cum_j[-1] if self.cum_j else 0.0), Status.OK
-        if self.lost[i]:
-            return None, Status.LOST
+            return (self.cum_j[-1] if self.cum_j else 0.0), Status.OK, Link.CONTINUOUS
+        if self.lost[i] or (self.bridged[i] and i > 0 and self.lost[i - 1]):
+            return None, Status.LOST, Link.CONTINUOUS
         before = self.cum_j[i - 1] if i > 0 else 0.0
         start, end = self.starts_s[i], self.ends_s[i]
         if t_s <= start + BOUNDARY_EPS_S or end <= start:
-            return before, Status.OK
-        return before + (self.cum_j[i] - before) * (t_s - start) / (end - start), Status.OK
+            return before, Status.OK, Link.CONTINUOUS
+        return (before + (self.cum_j[i] - before) * (t_s - start) / (end - start), Status.OK,
+                Link.CONTINUOUS)
 
 
 _KINDS = (("/core", DomainKind.CORE), ("/uncore", DomainKind.UNCORE), ("dram", DomainKind.DRAM),
@@ -303,6 +310,7 @@ class ReplaySensor(Sensor):
         track.ends_s.append(elapsed)
         track.cum_j.append(before + (energy or 0.0))
         track.lost.append(lost or energy is None)
+        track.bridged.append(bridged_span_s(row.get("label", "") or "") is not None)
 
     # -- Sensor -------------------------------------------------------------------
     def is_available(self) -> SensorStatus:
@@ -326,8 +334,8 @@ class ReplaySensor(Sensor):
         self._emit_markers(t)
         out = []
         for track in self._tracks:
-            energy, status = track.energy_at(t, opening)
-            out.append(Reading(track.domain.id, now_s, energy, status=status,
+            energy, status, link = track.energy_at(t, opening)
+            out.append(Reading(track.domain.id, now_s, energy, status=status, link=link,
                                note="lost in the recording" if status is Status.LOST else ""))
         return out
 
