@@ -22,11 +22,11 @@ CARBON = CarbonInfo(g_per_kwh=400.0, pue=1.0, source="test")
 class Rig:
     """A RaplSensor over ``fake`` in an Engine ticking every ``dt`` seconds of a fake clock."""
 
-    def __init__(self, fake: FakePowercap, **sensor_kw):
+    def __init__(self, fake: FakePowercap, interval_s: float = 1.0, **sensor_kw):
         self.fake = fake
         self.clock = FakeClock(0.0)
         self.sensor = RaplSensor(fake.sensor_root, **sensor_kw)
-        self.engine = Engine([self.sensor], CARBON, 1.0, clock=self.clock,
+        self.engine = Engine([self.sensor], CARBON, interval_s, clock=self.clock,
                              wallclock=FakeClock(1.8e9), cpu_clock=lambda: 0.0, host="h")
         self.engine.open()
         self.snaps = []
@@ -175,6 +175,29 @@ def test_wrap_at_five_times_the_declared_limit_counts_to_the_unit(tmp_path):
     assert truth == pytest.approx(5850.0, abs=1e-3)
     assert rig.recorded_j("package-0") == pytest.approx(truth, abs=fake.quantum_j("package-0") / 2)
     assert rig.events("package-0") == []
+
+
+def test_wraps_at_five_times_the_limit_over_a_ten_minute_interval(tmp_path):
+    """Truth: 585 W (5 × the 117 W limit) for a 10-minute interval, 351 kJ, more than the
+    262 kJ range. The engine polls every 140 s (the range over the 234 W ceiling, / 8), so
+    even at this power a step between polls (82 kJ) stays under half the range and every
+    wrap counts (polling every 280 s, each step would be more than half the range)."""
+    fake = client(tmp_path)
+    rig = Rig(fake, interval_s=600.0)
+    poll_s = rig.engine.poll_interval_s
+    assert poll_s == pytest.approx(262143.33 / 234 / 8, rel=1e-3)
+    before = fake.zone("package-0").counter.advanced_nj
+    t = 0.0
+    while t + poll_s < 600.0:
+        fake.advance("package-0", 585.0 * poll_s)
+        rig.engine.poll(rig.clock.advance(poll_s))
+        t += poll_s
+    fake.advance("package-0", 585.0 * (600.0 - t))
+    pkg = rig.engine.tick(rig.clock.advance(600.0 - t)).domain("package-0")
+    truth = exact_truth_j(fake, "package-0", before)
+    assert truth == pytest.approx(351_000.0, abs=1e-3)
+    assert pkg.energy_j == pytest.approx(truth, abs=fake.quantum_j("package-0") / 2)
+    assert pkg.status is Status.OK
 
 
 def test_amd_package_at_700_w_wraps_three_times_to_the_unit(tmp_path):

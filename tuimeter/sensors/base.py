@@ -121,10 +121,12 @@ class CounterTracker:
     reading, the counter was reset.
     """
 
-    #: the engine polls at most every ``max_range / max_power / POLL_DIVISOR`` seconds
-    POLL_DIVISOR = 4.0
-    #: a gap since the last good reading longer than ``POLL_DIVISOR / GAP_DIVISOR`` poll
-    #: periods (at the ceiling: half the range) cannot be bridged: wraps may hide in it
+    #: the engine polls at most every ``max_range / max_power / POLL_DIVISOR`` seconds: even
+    #: at four times the ceiling (eight times an Intel zone's declared limit) a step between
+    #: two polls stays under half the range, so it passes the plausibility test
+    POLL_DIVISOR = 8.0
+    #: a gap since the last good reading longer than ``max_range / max_power / GAP_DIVISOR``
+    #: (at the ceiling: half the range) cannot be bridged: wraps may hide in it
     GAP_DIVISOR = 2.0
     #: the physical bound on a zone's power, as a multiple of its ceiling
     HARD_FACTOR = 10.0
@@ -160,8 +162,9 @@ class CounterTracker:
 
     def gap_limit_s(self) -> float | None:
         """Longest time since the last good reading that can still be bridged."""
-        safe = self.safe_interval_s()
-        return None if safe is None else safe * self.POLL_DIVISOR / self.GAP_DIVISOR
+        if not self.wraps:
+            return None
+        return self.max_range * self.scale_j / self.max_power_w / self.GAP_DIVISOR
 
     def budget_j(self, dt_s: float) -> float:
         """Most energy one step may account for over a gap of ``dt_s`` seconds."""
