@@ -66,6 +66,12 @@ class Sensor(abc.ABC):
         return SensorStatus(self.name, True)
 
 
+def _shown(raw: float) -> str:
+    """A raw value for a message, at most 24 characters (a broken file can hold 200 digits)."""
+    text = f"{raw:.0f}" if isinstance(raw, float) else str(raw)
+    return text if len(text) <= 24 else f"{text[:12]}...({len(text)} digits)"
+
+
 @dataclass(frozen=True)
 class CounterStep:
     """What one raw reading did to a :class:`CounterTracker`.
@@ -78,8 +84,8 @@ class CounterStep:
       last good reading); ``energy_j`` is None and ``detail`` says why;
     * ``"bridged"``: good again after rejected readings: the step from the last good reading
       was plausible, so all of it is counted (the counter is monotonic underneath);
-    * ``"reset"``: the counter restarted (two readings agree with each other but not with
-      the last good one): a new base, nothing counted since the last good reading;
+    * ``"reset"``: the counter restarted (a rejected value, then one a plausible step
+      forward from it): a new base, nothing counted since the last good reading;
     * ``"gap"``: the last good reading is older than :meth:`CounterTracker.gap_limit_s`, so
       the wraps in between are unknowable: a new base, nothing counted for the gap.
 
@@ -90,7 +96,6 @@ class CounterStep:
     kind: str
     detail: str = ""
     span_s: float = 0.0  # seconds since the last good reading (bridged, reset, gap)
-    bad_reads: int = 0  # readings rejected since the last good one (bridged, reset, gap)
 
 
 class CounterTracker:
@@ -184,7 +189,7 @@ class CounterTracker:
         energy_j = delta * self.scale_j
         return (energy_j if energy_j <= self.budget_j(dt_s) else None), wrapped
 
-    def reject(self, t_s: float, why: str) -> CounterStep:
+    def reject(self, why: str) -> CounterStep:
         """A reading that is not a value at all (unreadable, empty, text)."""
         self._bad_reads += 1
         return CounterStep(None, "rejected", why)
@@ -192,9 +197,9 @@ class CounterTracker:
     def update(self, raw: float, t_s: float) -> CounterStep:
         """Feed one raw reading (native unit) taken at monotonic ``t_s``."""
         if raw < 0:
-            return self.reject(t_s, f"{raw} is negative")
+            return self.reject(f"{_shown(raw)} is negative")
         if self.wraps and raw > self.max_range - self.unit / 2:
-            return self.reject(t_s, f"{raw} is above max_energy_range_uj")
+            return self.reject(f"{_shown(raw)} is above max_energy_range_uj")
         if self.last_raw is None or self.last_t is None:
             self.last_raw, self.last_t, self._suspect, self._bad_reads = raw, t_s, None, 0
             return CounterStep(self.energy_j, "start")
@@ -213,22 +218,17 @@ class CounterTracker:
                 return self._rebase(raw, t_s, "reset", f"went from {self.last_raw:.0f} to "
                                     f"{suspect[0]:.0f} then {raw:.0f}: the counter restarted")
             what = "a step back" if raw < self.last_raw else "a step forward"
-            return self.reject(t_s, f"{raw} after {self.last_raw:.0f} is {what} no hardware "
+            return self.reject(f"{raw} after {self.last_raw:.0f} is {what} no hardware "
                                f"makes in {span_s:.3g} s")
         self.energy_j += energy_j
         self.last_raw, self.last_t, self._suspect, self._bad_reads = raw, t_s, None, 0
         if bad:
             return CounterStep(self.energy_j, "bridged", f"{energy_j:.6g} J counted over "
-                               f"{span_s:.3g} s after {bad} rejected reading(s)", span_s, bad)
+                               f"{span_s:.3g} s after {bad} rejected reading(s)", span_s)
         return CounterStep(self.energy_j, "wrap" if wrapped else "")
 
     def _rebase(self, raw: float, t_s: float, kind: str, detail: str) -> CounterStep:
         span_s = t_s - (self.last_t if self.last_t is not None else t_s)
-        step = CounterStep(self.energy_j, kind, detail, span_s, self._bad_reads)
+        step = CounterStep(self.energy_j, kind, detail, span_s)
         self.last_raw, self.last_t, self._suspect, self._bad_reads = raw, t_s, None, 0
         return step
-
-    def rebase(self) -> None:
-        """Forget the last good reading: the next one is a new baseline."""
-        self.last_raw = self.last_t = self._suspect = None
-        self._bad_reads = 0

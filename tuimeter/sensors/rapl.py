@@ -453,7 +453,7 @@ class RaplSensor(Sensor):
                 if not z.lost_note:
                     z.lost_note = f"cannot read {z.energy_path}: {exc.strerror or exc}"
                     self._event(now_s, dom.id, "lost", z.lost_note)
-                tracker.reject(now_s, z.lost_note)
+                tracker.reject(z.lost_note)
                 readings.append(Reading(dom.id, now_s, None, status=Status.LOST, note=z.lost_note))
                 continue
             was_unreadable, z.lost_note = bool(z.lost_note), ""
@@ -461,7 +461,7 @@ class RaplSensor(Sensor):
                 step = tracker.update(int(text), now_s)
             except ValueError:
                 shown = text.strip()[:40]
-                step = tracker.reject(now_s, f"{shown!r} is not a number" if shown else "empty")
+                step = tracker.reject(f"{shown!r} is not a number" if shown else "empty")
             readings.append(self._reading(z, step, now_s, was_unreadable))
         return readings
 
