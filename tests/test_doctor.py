@@ -252,6 +252,25 @@ def test_a_driver_that_does_not_answer_is_an_error_with_the_sensors_fix(tmp_path
     assert err["what"] == "NVIDIA kernel driver not loaded" and "modprobe nvidia" in err["fix"]
 
 
+@pytest.mark.parametrize("euid, sudoers, ok", [(0, False, True), (501, True, True),
+                                               (501, False, False)])
+def test_powermetrics_root_or_sudoers(euid, sudoers, ok, window, env):
+    """On a Mac: usable as root or with a NOPASSWD sudoers line; otherwise an error with the
+    sensor's own reason and fix."""
+    from tuimeter.doctor.other import PowermetricsProbe
+    from tuimeter.sensors import powermetrics
+
+    probe = PowermetricsProbe("darwin", geteuid=lambda: euid, sudo_check=lambda: sudoers,
+                              which=lambda name: "/usr/bin/powermetrics")
+    report = doctor(window, env, platform="darwin", probes=[probe])
+    s = report["sensors"]["powermetrics"]
+    assert s["found"] and s["root"] == (euid == 0) and s["available"] == ok
+    assert report["exit_code"] == (0 if ok else 1)
+    if not ok:
+        [err] = errors(report)
+        assert (err["what"], err["fix"]) == (powermetrics.NOT_ROOT_REASON, powermetrics.NOT_ROOT_FIX)
+
+
 # ---- nothing, failures, carbon -----------------------------------------------------------------
 
 def test_no_sensors_at_all_is_exit_0_with_the_estimate_standing_in(tmp_path, window, env,

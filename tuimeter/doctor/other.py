@@ -8,6 +8,7 @@ import warnings
 from typing import Callable, Mapping
 
 from .. import carbon
+from ..model import SensorStatus
 from ..sensors import estimate, powermetrics
 from ._common import Probe
 
@@ -19,24 +20,32 @@ class PowermetricsProbe(Probe):
     name = "powermetrics"
 
     def __init__(self, platform: str, geteuid: Callable[[], int] | None = None,
-                 sudo_check: Callable[[], bool] | None = None):
+                 sudo_check: Callable[[], bool] | None = None,
+                 which: Callable[[str], str | None] = shutil.which):
         super().__init__()
         self.platform = platform
+        self.which = which
         self.geteuid = geteuid or getattr(os, "geteuid", lambda: -1)
         self.sudo_check = sudo_check or powermetrics._sudo_allows_powermetrics
 
     def begin(self) -> None:
         s = self.section
-        path = shutil.which("powermetrics") or (
+        path = self.which("powermetrics") or (
             "/usr/bin/powermetrics" if os.path.exists("/usr/bin/powermetrics") else None)
         s.update(found=self.platform == "darwin" and path is not None, path=path,
                  root=None, sudoers=None)
         if self.platform == "darwin":
             s["root"] = self.geteuid() == 0
             s["sudoers"] = False if s["root"] else bool(self.sudo_check())
+        # the sensor's own reason and fix; the binary was looked for above (and is not run:
+        # a runner other than Popen makes the sensor skip its own PATH search)
         status = powermetrics.PowermetricsSensor(
-            platform=self.platform, geteuid=lambda: 0 if s["root"] else 1000,
+            runner=lambda argv: None, platform=self.platform,
+            geteuid=lambda: 0 if s["root"] else 1000,
             sudo_check=lambda: bool(s["sudoers"])).is_available()
+        if self.platform == "darwin" and path is None:
+            status = SensorStatus(status.name, False, "powermetrics not found",
+                                  "it ships with macOS in /usr/bin")
         s.update(available=status.available, reason=status.reason, fix=status.fix)
         if s["found"] and not status.available:
             self.error(status.reason, status.fix)
