@@ -166,6 +166,11 @@ def cmd_doctor(argv: list[str]) -> int:
             from .render import render_text
 
             print(render_text(report))
+    except BrokenPipeError:  # `tuimeter doctor | head`: the reader left, nothing to say
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except OSError:
+            pass
     except Exception as exc:  # noqa: BLE001
         print(f"tuimeter: error: cannot print the report: {type(exc).__name__}: {exc}",
               file=sys.stderr)
