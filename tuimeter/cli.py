@@ -439,6 +439,10 @@ def main(argv: list[str] | None = None) -> int:
         from .session.markers import cmd_mark
 
         return cmd_mark(argv[1:])
+    if argv and argv[0] in ("doctor", "check"):
+        from .doctor import cmd_doctor
+
+        return cmd_doctor(argv[1:])
     if argv and argv[0] == "report":
         from .session.report_cli import cmd_report
 

@@ -16,10 +16,10 @@ The names are listed in README ("Across a cluster") and used by
 
 from __future__ import annotations
 
+import gzip
 import threading
 from typing import Callable, Iterable
 
-from prometheus_client import start_http_server
 from prometheus_client.core import (
     CollectorRegistry,
     CounterMetricFamily,
@@ -27,7 +27,10 @@ from prometheus_client.core import (
     InfoMetricFamily,
 )
 
+from prometheus_client.exposition import choose_encoder
+
 from ..model import Snapshot
+from ._http import BoundedHttpServer
 
 DOMAIN_LABELS = ("host", "domain", "kind", "source", "provenance", "in_total")
 MACHINE_LABELS = ("host", "provenance")
@@ -209,23 +212,48 @@ class PrometheusExporter:
     """Serves ``/metrics`` for one engine on ``host:port`` until :meth:`close`.
 
     Binding happens in the constructor, so a busy port raises OSError before anything
-    else starts. The HTTP server runs on a daemon thread of ``prometheus_client``.
+    else starts. The server (:class:`~tuimeter.export._http.BoundedHttpServer`) runs on one
+    daemon thread, holds at most ``max_connections`` clients and drops any that takes more
+    than ``timeout_s`` to send its request or read the answer: idle or slow clients cannot
+    use up threads or the file descriptors the sensors need.
     """
 
     name = "prometheus"
+    MAX_CONNECTIONS = 8
+    TIMEOUT_S = 5.0
 
     def __init__(self, engine, host: str = "127.0.0.1", port: int = 9100,
-                 extra: Iterable[Callable[[str], Iterable]] = ()):
+                 extra: Iterable[Callable[[str], Iterable]] = (), *,
+                 max_connections: int = MAX_CONNECTIONS, timeout_s: float = TIMEOUT_S):
         self.engine = engine
         self._markers = _MarkerCount()
         self.registry = CollectorRegistry(auto_describe=False)
         self.collector = SnapshotCollector(lambda: engine.snapshot, self._markers, extra)
         self.registry.register(self.collector)
-        self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
+        self._server = BoundedHttpServer(host, port, self._handle, max_connections=max_connections,
+                                         timeout_s=timeout_s, name="tuimeter-prometheus")
         self.host = host
         self.port = self._server.server_port  # the real port when 0 was asked
         engine.subscribe(self._markers)
         self._closed = threading.Event()
+
+    def _handle(self, method: str, path: str, query: dict, headers: dict):
+        """As prometheus_client answers: any path but /favicon.ico, format negotiated from
+        Accept, gzip when accepted, ``name[]`` to restrict the families."""
+        if method not in ("GET", "HEAD"):
+            return "405 Method Not Allowed", [("Allow", "GET, HEAD")], b"GET /metrics\n"
+        if path == "/favicon.ico":
+            return "404 Not Found", [], b""
+        encoder, content_type = choose_encoder(headers.get("accept", ""))
+        registry = self.registry
+        if "name[]" in query:
+            registry = registry.restricted_registry(query["name[]"])
+        body = encoder(registry)
+        out = [("Content-Type", content_type)]
+        if "gzip" in [e.split(";")[0].strip() for e in headers.get("accept-encoding", "").split(",")]:
+            body = gzip.compress(body)
+            out.append(("Content-Encoding", "gzip"))
+        return "200 OK", out, body
 
     @property
     def url(self) -> str:
@@ -243,9 +271,7 @@ class PrometheusExporter:
             return
         self._closed.set()
         self.engine.unsubscribe(self._markers)
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        self._server.close()
 
 
 def influx_metrics(influx) -> Callable[[str], Iterable]:

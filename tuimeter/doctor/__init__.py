@@ -1,0 +1,178 @@
+"""``tuimeter doctor`` (alias ``tuimeter check``): every sensor this machine offers, what
+each reads, what is wrong and how to fix it. What a user runs first on a new machine, and
+what a bug report should hold (``--json``).
+
+It takes the first readings of every counter (RAPL zones, NVML energy), waits one window
+(``--seconds``, default 2), reads again and turns the deltas into watts; powermetrics, the
+estimate and the carbon settings need no window. It never raises: a probe that fails is a
+reported problem.
+
+Exit status: 0 when everything found is readable (also when nothing is found: the estimate
+then stands in, and says so); 1 when something found cannot be read (an ``error`` problem:
+energy_uj permission denied, a field entry failing, a driver that does not answer, a bad
+carbon setting, a probe that crashed); 2 for bad arguments. ``warning`` problems (a
+fallback in use, an odd value) do not change the status.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform as _platform
+import socket
+import sys
+import time
+from typing import Any, Callable, Mapping
+
+from .. import __version__
+from ._common import BUG_FIX, Probe
+from .nvml import NvmlProbe
+from .other import CarbonProbe, EstimateProbe, PowermetricsProbe
+from .rapl import RaplProbe
+
+SCHEMA = 1
+DEFAULT_SECONDS = 2.0
+
+__all__ = ["run_doctor", "cmd_doctor", "to_json", "SCHEMA"]
+
+
+def _guard(probe: Probe, step: Callable[[], None]) -> None:
+    """Run one step of a probe; an exception becomes an error problem, never a traceback."""
+    try:
+        step()
+    except Exception as exc:  # noqa: BLE001 - the doctor must never raise
+        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        probe.section["probe_error"] = text
+        probe.error(f"the {probe.name} check failed: {text}", BUG_FIX)
+
+
+def run_doctor(seconds: float = DEFAULT_SECONDS, *, powercap_root: str | None = None,
+               gpu: bool = True, clock: Callable[[], float] = time.monotonic,
+               sleep: Callable[[float], None] = time.sleep, platform: str = sys.platform,
+               env: Mapping[str, str] | None = None,
+               probes: list[Probe] | None = None) -> dict[str, Any]:
+    """Check every sensor and return the report (JSON-ready; shape in README, "tuimeter
+    doctor"). ``clock``/``sleep`` are injectable so tests do not wait; ``probes`` replaces
+    the default set (tests)."""
+    env = os.environ if env is None else env
+    rapl = RaplProbe(powercap_root, clock) if platform.startswith("linux") else None
+    nv = NvmlProbe(clock) if gpu else None
+    pm = PowermetricsProbe(platform)
+    est = EstimateProbe()
+    co2 = CarbonProbe(env)
+    if probes is None:
+        probes = [p for p in (rapl, nv, pm, est, co2) if p is not None]
+    try:
+        for p in probes:
+            _guard(p, p.begin)
+        waiting = []
+        for p in probes:
+            try:
+                if p.wants_window():
+                    waiting.append(p)
+            except Exception:  # noqa: BLE001
+                pass
+        if waiting:
+            try:
+                sleep(seconds)
+            except Exception as exc:  # noqa: BLE001
+                waiting[0].warning(f"the {seconds:g} s window was cut short: {exc}")
+        for p in waiting:
+            _guard(p, p.end)
+    finally:
+        for p in probes:
+            close = getattr(p, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception:  # noqa: BLE001
+                    pass
+    if est in probes:
+        cpu_measured = any(p.section.get("available") and p.name in ("rapl", "powermetrics")
+                           for p in probes)
+        _guard(est, lambda: est.decide(cpu_measured))
+    problems = [problem for p in probes for problem in p.problems]
+    report = {
+        "schema": SCHEMA,
+        "tuimeter_version": __version__,
+        "host": _safe(socket.gethostname),
+        "platform": platform,
+        "python": _platform.python_version(),
+        "window_s": seconds,
+        "sensors": {p.name: p.section for p in probes if p.name != "carbon"},
+        "carbon": co2.section if co2 in probes else {},
+        "problems": problems,
+        "exit_code": 1 if any(pr["level"] == "error" for pr in problems) else 0,
+    }
+    return report
+
+
+def _safe(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _finite(value: Any) -> Any:
+    """The report with every non-finite float as None (strict JSON has no NaN)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    return str(value)
+
+
+def to_json(report: dict) -> str:
+    """Strict JSON (no NaN), stable key order as built."""
+    return json.dumps(_finite(report), indent=2, allow_nan=False, ensure_ascii=True)
+
+
+def cmd_doctor(argv: list[str]) -> int:
+    """``tuimeter doctor [--json] [--seconds S] [--powercap-root DIR] [--no-gpu]``."""
+    from ..cli import _Parser, _positive_float
+
+    p = _Parser(prog="tuimeter doctor",
+                description="List every sensor tuimeter finds, what each reads, what is "
+                            "wrong and the fix. Exit 0 when everything found is readable, "
+                            "1 when something found is not.")
+    p.add_argument("--json", action="store_true", help="print the report as JSON "
+                   "(attach it to a bug report)")
+    p.add_argument("--seconds", type=_positive_float, default=DEFAULT_SECONDS, metavar="S",
+                   help=f"window for the energy deltas (default {DEFAULT_SECONDS:g})")
+    p.add_argument("--powercap-root", metavar="DIR",
+                   help="powercap folder (default /sys/class/powercap, or $TUIMETER_POWERCAP_ROOT)")
+    p.add_argument("--no-gpu", action="store_true", help="do not check NVML")
+    args = p.parse_args(argv)
+    if args.seconds > 60:
+        p.error(f"--seconds must be <= 60, got {args.seconds:g}")
+    try:
+        report = run_doctor(args.seconds, powercap_root=args.powercap_root, gpu=not args.no_gpu)
+    except KeyboardInterrupt:
+        print("tuimeter: doctor interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - guarded inside already; belt and braces
+        print(f"tuimeter: error: doctor failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    try:
+        if args.json:
+            print(to_json(report))
+        else:
+            from .render import render_text
+
+            print(render_text(report))
+    except BrokenPipeError:  # `tuimeter doctor | head`: the reader left, nothing to say
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except OSError:
+            pass
+    except Exception as exc:  # noqa: BLE001
+        print(f"tuimeter: error: cannot print the report: {type(exc).__name__}: {exc}",
+              file=sys.stderr)
+        return 1
+    return int(report["exit_code"])
