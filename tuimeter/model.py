@@ -90,6 +90,9 @@ class Reading:
     power_w: float | None = None
     status: Status = Status.OK
     note: str = ""  # why lost, "reset", ...
+    #: after LOST readings: ``energy_j`` continues the last OK reading's count, because the
+    #: sensor read its counter before and after the gap (the step is energy, not a new base)
+    bridged: bool = False
 
 
 @dataclass(frozen=True)

@@ -251,10 +251,11 @@ class Engine:
                 if st is None:
                     continue
                 if r.status is Status.OK and r.energy_j is not None:
-                    if st.status is Status.LOST or st.last_energy_j is None:
+                    if st.last_energy_j is None or (st.status is Status.LOST and not r.bridged):
                         # (re)gained: this reading is the new base, no phantom energy for
                         # the gap; what was measured in this interval before the loss stays
-                        # (a tick that saw the loss dropped it: tick_energy_j == last then)
+                        # (a tick that saw the loss dropped it: tick_energy_j == last then).
+                        # A bridged reading keeps the base: the sensor counted the gap.
                         pending = 0.0
                         if st.last_energy_j is not None and st.tick_energy_j is not None:
                             pending = max(0.0, st.last_energy_j - st.tick_energy_j)
