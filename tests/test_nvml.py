@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 
 import pynvml as real
 import pytest
@@ -699,3 +700,71 @@ def test_real_nvml_reads_every_gpu():
         assert all(isinstance(p, GpuProcess) for p in sensor.gpu_compute_pids(0) or [])
     finally:
         sensor.close()
+
+
+# ---- end to end: `tuimeter record` with the fake pynvml injected -----------------------------
+
+
+def test_record_keeps_every_joule_through_transient_nvml_errors(tmp_path, monkeypatch, capsys):
+    """`tuimeter record` (in-process, real sampler thread) while a background thread drives
+    the fake GPU at 700 W: one UNKNOWN power entry (5th read) and one timed-out energy read
+    (10th). The joules in the CSV equal the counter's advance between the first and the last
+    read of the session (within 0.5 %); the two faults are two read-error event rows, and no
+    row says the GPU was lost for longer than the one reading."""
+    import threading
+
+    import pandas as pd
+
+    from tests.fakes.powercap import FakePowercap
+    from tests.test_record_cli import env_for
+    from tuimeter import cli
+
+    gpu = FakeGpu()
+    fake = make_fake_pynvml([gpu])
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    for k, v in env_for(tmp_path, FakePowercap(tmp_path / "sys").intel_desktop()).items():
+        monkeypatch.setenv(k, v)
+    counter_reads: list[int] = []
+    read_energy = fake.nvmlDeviceGetTotalEnergyConsumption
+
+    def energy(handle):
+        n = len(counter_reads)
+        counter_reads.append(-1)
+        if n == 4:
+            gpu.fail_next("nvmlDeviceGetFieldValues", real.NVML_ERROR_UNKNOWN)
+        if n == 9:
+            raise real.NVMLError(real.NVML_ERROR_TIMEOUT)
+        counter_reads[-1] = value = read_energy(handle)
+        return value
+
+    fake.nvmlDeviceGetTotalEnergyConsumption = energy
+    halt = threading.Event()
+
+    def drive():  # 700 W in 5-ms steps of the real clock
+        last = time.monotonic()
+        while not halt.wait(0.005):
+            now = time.monotonic()
+            gpu.advance(H200_W * (now - last), now - last, power_w=H200_W)
+            last = now
+
+    driver = threading.Thread(target=drive, daemon=True)
+    driver.start()
+    out = tmp_path / "gpu.csv"
+    try:
+        rc = cli.main(["record", "-o", str(out), "--interval", "0.1", "--duration", "2",
+                       "--no-socket"])
+    finally:
+        halt.set()
+        driver.join()
+    assert rc == 0, capsys.readouterr().err
+    good = [v for v in counter_reads if v >= 0]
+    assert len(counter_reads) > 12
+    truth_j = (good[-1] - good[1]) / 1000.0  # good[0] is the probe at open, good[1] the base
+    df = pd.read_csv(out)
+    rows = df[(df.kind == "sample") & (df.domain == "gpu0")]
+    assert rows.energy_j.sum() == pytest.approx(truth_j, rel=5e-3)
+    assert truth_j > 700.0  # about 2 s at 700 W
+    events = df[(df.kind == "event") & (df.domain == "gpu0")].label.tolist()
+    assert [e.split(":")[0] for e in events] == ["read-error", "read-error"]
+    assert "Unknown Error" in events[0] and "Timeout" in events[1]
+    assert (rows.provenance == "lost").sum() <= 1
