@@ -494,13 +494,17 @@ def test_compute_and_graphics_pids_merged_with_unknown_memory_as_none(install):
 
 
 def test_compute_pids_survive_a_mismatched_binding(install):
-    """A missing versioned symbol on one list leaves the other; both missing gives None."""
+    """NVMLLibraryMismatchError (not an NVMLError) on the unversioned call: the list comes from
+    the _v2 call instead; a list refused outright (NotSupported) leaves the other; both
+    refused gives None."""
     gpu = FakeGpu(compute_processes=[(10, 1)], graphics_processes=[(30, 2)])
     _, sensor = opened([gpu], install)
     gpu.errors["nvmlDeviceGetComputeRunningProcesses"] = real.NVMLLibraryMismatchError("v3")
-    assert [p.pid for p in sensor.gpu_compute_pids(0)] == [30]
-    gpu.errors["nvmlDeviceGetGraphicsRunningProcesses"] = real.NVMLError(
-        real.NVML_ERROR_NOT_SUPPORTED)
+    assert [p.pid for p in sensor.gpu_compute_pids(0)] == [10, 30]
+    not_supported = real.NVMLError(real.NVML_ERROR_NOT_SUPPORTED)
+    gpu.errors["nvmlDeviceGetGraphicsRunningProcesses_v2"] = not_supported
+    assert [p.pid for p in sensor.gpu_compute_pids(0)] == [10]
+    gpu.errors["nvmlDeviceGetComputeRunningProcesses_v2"] = not_supported
     assert sensor.gpu_compute_pids(0) is None
 
 

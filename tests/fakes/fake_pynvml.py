@@ -354,10 +354,8 @@ def make_fake_pynvml(gpus: list[FakeGpu] | None = None, init_error: int | BaseEx
                   "_v3": _ProcessInfoV2 if fake.v3_entry_fields == 4 else _ProcessInfoV3Cc}[suffix]
 
         def fn(handle, count_ref, infos):
-            try:
-                handle.gpu._check(f"nvmlDeviceGet{kind}RunningProcesses")
-            except real.NVMLError as e:
-                return e.value
+            if handle.gpu.lost:  # C returns codes; the binding raises them
+                return real.NVML_ERROR_GPU_IS_LOST
             rows = _driver_rows(handle, kind)
             count = count_ref._obj
             if infos is None or count.value < len(rows):
