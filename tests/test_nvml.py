@@ -755,7 +755,7 @@ def test_record_keeps_every_joule_through_transient_nvml_errors(tmp_path, monkey
     driver.start()
     out = tmp_path / "gpu.csv"
     try:
-        rc = cli.main(["record", "-o", str(out), "--interval", "0.1", "--duration", "2",
+        rc = cli.main(["record", "-o", str(out), "--interval", "0.1", "--duration", "3",
                        "--no-socket"])
     finally:
         halt.set()
@@ -767,7 +767,7 @@ def test_record_keeps_every_joule_through_transient_nvml_errors(tmp_path, monkey
     df = pd.read_csv(out)
     rows = df[(df.kind == "sample") & (df.domain == "gpu0")]
     assert rows.energy_j.sum() == pytest.approx(truth_j, rel=5e-3)
-    assert truth_j > 700.0  # about 2 s at 700 W
+    assert truth_j > 700.0  # about 3 s at 700 W
     events = df[(df.kind == "event") & (df.domain == "gpu0")].label.tolist()
     assert [e.split(":")[0] for e in events] == ["read-error", "read-error"]
     assert "Unknown Error" in events[0] and "Timeout" in events[1]
