@@ -17,6 +17,9 @@ bridges the gap from the counter, which is monotonic (``Reading.bridged``). Only
 row, make the GPU lost (``Event(kind="lost")``); when it answers again, the energy it used
 meanwhile is counted from the counter if the counter has not gone backwards.
 
+Which processes run on a GPU and how much each used (for attribution) is read through
+``nvml_procs``, which deals with the binding/driver versions and the junk samples.
+
 ``pynvml`` is imported inside :meth:`NvmlSensor.is_available` and :meth:`NvmlSensor.open`,
 never at module import, so machines without it can import tuimeter and tests can put a fake
 in ``sys.modules["pynvml"]``.
@@ -24,15 +27,16 @@ in ``sys.modules["pynvml"]``.
 
 from __future__ import annotations
 
-import ctypes
 import threading
 import time
 import warnings
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..model import Domain, DomainKind, Event, Provenance, Reading, SensorStatus, Status
 from .base import Sensor, SensorUnavailable
+from .nvml_procs import GpuProcess, GpuProcessUtil, ProcessLister, utilisation_by_pid
+
+__all__ = ["GpuProcess", "GpuProcessUtil", "NvmlSensor"]  # the process types live in nvml_procs
 
 #: ``NVML_FI_DEV_POWER_INSTANT`` (drivers >= R535); the value is mW in ``value.uiVal``.
 FI_DEV_POWER_INSTANT = 186
@@ -42,13 +46,6 @@ SCOPE_GPU, SCOPE_MODULE = 0, 1
 NVML_SUCCESS = 0
 #: ``nvmlDeviceGetMigMode``'s current mode when MIG is on (``NVML_DEVICE_MIG_ENABLE``)
 MIG_ENABLED = 1
-#: a utilisation sample stamped further than this ahead of the wall clock is junk (µs): kept,
-#: it would move ``last_seen`` into the future and hide every real sample until then
-FUTURE_SLACK_US = 10_000_000
-#: the largest pid Linux can give (PID_MAX_LIMIT, 2**22): a larger one is a misread struct
-PID_LIMIT = 1 << 22
-#: no GPU holds this much memory (256 TiB): a larger ``usedGpuMemory`` is a misread struct
-MEMORY_LIMIT_BYTES = 1 << 48
 
 # How power is read (probed once at open): the instant field, the averaged call, or nothing.
 POWER_INSTANT = "instant"
@@ -56,47 +53,6 @@ POWER_AVERAGE = "average"
 # How energy is obtained: the hardware counter, or power integrated over time.
 ENERGY_COUNTER = "counter"
 ENERGY_INTEGRATED = "integrated"
-# The running-process calls, newest first: nvidia-ml-py's unversioned call (the _v3 symbol in
-# 12.550+/13.x, raising NVMLLibraryMismatchError where the driver lacks it), then _v2 (4-field
-# struct), then the driver's unversioned v1 symbol read with the 2-field v1 struct.
-PROC_V3, PROC_V2, PROC_V1 = "v3", "v2", "v1"
-_PROC_VERSIONS = (PROC_V3, PROC_V2, PROC_V1)
-
-
-@dataclass(frozen=True)
-class GpuProcessUtil:
-    """One process's use of a GPU over the window since the previous query.
-
-    ``sm_util_pct`` etc. are percentages (0-100) averaged over the ``n_samples`` NVML samples
-    the process had in the window; ``sm_util_sum_pct`` is their sum, the weight for sharing
-    the window's energy (each sample stands for one NVML sampling period, so a process that
-    ran in two periods used the GPU twice as long as one that ran in one: averaging per pid
-    would over-weight the intermittent one). ``timestamp_us`` is the newest sample (µs since
-    the epoch).
-    """
-
-    pid: int
-    sm_util_pct: float
-    mem_util_pct: float
-    enc_util_pct: float
-    dec_util_pct: float
-    timestamp_us: int
-    n_samples: int = 1
-    sm_util_sum_pct: float = 0.0
-
-
-@dataclass(frozen=True)
-class GpuProcess:
-    """A process holding a context on a GPU. ``used_memory_bytes`` is None where NVML
-    cannot tell (Windows WDDM, some containers). ``kind``: "compute", "graphics" or both
-    ("compute+graphics"). On a MIG-enabled GPU, ``gpu_instance_id`` and
-    ``compute_instance_id`` say which instance it runs in (None elsewhere)."""
-
-    pid: int
-    used_memory_bytes: int | None
-    kind: str
-    gpu_instance_id: int | None = None
-    compute_instance_id: int | None = None
 
 
 class _Gpu:
@@ -153,7 +109,7 @@ class NvmlSensor(Sensor):
         self._gpus: list[_Gpu] = []
         self._events: list[Event] = []
         self._lock = threading.Lock()
-        self._proc_version: str | None = None  # the running-process call that works here
+        self._procs: ProcessLister | None = None  # running-process lists, while open
 
     # ---- availability -------------------------------------------------------------------
 
@@ -174,6 +130,7 @@ class NvmlSensor(Sensor):
         """
         if self._nv is None:
             self._nv, count = _start_nvml()
+            self._procs = ProcessLister(self._nv, _nvml_errors(self._nv))
             self._gpus = [self._open_gpu(i) for i in range(count)]
         return [g.domain for g in self._gpus]
 
@@ -418,7 +375,7 @@ class NvmlSensor(Sensor):
         samples newer than the newest kept. Samples are filtered as nvtop does, since
         drivers return junk (nvtop issue #110): only pids in the running-process lists
         (when NVML can list them), ``smUtil``/``encUtil``/``decUtil`` <= 100, stamped after
-        the last seen (and not more than :data:`FUTURE_SLACK_US` ahead of ``now_us``); only
+        the last seen (and not more than ``nvml_procs.FUTURE_SLACK_US`` ahead of ``now_us``); only
         kept samples advance the last seen. Returns ``[]`` when nothing is left (NVML's
         ``NotFound`` means no process used the GPU: not a fault), and None when NVML cannot
         say (MIG, where it is unsupported; NotSupported; GPU lost; no such GPU): the caller
@@ -439,14 +396,10 @@ class NvmlSensor(Sensor):
                 return []
             except _nvml_errors(nv):
                 return None
-            running = self._running(gpu)
+            running = self._procs.running(gpu.handle, gpu.mig)
             pids = None if running is None else {p.pid for p in running}
-            by_pid: dict[int, list[Any]] = {}
-            for s in samples:
-                if _plausible_sample(s, last_seen, now, pids):
-                    by_pid.setdefault(int(s.pid), []).append(s)
-                    gpu.proc_last_seen_us = max(gpu.proc_last_seen_us, int(s.timeStamp))
-        return [_summed_sample(pid, ss) for pid, ss in sorted(by_pid.items())]
+            utils, gpu.proc_last_seen_us = utilisation_by_pid(samples, last_seen, now, pids)
+        return utils
 
     def gpu_compute_pids(self, index: int) -> list[GpuProcess] | None:
         """Processes with a compute or graphics context on GPU ``index`` (one per pid),
@@ -459,83 +412,7 @@ class NvmlSensor(Sensor):
         if gpu is None:
             return None
         with self._lock:
-            return self._running(gpu)
-
-    def _running(self, gpu: _Gpu) -> list[GpuProcess] | None:
-        if gpu.mig:
-            per_instance = self._mig_running(gpu)
-            if per_instance is not None:
-                return per_instance
-        return self._running_on(gpu.handle)
-
-    def _running_on(self, handle: Any, instance: tuple[int, int] | None = None
-                    ) -> list[GpuProcess] | None:
-        found: dict[int, GpuProcess] = {}
-        answered = False
-        for kind in ("compute", "graphics"):
-            procs = self._process_list(handle, kind)
-            if procs is None:
-                continue
-            answered = True
-            for p in procs:
-                pid, old = int(p.pid), found.get(int(p.pid))
-                mem = p.usedGpuMemory if old is None or p.usedGpuMemory is not None \
-                    else old.used_memory_bytes
-                seen = kind if old is None or kind in old.kind else f"{old.kind}+{kind}"
-                gi, ci = instance or (_instance_id(p, "gpuInstanceId"),
-                                      _instance_id(p, "computeInstanceId"))
-                found[pid] = GpuProcess(pid, None if mem is None else int(mem), seen, gi, ci)
-        return [found[p] for p in sorted(found)] if answered else None
-
-    def _mig_running(self, gpu: _Gpu) -> list[GpuProcess] | None:
-        """Processes of each MIG device of ``gpu``, tagged with its instance ids; None if no
-        MIG device could be listed."""
-        nv = self._nv
-        out: list[GpuProcess] = []
-        answered = False
-        try:
-            count = int(nv.nvmlDeviceGetMaxMigDeviceCount(gpu.handle))
-        except _nvml_errors(nv):
-            return None
-        for i in range(count):
-            try:
-                mig = nv.nvmlDeviceGetMigDeviceHandleByIndex(gpu.handle, i)
-                instance = (int(nv.nvmlDeviceGetGpuInstanceId(mig)),
-                            int(nv.nvmlDeviceGetComputeInstanceId(mig)))
-            except _nvml_errors(nv):  # NotFound: no instance in this slot
-                continue
-            procs = self._running_on(mig, instance)
-            if procs is not None:
-                answered = True
-                out.extend(procs)
-        return sorted(out, key=lambda p: (p.pid, p.gpu_instance_id or 0)) if answered else None
-
-    def _process_list(self, handle: Any, kind: str) -> list[Any] | None:
-        """One running-process list through the newest call that works with this driver
-        (nvitop's fallback: v3, v2, v1), or None.
-
-        A call that the library lacks (``NVMLLibraryMismatchError``, ``FunctionNotFound``)
-        or whose list is garbled (an old driver writing a struct of another size than the
-        binding reads: every entry after the first is misread) moves on to the next version,
-        and the version that worked is kept for later calls. Other errors (NotSupported,
-        NoPermission, GPU lost) are an answer for this list: None.
-        """
-        nv = self._nv
-        versions = _PROC_VERSIONS
-        if self._proc_version is not None:
-            versions = versions[versions.index(self._proc_version):]
-        for version in versions:
-            try:
-                procs = _call_running(nv, kind, version, handle)
-            except _version_errors(nv):
-                continue
-            except _nvml_errors(nv):
-                return None
-            if _garbled(procs):
-                continue
-            self._proc_version = version
-            return procs
-        return None
+            return self._procs.running(gpu.handle, gpu.mig)
 
     def _gpu(self, index: int) -> _Gpu | None:
         if self._nv is None:
@@ -623,103 +500,6 @@ def _mig_enabled(nv: Any, handle: Any) -> bool:
     except (*_nvml_errors(nv), AttributeError):
         return False
     return int(current) == MIG_ENABLED
-
-
-def _plausible_sample(s: Any, last_seen_us: int, now_us: int, pids: set[int] | None) -> bool:
-    """nvtop's filter (its issue #110), plus a bound on timestamps in the future."""
-    return ((pids is None or int(s.pid) in pids)
-            and s.smUtil <= 100 and s.encUtil <= 100 and s.decUtil <= 100
-            and last_seen_us < s.timeStamp <= now_us + FUTURE_SLACK_US)
-
-
-def _summed_sample(pid: int, samples: list[Any]) -> GpuProcessUtil:
-    n = len(samples)
-    sm_sum = float(sum(s.smUtil for s in samples))
-    return GpuProcessUtil(
-        pid=pid,
-        sm_util_pct=sm_sum / n,
-        mem_util_pct=sum(s.memUtil for s in samples) / n,
-        enc_util_pct=sum(s.encUtil for s in samples) / n,
-        dec_util_pct=sum(s.decUtil for s in samples) / n,
-        timestamp_us=max(int(s.timeStamp) for s in samples),
-        n_samples=n,
-        sm_util_sum_pct=sm_sum,
-    )
-
-
-def _instance_id(p: Any, field: str) -> int | None:
-    """A process entry's MIG instance id, None outside MIG (0xFFFFFFFF) or absent (v1)."""
-    value = getattr(p, field, None)
-    return None if value is None or int(value) == 0xFFFFFFFF else int(value)
-
-
-class _ProcessInfoV1(ctypes.Structure):
-    """``nvmlProcessInfo_v1_t``, which nvidia-ml-py no longer defines: what drivers without
-    the ``_v2`` symbols write from the unversioned running-process calls."""
-
-    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
-
-
-_RUNNING_CALLS = {"compute": "nvmlDeviceGetComputeRunningProcesses",
-                  "graphics": "nvmlDeviceGetGraphicsRunningProcesses"}
-
-
-def _call_running(nv: Any, kind: str, version: str, handle: Any) -> list[Any]:
-    """The running-process list of ``kind`` through call ``version`` (objects with ``pid``
-    and ``usedGpuMemory``, None where unknown). Raises NVML errors."""
-    name = _RUNNING_CALLS[kind]
-    if version == PROC_V3:
-        return list(getattr(nv, name)(handle))
-    if version == PROC_V2:
-        return list(getattr(nv, f"{name}_v2")(handle))
-    # v1: the driver's unversioned symbol with the 2-field struct (nvitop's last fallback)
-    fn = nv._nvmlGetFunctionPointer(name)
-    count = ctypes.c_uint(0)
-    ret = fn(handle, ctypes.byref(count), None)
-    if ret == NVML_SUCCESS:
-        return []
-    if ret != nv.NVML_ERROR_INSUFFICIENT_SIZE:
-        raise nv.NVMLError(ret)
-    count.value = count.value * 2 + 5  # room for processes started in between
-    infos = (_ProcessInfoV1 * count.value)()
-    ret = fn(handle, ctypes.byref(count), infos)
-    if ret != NVML_SUCCESS:
-        raise nv.NVMLError(ret)
-    out = []
-    for info in infos[:count.value]:
-        mem = None if info.usedGpuMemory == 0xFFFFFFFFFFFFFFFF else int(info.usedGpuMemory)
-        out.append(_Proc1(int(info.pid), mem))
-    return out
-
-
-@dataclass(frozen=True)
-class _Proc1:
-    pid: int
-    usedGpuMemory: int | None  # noqa: N815 - the binding's name, like the other versions
-
-
-def _version_errors(nv: Any) -> tuple[type[BaseException], ...]:
-    """What a call missing from the driver raises: the binding's NVMLLibraryMismatchError
-    (unversioned wrappers), NVMLError_FunctionNotFound (versioned calls), AttributeError
-    (a binding without the call)."""
-    return tuple(c for c in (getattr(nv, "NVMLLibraryMismatchError", None),
-                             getattr(nv, "NVMLError_FunctionNotFound", None), AttributeError)
-                 if c is not None)
-
-
-def _garbled(procs: list[Any]) -> bool:
-    """Whether a process list was read with the wrong struct size: after the first entry
-    the fields are misaligned, giving pid 0, pids beyond any kernel's limit, or memory no
-    GPU has."""
-    for p in procs:
-        pid, mem = int(p.pid), p.usedGpuMemory
-        if not 0 < pid <= PID_LIMIT or (mem is not None and not 0 <= mem < MEMORY_LIMIT_BYTES):
-            return True
-        for field in ("gpuInstanceId", "computeInstanceId"):
-            value = getattr(p, field, None)
-            if value is not None and value != 0xFFFFFFFF and value > 0xFFFF:
-                return True
-    return False
 
 
 def _quiet_shutdown(nv: Any) -> None:
