@@ -229,11 +229,17 @@ def test_make_attributor_follows_opts_pid():
 
 @pytest.fixture
 def gpu_setup(monkeypatch):
-    from tuimeter.sensors.nvml import NvmlSensor
-
     gpu = FakeGpu()
     gpu.compute_processes = [(100, 2 << 30), (200, None)]
-    monkeypatch.setitem(sys.modules, "pynvml", make_fake_pynvml([gpu]))
+    yield from gpu_engine(monkeypatch, gpu)
+
+
+def gpu_engine(monkeypatch, gpu, **driver):
+    """An engine over RAPL-like domains and NVML on a fake pynvml over ``gpu``, with processes
+    100 (train, followed) and 200 (infer); yields (gpu, scanner, engine, clock)."""
+    from tuimeter.sensors.nvml import NvmlSensor
+
+    monkeypatch.setitem(sys.modules, "pynvml", make_fake_pynvml([gpu], **driver))
     sc = FakeScanner()
     sc.run(100, 0.0, name="train")
     sc.run(200, 0.0, name="infer")
@@ -296,9 +302,66 @@ def test_gpu_notsupported_mig_splits_evenly(gpu_setup):
 def test_gpu_process_we_cannot_see_is_shown_by_pid(gpu_setup):
     """NVML may report pids of another pid namespace: they keep their share, named by pid."""
     gpu, sc, eng, clock = gpu_setup
+    gpu.compute_processes = [(999, None)]  # NVML's own list has it; our /proc does not
     snap = gpu_tick(gpu, sc, eng, clock, samples=[(999, 50)])
     assert by_pid(snap)[999].gpu_energy_j == pytest.approx(300.0)
     assert by_pid(snap)[999].name == "pid 999 (not visible)"
+
+
+def gpu_joules(snap):
+    return {p.pid: p.gpu_energy_j for p in snap.processes if p.gpu_energy_j}
+
+
+def test_junk_samples_do_not_take_the_gpu_or_hide_later_samples(gpu_setup):
+    """Regression: a sample of a pid not running (smUtil 0xFFFFFFFF, stamped an hour ahead)
+    took 100 % of the GPU's energy and pushed last_seen ahead, so later ticks fell back to an
+    even split. Truth: tick 1 300 J split 60:20, tick 2 300 J split 40:20; recorded 225/75 J
+    then 200/100 J (cumulative 425/175 J), and the GPU total is 600 J."""
+    gpu, sc, eng, clock = gpu_setup
+    gpu.advance(0.0, 0.0)
+    gpu.add_process_sample(999, 0xFFFFFFFF, timestamp_us=gpu.clock_us + 3_600_000_000 + 1_000_000)
+    snap = gpu_tick(gpu, sc, eng, clock, samples=[(100, 60), (200, 20)])
+    assert gpu_joules(snap) == {100: pytest.approx(225.0), 200: pytest.approx(75.0)}
+    gpu.process_samples.clear()
+    snap = gpu_tick(gpu, sc, eng, clock, samples=[(100, 40), (200, 20)])
+    assert gpu_joules(snap) == {100: pytest.approx(425.0), 200: pytest.approx(175.0)}
+    assert snap.domain("gpu0").total_energy_j == pytest.approx(600.0, rel=5e-3)
+
+
+def test_several_samples_of_a_pid_are_summed_over_the_period(gpu_setup):
+    """pid 100 busy at 50 % in two sampling periods, pid 200 in one: 100 used the GPU twice as
+    long, so of 300 J it gets 200 J and 200 gets 100 J (averaging would give 150/150)."""
+    gpu, sc, eng, clock = gpu_setup
+    gpu.advance(300.0, 1.0)
+    gpu.add_process_sample(100, 50, timestamp_us=gpu.clock_us - 300_000)
+    gpu.add_process_sample(100, 50)
+    gpu.add_process_sample(200, 50)
+    snap = tick(eng, clock, sc)
+    assert gpu_joules(snap) == {100: pytest.approx(200.0), 200: pytest.approx(100.0)}
+
+
+def test_mig_gpu_energy_is_split_evenly_over_every_instances_processes(monkeypatch):
+    """MIG: no per-process utilisation, so 300 J are split evenly over the processes of both
+    instances (150 J each) even when NVML has samples, and the GPU says so in its label."""
+    from tests.fakes.fake_pynvml import FakeMig
+
+    gpu = FakeGpu(mig_mode=1, mig_devices=[FakeMig(1, 0, [(100, 1 << 30)]),
+                                           FakeMig(2, 0, [(200, None)])])
+    for gpu, sc, eng, clock in gpu_engine(monkeypatch, gpu):
+        snap = gpu_tick(gpu, sc, eng, clock, samples=[(100, 90)])
+        assert gpu_joules(snap) == {100: pytest.approx(150.0), 200: pytest.approx(150.0)}
+        assert "evenly" in snap.domain("gpu0").domain.label
+
+
+def test_garbled_process_list_falls_back_and_keeps_the_split(monkeypatch):
+    """An R535 driver under nvidia-ml-py 13 garbles the v3 list after its first entry; the v2
+    fallback lists both processes, so the samples of pid 200 are kept: 300 J split 3:1
+    (225/75 J), and the GPU's 300 J are all recorded."""
+    gpu = FakeGpu(compute_processes=[(100, 2 << 30), (200, 1 << 30)])
+    for gpu, sc, eng, clock in gpu_engine(monkeypatch, gpu, v3_entry_fields=5):
+        snap = gpu_tick(gpu, sc, eng, clock, samples=[(100, 60), (200, 20)])
+        assert gpu_joules(snap) == {100: pytest.approx(225.0), 200: pytest.approx(75.0)}
+        assert snap.domain("gpu0").total_energy_j == pytest.approx(300.0, rel=5e-3)
 
 
 # -- CSV ---------------------------------------------------------------------------------

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sys
+import time
 
 import pynvml as real
 import pytest
 
-from tests.fakes.fake_pynvml import EPOCH_START_US, FakeGpu, make_fake_pynvml
-from tuimeter.model import DomainKind, Provenance, Status
+from tests.fakes.fake_pynvml import EPOCH_START_US, FakeGpu, FakeMig, make_fake_pynvml
+from tuimeter.model import DomainKind, Link, Provenance, Status
 from tuimeter.sensors.base import SensorUnavailable
 from tuimeter.sensors.nvml import GpuProcess, NvmlSensor
 
@@ -132,9 +133,10 @@ def test_average_power_used_when_instant_field_unsupported_and_not_retried(insta
     failing field is probed once at open, not retried each tick."""
     gpu = FakeGpu(power_mw=300_000, average_power_mw=250_000, supports_instant_field=False)
     fake, sensor = opened([gpu], install)
+    probed = fake.calls["nvmlDeviceGetFieldValues"]  # GPU scope, then module scope (GH200)
     for t in range(5):
         assert sensor.read(float(t))[0].power_w == 250.0
-    assert fake.calls["nvmlDeviceGetFieldValues"] == 1
+    assert probed == 2 and fake.calls["nvmlDeviceGetFieldValues"] == probed
     assert sensor.power_source("gpu0") == "average"  # the UI can say "1-s average"
 
 
@@ -246,9 +248,8 @@ def test_gpu_lost_mid_run_is_marked_lost_while_the_other_continues(install):
     assert "gpu0" in sensor.status().reason
 
 
-def test_lost_gpu_is_retried_rarely_and_recovers_without_counting_the_gap(install):
-    """After LOST_RETRY_S the sensor tries again; if the GPU answers, "recovered" is reported and
-    the energy used while lost (unknown to us) is not added."""
+def lost_and_back(install):
+    """A GPU that used 5 J, then fell off the bus (GpuIsLost at t=2 s) and answers again."""
     gpu = FakeGpu()
     _, sensor = opened([gpu], install)
     gpu.advance(5.0, 1.0)
@@ -256,13 +257,39 @@ def test_lost_gpu_is_retried_rarely_and_recovers_without_counting_the_gap(instal
     gpu.lose()
     sensor.read(2.0)
     gpu.recover()
+    return gpu, sensor
+
+
+def test_lost_gpu_is_retried_rarely_and_recovery_bridges_the_gap_from_the_counter(install):
+    """GpuIsLost: after LOST_RETRY_S the sensor tries again; if the GPU answers and its counter
+    has not gone backwards, "recovered" is reported and the energy it used while lost is
+    counted (truth: 5 J, then 1,000 J while lost, then 2 J = 1,007 J)."""
+    gpu, sensor = lost_and_back(install)
     gpu.advance(1000.0, 10.0)
     assert sensor.read(2.0 + NvmlSensor.LOST_RETRY_S - 1)[0].status is Status.LOST
     back = sensor.read(2.0 + NvmlSensor.LOST_RETRY_S)[0]
-    assert (back.status, back.energy_j) == (Status.OK, pytest.approx(5.0))
-    assert [e.kind for e in sensor.drain_events()] == ["lost", "recovered"]
+    assert (back.status, back.link is Link.BRIDGED) == (Status.OK, True)
+    assert back.energy_j == pytest.approx(1005.0, rel=5e-3)
+    events = sensor.drain_events()
+    assert [e.kind for e in events] == ["lost", "recovered"]
+    assert "counted from its energy counter" in events[1].message
     gpu.advance(2.0, 1.0)
-    assert sensor.read(40.0)[0].energy_j == pytest.approx(7.0)
+    assert sensor.read(40.0)[0].energy_j == pytest.approx(1007.0, rel=5e-3)
+
+
+def test_lost_gpu_whose_counter_went_back_recovers_without_counting_the_gap(install):
+    """A GPU that comes back with its counter reset (driver reloaded) cannot say what it used
+    while lost: the gap counts 0 J (truth recorded: 5 J + 3 J after), "reset" and "recovered"
+    say so, and the reading is not bridged."""
+    gpu, sensor = lost_and_back(install)
+    gpu.reset_energy(1_000)
+    back = sensor.read(2.0 + NvmlSensor.LOST_RETRY_S)[0]
+    assert (back.status, back.link is Link.BRIDGED, back.energy_j) == (Status.OK, False, pytest.approx(5.0))
+    events = sensor.drain_events()
+    assert [e.kind for e in events] == ["lost", "reset", "recovered"]
+    assert "not counted" in events[2].message
+    gpu.advance(3.0, 1.0)
+    assert sensor.read(40.0)[0].energy_j == pytest.approx(8.0, rel=5e-3)
 
 
 def test_library_mismatch_error_marks_the_gpu_lost_not_the_sensor(install):
@@ -288,21 +315,143 @@ def test_gpu_failing_at_open_is_listed_and_reads_lost(install):
     assert [(e.kind, e.domain_id) for e in sensor.drain_events()] == [("lost", "gpu1")]
 
 
+# ---- field faults: one bad read is not a lost GPU (issue 10, item 8) ------------------------
+
+H200_W = 700.0  # a GPU under full load
+
+
+def run_reads(gpu, sensor, seconds=40, fault_at=None):
+    """``seconds`` reads 1 s apart at 700 W; ``fault_at(t)`` injects faults before read t.
+    Returns the readings; the truth is 700 J per second."""
+    out = []
+    for t in range(1, seconds + 1):
+        gpu.advance(H200_W, 1.0, power_w=H200_W)
+        if fault_at is not None:
+            fault_at(t)
+        out.append(sensor.read(float(t))[0])
+    return out
+
+
+def test_one_unknown_power_entry_costs_the_power_value_not_the_energy(install):
+    """Regression: one field entry NVML_ERROR_UNKNOWN made the GPU LOST for 30 s and dropped
+    its energy (40 s at 700 W: 6,300 J counted of 28,000 J). Now the energy is read anyway:
+    truth 28,000 J, recorded 28,000 J; that reading has no power, is OK, and one read-error
+    event says what happened; no lost event."""
+    gpu = FakeGpu()
+    _, sensor = opened([gpu], install)
+    faults = {10: lambda: gpu.fail_next("nvmlDeviceGetFieldValues", real.NVML_ERROR_UNKNOWN)}
+    readings = run_reads(gpu, sensor, fault_at=lambda t: faults.get(t, lambda: None)())
+    assert readings[-1].energy_j == pytest.approx(28_000.0, rel=5e-3)
+    assert {r.status for r in readings} == {Status.OK}
+    assert readings[9].power_w is None and readings[10].power_w == H200_W
+    events = sensor.drain_events()
+    assert [(e.kind, e.domain_id) for e in events] == [("read-error", "gpu0")]
+    assert "Unknown Error" in events[0].message and "energy" in events[0].message
+
+
+def test_one_energy_read_timing_out_is_one_lost_reading_bridged_by_the_next(install):
+    """A timed-out energy call: that reading is LOST (unknown, not 0 W) with a read-error
+    event; the next good read bridges the gap from the counter (Link.BRIDGED). Truth 28,000 J,
+    recorded 28,000 J; no "lost" event, no 30-s wait."""
+    gpu = FakeGpu()
+    _, sensor = opened([gpu], install)
+
+    def fault(t):
+        if t == 20:
+            gpu.fail_next("nvmlDeviceGetTotalEnergyConsumption", real.NVMLError(real.NVML_ERROR_TIMEOUT))
+
+    readings = run_reads(gpu, sensor, fault_at=fault)
+    bad, after = readings[19], readings[20]
+    assert (bad.status, bad.energy_j) == (Status.LOST, pytest.approx(19 * H200_W))
+    assert "Timeout" in bad.note
+    assert (after.status, after.link is Link.BRIDGED) == (Status.OK, True)
+    assert after.energy_j == pytest.approx(21 * H200_W)
+    assert readings[21].link is not Link.BRIDGED
+    assert readings[-1].energy_j == pytest.approx(28_000.0, rel=5e-3)
+    assert [e.kind for e in sensor.drain_events()] == ["read-error"]
+
+
+def test_repeated_failures_make_the_gpu_lost_and_the_counter_bridges_the_gap(install):
+    """FAILS_BEFORE_LOST failed energy reads in a row make the GPU lost (one "lost" event),
+    retried at every read (not every 30 s); when it answers, its counter bridges the whole
+    stretch. Truth 28,000 J over 40 s with reads 10-17 failing; recorded 28,000 J."""
+    gpu = FakeGpu()
+    _, sensor = opened([gpu], install)
+
+    def fault(t):
+        if t == 10:
+            gpu.fail_next("nvmlDeviceGetTotalEnergyConsumption", real.NVMLError(real.NVML_ERROR_UNKNOWN), 8)
+
+    readings = run_reads(gpu, sensor, fault_at=fault)
+    assert [r.status for r in readings[9:18]] == [Status.LOST] * 8 + [Status.OK]
+    assert readings[17].link is Link.BRIDGED
+    assert readings[-1].energy_j == pytest.approx(28_000.0, rel=5e-3)
+    events = sensor.drain_events()
+    assert [e.kind for e in events] == ["read-error", "lost", "recovered"]
+    assert events[1].t_s == 10.0 + NvmlSensor.FAILS_BEFORE_LOST - 1
+    assert "over 9.0 s" in events[2].message and "counted" in events[2].message
+
+
+def test_transient_errors_end_to_end_through_the_engine(install):
+    """Through the engine at 1-s ticks for 40 s at 700 W, with one UNKNOWN power entry (t=10),
+    one timed-out energy read (t=20) and a 4-s stretch of errors (t=30-33, lost then bridged):
+    truth 28,000 J; the engine's total for gpu0 and the machine total are 28,000 J within
+    0.5 %; the ticks that failed say LOST (not 0 W), and the events say why."""
+    from tests.fakes.scripted import FakeClock
+    from tuimeter.engine.sampler import Engine
+    from tuimeter.model import CarbonInfo
+
+    gpu = FakeGpu()
+    install(gpu)
+    clock = FakeClock(0.0)
+    eng = Engine([NvmlSensor()], CarbonInfo(400.0, 1.0, "test"), 1.0, clock=clock,
+                 wallclock=FakeClock(1.8e9), cpu_clock=lambda: 0.0, host="h")
+    eng.open()
+    faults = {
+        10: lambda: gpu.fail_next("nvmlDeviceGetFieldValues", real.NVML_ERROR_UNKNOWN),
+        20: lambda: gpu.fail_next("nvmlDeviceGetTotalEnergyConsumption",
+                                  real.NVMLError(real.NVML_ERROR_TIMEOUT)),
+        30: lambda: gpu.fail_next("nvmlDeviceGetTotalEnergyConsumption",
+                                  real.NVMLError(real.NVML_ERROR_UNKNOWN), 4),
+    }
+    snaps = []
+    for t in range(1, 41):
+        gpu.advance(H200_W, 1.0)
+        faults.get(t, lambda: None)()
+        clock.advance(1.0)
+        snaps.append(eng.tick())
+    eng.close()
+    gpu0 = [s.domain("gpu0") for s in snaps]
+    assert gpu0[-1].total_energy_j == pytest.approx(28_000.0, rel=5e-3)
+    assert snaps[-1].total.total_energy_j == pytest.approx(28_000.0, rel=5e-3)
+    lost_ticks = [t for t, d in enumerate(gpu0, 1) if d.status is Status.LOST]
+    assert lost_ticks == [20, 30, 31, 32, 33]
+    assert all(gpu0[t - 1].energy_j is None for t in lost_ticks)
+    assert gpu0[20].energy_j == pytest.approx(2 * H200_W)  # t=21 bridges t=20
+    assert gpu0[33].energy_j == pytest.approx(5 * H200_W)  # t=34 bridges t=30-33
+    # the bridged energy is averaged over its span: no catch-up spike in the recovering tick
+    assert (gpu0[20].power_w, gpu0[33].power_w) == (pytest.approx(H200_W), pytest.approx(H200_W))
+    assert (gpu0[20].bridged_s, gpu0[33].bridged_s) == (pytest.approx(2.0), pytest.approx(5.0))
+    events = [(t, e.kind) for t, s in enumerate(snaps, 1) for e in s.events]
+    assert events == [(10, "read-error"), (20, "read-error"), (30, "read-error"),
+                      (32, "lost"), (34, "recovered")]
+
+
 # ---- processes -------------------------------------------------------------------------------
 
 
 def test_process_utilisation_per_pid_and_only_new_samples(install):
-    """gpu_processes gives one entry per pid (SM % averaged over its samples) and next time only
-    samples newer than those already seen."""
-    gpu = FakeGpu()
+    """gpu_processes gives one entry per pid (SM % averaged over its samples, and summed) and
+    next time only samples newer than those already seen."""
+    gpu = FakeGpu(compute_processes=[(111, None), (222, None)])
     _, sensor = opened([gpu], install)
     gpu.add_process_sample(111, sm_util=60, mem_util=20)
     gpu.add_process_sample(222, sm_util=10)
     gpu.advance(0.0, 0.2)
     gpu.add_process_sample(111, sm_util=80, mem_util=30)
     procs = sensor.gpu_processes(0, now_us=gpu.clock_us)
-    assert [(p.pid, p.sm_util_pct, p.mem_util_pct, p.n_samples) for p in procs] == [
-        (111, 70.0, 25.0, 2), (222, 10.0, 0.0, 1)]
+    assert [(p.pid, p.sm_util_pct, p.mem_util_pct, p.n_samples, p.sm_util_sum_pct)
+            for p in procs] == [(111, 70.0, 25.0, 2, 140.0), (222, 10.0, 0.0, 1, 10.0)]
     gpu.advance(0.0, 0.2)
     gpu.add_process_sample(222, sm_util=40)
     assert [(p.pid, p.sm_util_pct) for p in sensor.gpu_processes(0)] == [(222, 40.0)]
@@ -348,14 +497,154 @@ def test_compute_and_graphics_pids_merged_with_unknown_memory_as_none(install):
 
 
 def test_compute_pids_survive_a_mismatched_binding(install):
-    """A missing versioned symbol on one list leaves the other; both missing gives None."""
+    """NVMLLibraryMismatchError (not an NVMLError) on the unversioned call: the list comes from
+    the _v2 call instead; a list refused outright (NotSupported) leaves the other; both
+    refused gives None."""
     gpu = FakeGpu(compute_processes=[(10, 1)], graphics_processes=[(30, 2)])
     _, sensor = opened([gpu], install)
     gpu.errors["nvmlDeviceGetComputeRunningProcesses"] = real.NVMLLibraryMismatchError("v3")
-    assert [p.pid for p in sensor.gpu_compute_pids(0)] == [30]
-    gpu.errors["nvmlDeviceGetGraphicsRunningProcesses"] = real.NVMLError(
-        real.NVML_ERROR_NOT_SUPPORTED)
+    assert [p.pid for p in sensor.gpu_compute_pids(0)] == [10, 30]
+    not_supported = real.NVMLError(real.NVML_ERROR_NOT_SUPPORTED)
+    gpu.errors["nvmlDeviceGetGraphicsRunningProcesses_v2"] = not_supported
+    assert [p.pid for p in sensor.gpu_compute_pids(0)] == [10]
+    gpu.errors["nvmlDeviceGetComputeRunningProcesses_v2"] = not_supported
     assert sensor.gpu_compute_pids(0) is None
+
+
+def test_junk_process_samples_are_dropped_and_do_not_move_last_seen(install):
+    """Regression (nvtop issue #110 on real drivers): a sample for a pid that is not running,
+    with smUtil 0xFFFFFFFF and a timestamp an hour ahead, took 100 % of the GPU and pushed
+    last_seen an hour ahead. Dropped now, with stale samples re-sent by the driver and a
+    future-stamped sample of a running pid; the next call still sees new samples."""
+    gpu = FakeGpu(compute_processes=[(100, None), (200, None)], return_stale_samples=True)
+    _, sensor = opened([gpu], install)
+    hour_us = 3_600_000_000
+    assert sensor.gpu_processes(0, now_us=gpu.clock_us) == []
+    gpu.add_process_sample(100, sm_util=30, timestamp_us=gpu.clock_us - 5_000_000)  # stale
+    gpu.advance(0.0, 1.0)
+    gpu.add_process_sample(999, sm_util=0xFFFFFFFF, timestamp_us=gpu.clock_us + hour_us)
+    gpu.add_process_sample(200, sm_util=40, timestamp_us=gpu.clock_us + hour_us)  # future
+    gpu.add_process_sample(200, sm_util=101)  # over 100 %
+    gpu.add_process_sample(100, sm_util=60)
+    gpu.add_process_sample(200, sm_util=20)
+    procs = sensor.gpu_processes(0, now_us=gpu.clock_us)
+    assert [(p.pid, p.sm_util_sum_pct) for p in procs] == [(100, 60.0), (200, 20.0)]
+    gpu.advance(0.0, 1.0)
+    gpu.process_samples.clear()
+    gpu.add_process_sample(100, sm_util=10)
+    assert [(p.pid, p.sm_util_sum_pct) for p in sensor.gpu_processes(0, now_us=gpu.clock_us)] \
+        == [(100, 10.0)]
+
+
+def test_samples_of_a_pid_are_summed_not_averaged(install):
+    """Two busy periods of pid 100 against one of pid 200 at the same 50 %: 100 used the GPU
+    twice as long (sum 100 vs 50); an average per pid would say they used it equally."""
+    gpu = FakeGpu(compute_processes=[(100, None), (200, None)])
+    _, sensor = opened([gpu], install)
+    gpu.add_process_sample(100, sm_util=50)
+    gpu.add_process_sample(200, sm_util=50)
+    gpu.advance(0.0, 0.2)
+    gpu.add_process_sample(100, sm_util=50)
+    procs = sensor.gpu_processes(0, now_us=gpu.clock_us)
+    assert [(p.pid, p.sm_util_sum_pct, p.sm_util_pct) for p in procs] == [
+        (100, 100.0, 50.0), (200, 50.0, 50.0)]
+
+
+# ---- MIG and GH200 (item 10) ------------------------------------------------------------------
+
+
+def test_mig_gpu_is_labelled_and_lists_its_processes_per_instance(install):
+    """A MIG-enabled GPU: its label says its energy is split evenly (process utilisation does
+    not exist there, so gpu_processes is None without asking NVML), and its processes are
+    listed from each MIG device with their GPU/compute instance ids; energy is still exact."""
+    gpu = FakeGpu(name="NVIDIA H100 80GB HBM3", mig_mode=1, mig_devices=[
+        FakeMig(1, 0, [(100, 1 << 30)]), FakeMig(2, 0, [(200, None), (300, 4096)])])
+    fake, sensor = opened([gpu], install)
+    label = sensor.open()[0].label
+    assert label.startswith("NVIDIA H100 80GB HBM3 (MIG:") and "evenly" in label
+    assert sensor.mig_enabled(0)
+    assert sensor.gpu_processes(0, now_us=gpu.clock_us) is None
+    assert fake.calls["nvmlDeviceGetProcessUtilization"] == 0
+    assert sensor.gpu_compute_pids(0) == [
+        GpuProcess(100, 1 << 30, "compute", 1, 0),
+        GpuProcess(200, None, "compute", 2, 0),
+        GpuProcess(300, 4096, "compute", 2, 0),
+    ]
+    gpu.advance(123.4, 1.0)
+    assert sensor.read(1.0)[0].energy_j == pytest.approx(123.4)
+
+
+def test_gpus_without_mig_or_with_it_off_are_not_labelled(install):
+    """MIG off ([0, 0]) or not supported (GeForce: NotSupported): no MIG label, no ids."""
+    on_off, unsupported = FakeGpu(mig_mode=0, compute_processes=[(7, None)]), FakeGpu(mig_mode=None)
+    _, sensor = opened([on_off, unsupported], install)
+    assert [d.label for d in sensor.open()] == ["NVIDIA H200", "NVIDIA H200"]
+    assert not sensor.mig_enabled(0) and not sensor.mig_enabled(1)
+    assert sensor.gpu_compute_pids(0) == [GpuProcess(7, None, "compute")]
+
+
+def test_gh200_power_at_module_scope_when_gpu_scope_fails(install):
+    """GH200: field 186 fails at GPU scope (scopeId 0) and answers at module scope (1): power
+    is read there, labelled as including the CPU; energy still from the GPU's counter."""
+    gpu = FakeGpu(name="NVIDIA GH200 480GB", gpu_scope_power=False, module_power_mw=912_000)
+    _, sensor = opened([gpu], install)
+    assert sensor.open()[0].label == (
+        "NVIDIA GH200 480GB (power read for the whole module: includes the CPU)")
+    gpu.advance(500.0, 1.0)
+    r = sensor.read(1.0)[0]
+    assert (r.power_w, r.status, r.energy_j) == (912.0, Status.OK, pytest.approx(500.0))
+    assert sensor.power_source("gpu0") == "instant"
+
+
+# ---- running-process lists across binding/driver versions (item 11) --------------------------
+
+
+def test_fake_garbles_the_list_like_an_old_driver_with_a_new_binding(install):
+    """The fake itself: a driver writing 5-field v3 entries (R535-R545) read by nvidia-ml-py
+    13's 4-field struct misreads every entry after the first, as nitop's fallback exists for."""
+    gpu = FakeGpu(compute_processes=[(100, 1 << 30), (200, 2 << 30), (300, None)])
+    fake = make_fake_pynvml([gpu], v3_entry_fields=5)
+    fake.nvmlInit()
+    procs = fake.nvmlDeviceGetComputeRunningProcesses(fake.nvmlDeviceGetHandleByIndex(0))
+    assert procs[0].pid == 100 and [p.pid for p in procs[1:]] != [200, 300]
+    fake.nvmlShutdown()
+
+
+@pytest.mark.parametrize("driver", [
+    dict(process_symbols="v2"),  # no _v3 symbol: NVMLLibraryMismatchError from the binding
+    dict(v3_entry_fields=5),  # _v3 with the R535 struct: garbled after the first entry
+    dict(process_symbols="v1"),  # neither _v3 nor _v2: the unversioned call, v1 struct
+])
+def test_process_lists_fall_back_v3_v2_v1_without_losing_the_energy(monkeypatch, driver):
+    """nvitop's fallback: the list comes from the newest call this driver answers sanely;
+    the GPU's energy is untouched (truth 250 J, recorded 250 J) and stays OK."""
+    gpu = FakeGpu(compute_processes=[(100, 1 << 30), (200, 2 << 30), (300, None)],
+                  graphics_processes=[(400, 4096)])
+    fake = make_fake_pynvml([gpu], **driver)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    sensor = NvmlSensor()
+    sensor.open()
+    for _ in range(2):  # the second time through the version that worked
+        assert [(p.pid, p.used_memory_bytes, p.kind) for p in sensor.gpu_compute_pids(0)] == [
+            (100, 1 << 30, "compute"), (200, 2 << 30, "compute"), (300, None, "compute"),
+            (400, 4096, "graphics")]
+    gpu.advance(250.0, 1.0)
+    r = sensor.read(1.0)[0]
+    assert (r.status, r.energy_j) == (Status.OK, pytest.approx(250.0))
+    assert sensor.drain_events() == []
+
+
+def test_no_working_process_call_gives_none_and_keeps_the_energy(monkeypatch):
+    """A driver with none of the running-process symbols: None (attribution then leaves the
+    GPU's joules to idle/system); its energy (truth 80 J) is recorded, the GPU stays OK."""
+    gpu = FakeGpu(compute_processes=[(100, None)])
+    monkeypatch.setitem(sys.modules, "pynvml", make_fake_pynvml([gpu], process_symbols="none"))
+    sensor = NvmlSensor()
+    sensor.open()
+    assert sensor.gpu_compute_pids(0) is None
+    gpu.advance(80.0, 1.0)
+    r = sensor.read(1.0)[0]
+    assert (r.status, r.energy_j) == (Status.OK, pytest.approx(80.0))
 
 
 # ---- life cycle ------------------------------------------------------------------------------
@@ -418,3 +707,71 @@ def test_real_nvml_reads_every_gpu():
         assert all(isinstance(p, GpuProcess) for p in sensor.gpu_compute_pids(0) or [])
     finally:
         sensor.close()
+
+
+# ---- end to end: `tuimeter record` with the fake pynvml injected -----------------------------
+
+
+def test_record_keeps_every_joule_through_transient_nvml_errors(tmp_path, monkeypatch, capsys):
+    """`tuimeter record` (in-process, real sampler thread) while a background thread drives
+    the fake GPU at 700 W: one UNKNOWN power entry (5th read) and one timed-out energy read
+    (10th). The joules in the CSV equal the counter's advance between the first and the last
+    read of the session (within 0.5 %); the two faults are two read-error event rows, and no
+    row says the GPU was lost for longer than the one reading."""
+    import threading
+
+    import pandas as pd
+
+    from tests.fakes.powercap import FakePowercap
+    from tests.test_record_cli import env_for
+    from tuimeter import cli
+
+    gpu = FakeGpu()
+    fake = make_fake_pynvml([gpu])
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    for k, v in env_for(tmp_path, FakePowercap(tmp_path / "sys").intel_desktop()).items():
+        monkeypatch.setenv(k, v)
+    counter_reads: list[int] = []
+    read_energy = fake.nvmlDeviceGetTotalEnergyConsumption
+
+    def energy(handle):
+        n = len(counter_reads)
+        counter_reads.append(-1)
+        if n == 4:
+            gpu.fail_next("nvmlDeviceGetFieldValues", real.NVML_ERROR_UNKNOWN)
+        if n == 9:
+            raise real.NVMLError(real.NVML_ERROR_TIMEOUT)
+        counter_reads[-1] = value = read_energy(handle)
+        return value
+
+    fake.nvmlDeviceGetTotalEnergyConsumption = energy
+    halt = threading.Event()
+
+    def drive():  # 700 W in 5-ms steps of the real clock
+        last = time.monotonic()
+        while not halt.wait(0.005):
+            now = time.monotonic()
+            gpu.advance(H200_W * (now - last), now - last, power_w=H200_W)
+            last = now
+
+    driver = threading.Thread(target=drive, daemon=True)
+    driver.start()
+    out = tmp_path / "gpu.csv"
+    try:
+        rc = cli.main(["record", "-o", str(out), "--interval", "0.1", "--duration", "3",
+                       "--no-socket"])
+    finally:
+        halt.set()
+        driver.join()
+    assert rc == 0, capsys.readouterr().err
+    good = [v for v in counter_reads if v >= 0]
+    assert len(counter_reads) > 12
+    truth_j = (good[-1] - good[1]) / 1000.0  # good[0] is the probe at open, good[1] the base
+    df = pd.read_csv(out)
+    rows = df[(df.kind == "sample") & (df.domain == "gpu0")]
+    assert rows.energy_j.sum() == pytest.approx(truth_j, rel=5e-3)
+    assert truth_j > 700.0  # about 3 s at 700 W
+    events = df[(df.kind == "event") & (df.domain == "gpu0")].label.tolist()
+    assert [e.split(":")[0] for e in events] == ["read-error", "read-error"]
+    assert "Unknown Error" in events[0] and "Timeout" in events[1]
+    assert (rows.provenance == "lost").sum() <= 1

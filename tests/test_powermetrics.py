@@ -362,3 +362,122 @@ def test_odd_samples_give_no_energy_instead_of_crashing() -> None:
     assert sample_energy_j({"elapsed_ns": 1, "processor": "n/a"}) == {}
     assert sample_energy_j({"gpu": {"gpu_energy": 5}}) == {}
     assert sample_domains({}) == []
+
+
+# ----- end to end: real processes, a fake sudo and a fake powermetrics on PATH -------------
+
+FAKE_POWERMETRICS = r'''#!{python}
+"""Fake powermetrics: refuses unless run by the fake sudo (which sets FAKE_EUID=0), checks
+its arguments, streams a recorded plist stream NUL-separated, then runs until terminated."""
+import os, sys, time
+log = open({log!r}, "a")
+log.write("powermetrics " + " ".join(sys.argv[1:]) + "\n")
+log.close()
+if os.environ.get("FAKE_EUID") != "0":
+    print("powermetrics must be invoked as the superuser", flush=True)
+    sys.exit(1)
+want = ["--samplers", "cpu_power,gpu_power,ane_power", "-f", "plist", "-i", "250", "-b", "0"]
+if sys.argv[1:] != want:
+    print("fake powermetrics: unexpected arguments", sys.argv[1:], flush=True)
+    sys.exit(2)
+docs = open({data!r}, "rb").read().split(b"\0")
+out = sys.stdout.buffer
+for i, doc in enumerate(docs):
+    out.write((b"\0" if i else b"") + doc)  # a NUL before each later document
+    out.flush()
+time.sleep(600)
+'''
+
+FAKE_SUDO = r'''#!{python}
+"""Fake sudo: `-n -l /usr/bin/powermetrics` says the sudoers line allows it; `-n
+/usr/bin/powermetrics ARGS` runs the powermetrics found on PATH as "root"; else refuses."""
+import os, shutil, sys
+log = open({log!r}, "a")
+log.write("sudo " + " ".join(sys.argv[1:]) + "\n")
+log.close()
+args = sys.argv[1:]
+if args == ["-n", "-l", "/usr/bin/powermetrics"]:
+    sys.exit(0 if {allowed!r} else 1)
+if {allowed!r} and args[:2] == ["-n", "/usr/bin/powermetrics"]:
+    os.environ["FAKE_EUID"] = "0"
+    target = shutil.which("powermetrics")
+    os.execv(target, [target] + args[2:])
+print("sudo: a password is required", file=sys.stderr)
+sys.exit(1)
+'''
+
+
+@pytest.fixture
+def fake_path(tmp_path, monkeypatch):
+    """A bin folder first on PATH holding a fake ``sudo`` (sudoers allow it unless told
+    otherwise) and a fake ``powermetrics``; returns a function reading the calls log."""
+    import sys
+
+    bin_dir, log = tmp_path / "bin", tmp_path / "calls.log"
+    bin_dir.mkdir()
+
+    def install(allowed: bool = True):
+        for name, text in (("powermetrics", FAKE_POWERMETRICS), ("sudo", FAKE_SUDO)):
+            script = bin_dir / name
+            script.write_text(text.format(python=sys.executable, log=str(log), allowed=allowed,
+                                          data=str(DATA / "apple_m4_three_samples.plist")))
+            script.chmod(0o755)
+        monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+        monkeypatch.setenv("FAKE_EUID", "501")  # what the fake powermetrics sees without sudo
+        return lambda: log.read_text().splitlines() if log.exists() else []
+
+    return install
+
+
+def live_sensor(euid: int) -> PowermetricsSensor:
+    """The sensor as a user runs it: the real runner and sudoers check, uid injected (the
+    tests run as root)."""
+    return PowermetricsSensor(250, platform="darwin", geteuid=lambda: euid,
+                              samplers="cpu_power,gpu_power,ane_power")
+
+
+def test_open_through_sudoers_runs_sudo_powermetrics_end_to_end(fake_path) -> None:
+    """Regression: a non-root user with the README's NOPASSWD line got "must be invoked as the
+    superuser" (open() reset the sudo decision and started plain powermetrics). Through the
+    real runner, `sudo -n -l` is asked, `sudo -n /usr/bin/powermetrics ...` started, and the
+    three recorded samples (cpu 3.049 + 1.502 + 2.0 J, gpu 0.276 + 0.1 + 0.05 J) are counted."""
+    calls = fake_path(allowed=True)
+    sensor = live_sensor(euid=501)
+    try:
+        assert [d.id for d in sensor.open()] == ["cpu", "gpu", "ane"]
+        wait_until(lambda: by_id(sensor.read(1.0))["cpu"].energy_j >= 6.5)
+        readings = by_id(sensor.read(2.0))
+        assert readings["cpu"].energy_j == pytest.approx(6.551, rel=5e-3)
+        assert readings["gpu"].energy_j == pytest.approx(0.426, rel=5e-3)
+        assert {r.status for r in readings.values()} == {Status.OK}  # still streaming
+    finally:
+        sensor.close()
+    assert calls() == [
+        "sudo -n -l /usr/bin/powermetrics",
+        "sudo -n /usr/bin/powermetrics --samplers cpu_power,gpu_power,ane_power "
+        "-f plist -i 250 -b 0",
+        "powermetrics --samplers cpu_power,gpu_power,ane_power -f plist -i 250 -b 0",
+    ]
+    assert sensor.drain_events() == []  # our own close() is no loss
+
+
+def test_open_as_root_runs_powermetrics_without_sudo_end_to_end(fake_path, monkeypatch) -> None:
+    """Root runs powermetrics itself: sudo is never asked."""
+    calls = fake_path(allowed=True)
+    monkeypatch.setenv("FAKE_EUID", "0")
+    sensor = live_sensor(euid=0)
+    try:
+        sensor.open()
+        wait_until(lambda: by_id(sensor.read(1.0))["cpu"].energy_j >= 6.5)
+    finally:
+        sensor.close()
+    assert [c.split()[0] for c in calls()] == ["powermetrics"]
+
+
+def test_open_without_sudoers_line_is_unavailable_without_starting_anything(fake_path) -> None:
+    """Not root and sudo refuses: unavailable with the fix; powermetrics is never started."""
+    calls = fake_path(allowed=False)
+    with pytest.raises(SensorUnavailable) as err:
+        live_sensor(euid=501).open()
+    assert err.value.reason == NOT_ROOT_REASON and "NOPASSWD" in err.value.fix
+    assert calls() == ["sudo -n -l /usr/bin/powermetrics"]

@@ -14,7 +14,14 @@ written against the fake works on a real driver:
 * ``nvmlDeviceGetProcessUtilization(h, last_seen_us)`` returns real
   ``c_nvmlProcessUtilizationSample_t`` structs newer than ``last_seen_us``, and raises
   ``NVMLError_NotFound`` when there is none;
-* running processes are the real friendly objects with ``usedGpuMemory`` None where unknown;
+* running processes go through the real binding's own code (``nvmlDeviceGet*RunningProcesses``,
+  ``_v2``, ``_v3``, run over this module's ``_nvmlGetFunctionPointer``): the fake plays the
+  driver, which writes its own struct layout into the binding's buffer. So a driver whose
+  ``_v3`` entries are 5 fields (R535-R545, ``usedGpuCcProtectedMemory``) read by
+  nvidia-ml-py 13's 4-field struct garbles every entry after the first, as on real machines,
+  and a driver without a symbol makes the unversioned call raise ``NVMLLibraryMismatchError``;
+* MIG: ``nvmlDeviceGetMigMode`` -> [current, pending]; MIG device handles for each instance,
+  with their own running processes; process utilisation NotSupported while MIG is on;
 * ``nvmlInit``/``nvmlShutdown`` are reference-counted; any other call before init, or a
   shutdown without an init, raises ``NVMLError_Uninitialized`` like the library does.
 """
@@ -22,6 +29,7 @@ written against the fake works on a real driver:
 from __future__ import annotations
 
 import collections
+import ctypes
 import itertools
 import types
 from dataclasses import dataclass, field
@@ -39,6 +47,30 @@ def _err(code: int) -> Exception:
     return real.NVMLError(code)
 
 
+class _ProcessInfoV1(ctypes.Structure):
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
+
+
+class _ProcessInfoV2(ctypes.Structure):
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong),
+                ("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint)]
+
+
+class _ProcessInfoV3Cc(ctypes.Structure):
+    """The v3 entry of drivers R535-R545: v2 plus ``usedGpuCcProtectedMemory``."""
+
+    _fields_ = _ProcessInfoV2._fields_ + [("usedGpuCcProtectedMemory", ctypes.c_ulonglong)]
+
+
+@dataclass
+class FakeMig:
+    """One MIG device (a compute instance of a GPU instance) and its processes."""
+
+    gpu_instance_id: int
+    compute_instance_id: int
+    compute_processes: list[tuple[int, int | None]] = field(default_factory=list)
+
+
 @dataclass
 class FakeGpu:
     """One scripted GPU. Defaults look like an H200 on a current driver.
@@ -46,7 +78,12 @@ class FakeGpu:
     ``power_mw`` is what the instant field (186) reads and ``average_power_mw`` what
     ``nvmlDeviceGetPowerUsage`` reads (a 1-s average on H100/H200; defaults to ``power_mw``).
     ``errors`` maps an NVML function name to an exception that call raises (e.g.
-    ``{"nvmlDeviceGetComputeRunningProcesses": real.NVMLLibraryMismatchError("...")}``).
+    ``{"nvmlDeviceGetComputeRunningProcesses": real.NVMLLibraryMismatchError("...")}``), on
+    every call; ``fail_next`` queues one-shot failures. ``mig_mode`` None: the GPU has no MIG
+    (NotSupported); 1 with ``mig_devices``: MIG on. ``module_power_mw`` is what field 186
+    reads at module scope (GH200: GPU + CPU); ``gpu_scope_power`` False makes the GPU scope
+    entry fail as on some GH200 drivers. ``return_stale_samples``: the driver also returns
+    samples at or before the ``last_seen`` asked for (nvtop issue #110).
     """
 
     name: str = "NVIDIA H200"
@@ -64,10 +101,27 @@ class FakeGpu:
     compute_processes: list[tuple[int, int | None]] = field(default_factory=list)
     graphics_processes: list[tuple[int, int | None]] = field(default_factory=list)
     errors: dict[str, BaseException] = field(default_factory=dict)
+    mig_mode: int | None = 0
+    mig_devices: list[FakeMig] = field(default_factory=list)
+    gpu_scope_power: bool = True
+    module_power_mw: int | None = None
+    return_stale_samples: bool = False
+    once: dict[str, list[BaseException | int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.uuid:
             self.uuid = f"GPU-fa4e0000-0000-4000-8000-{next(_uuid_counter):012x}"
+
+    def fail_next(self, call: str, error: BaseException | int, times: int = 1) -> None:
+        """The next ``times`` calls of ``call`` fail with ``error``: an exception raised (a
+        call that timed out: ``real.NVMLError(real.NVML_ERROR_TIMEOUT)``), or, for
+        ``nvmlDeviceGetFieldValues``, an NVML code put in each entry's ``nvmlReturn`` while
+        the call itself succeeds (a transient ``real.NVML_ERROR_UNKNOWN`` entry)."""
+        self.once.setdefault(call, []).extend([error] * times)
+
+    def _take_once(self, call: str) -> BaseException | int | None:
+        queue = self.once.get(call)
+        return queue.pop(0) if queue else None
 
     # ---- controls ---------------------------------------------------------------------
 
@@ -112,21 +166,33 @@ class FakeGpu:
             raise _err(real.NVML_ERROR_GPU_IS_LOST)
         if call in self.errors:
             raise self.errors[call]
+        if call != "nvmlDeviceGetFieldValues":
+            pending = self._take_once(call)
+            if pending is not None:
+                raise _err(pending) if isinstance(pending, int) else pending
 
 
 class _Handle:
-    """Stands for ``c_nvmlDevice_t``: opaque, only passed back to the library."""
+    """Stands for ``c_nvmlDevice_t``: opaque, only passed back to the library. ``mig`` is set
+    on a MIG device's handle."""
 
-    def __init__(self, gpu: FakeGpu):
+    def __init__(self, gpu: FakeGpu, mig: FakeMig | None = None):
         self.gpu = gpu
+        self.mig = mig
 
 
-def make_fake_pynvml(gpus: list[FakeGpu] | None = None, init_error: int | BaseException | None = None
-                     ) -> types.ModuleType:
+#: the running-process symbols each kind of driver exports (``""``: the unversioned v1)
+DRIVER_PROCESS_SYMBOLS = {"v3": ("", "_v2", "_v3"), "v2": ("", "_v2"), "v1": ("",), "none": ()}
+
+
+def make_fake_pynvml(gpus: list[FakeGpu] | None = None, init_error: int | BaseException | None = None,
+                     *, process_symbols: str = "v3", v3_entry_fields: int = 4) -> types.ModuleType:
     """Build a fake ``pynvml`` module over ``gpus``.
 
     ``init_error``: an NVML error code (``real.NVML_ERROR_LIBRARY_NOT_FOUND``,
     ``real.NVML_ERROR_DRIVER_NOT_LOADED`` ...) or an exception that ``nvmlInit`` raises.
+    ``process_symbols``: the newest running-process symbols the driver has ("v3", "v2",
+    "v1"); ``v3_entry_fields``: 4 (R550+) or 5 (R535-R545, which garbles 13.x's reading).
     The module records ``calls`` (a Counter of function names), ``init_calls``,
     ``shutdown_calls`` and ``refcount`` for tests to assert on; ``gpus`` is the list.
     """
@@ -135,6 +201,8 @@ def make_fake_pynvml(gpus: list[FakeGpu] | None = None, init_error: int | BaseEx
                           if k.startswith(("NVML", "c_nvml")) or k in ("nvmlStructToFriendlyObject",
                                                                        "nvmlExceptionClass")})
     fake.gpus = list(gpus or [])
+    fake.process_symbols = process_symbols
+    fake.v3_entry_fields = v3_entry_fields
     fake.init_error = init_error
     fake.calls = collections.Counter()
     fake.init_calls = fake.shutdown_calls = fake.refcount = 0
@@ -160,6 +228,20 @@ def make_fake_pynvml(gpus: list[FakeGpu] | None = None, init_error: int | BaseEx
             return fn(handle.gpu, *args)
 
         inner.__name__ = fn.__name__
+        return api(inner)
+
+    def on_device(fn, name):
+        """A binding function taking a handle: counted, checked for scripted Python-level
+        errors (not one-shot ones: those are the driver's, returned as codes)."""
+
+        def inner(handle, *args):
+            if name in handle.gpu.errors:
+                raise handle.gpu.errors[name]
+            if handle.gpu.lost:
+                raise _err(real.NVML_ERROR_GPU_IS_LOST)
+            return fn(handle, *args)
+
+        inner.__name__ = name
         return api(inner)
 
     def nvmlInit():
@@ -213,11 +295,22 @@ def make_fake_pynvml(gpus: list[FakeGpu] | None = None, init_error: int | BaseEx
     @on_gpu
     def nvmlDeviceGetFieldValues(gpu, field_ids):
         values = (real.c_nvmlFieldValue_t * len(field_ids))()
+        glitch = gpu._take_once("nvmlDeviceGetFieldValues")
+        if isinstance(glitch, BaseException):
+            raise glitch
         for entry, fid in zip(values, field_ids):
             entry.fieldId, entry.scopeId = fid if isinstance(fid, tuple) else (fid, 0)
             entry.timestamp = gpu.clock_us
             entry.nvmlReturn = real.NVML_ERROR_NOT_SUPPORTED
-            if entry.fieldId == real.NVML_FI_DEV_POWER_INSTANT and gpu.supports_instant_field:
+            if glitch is not None:  # the call succeeds; the entry carries the error
+                entry.nvmlReturn = glitch
+            elif entry.fieldId == real.NVML_FI_DEV_POWER_INSTANT and entry.scopeId == 1:
+                if gpu.module_power_mw is not None:
+                    entry.valueType = real.NVML_VALUE_TYPE_UNSIGNED_INT
+                    entry.value.uiVal, entry.nvmlReturn = gpu.module_power_mw, real.NVML_SUCCESS
+            elif entry.fieldId == real.NVML_FI_DEV_POWER_INSTANT and not gpu.gpu_scope_power:
+                entry.nvmlReturn = real.NVML_ERROR_UNKNOWN
+            elif entry.fieldId == real.NVML_FI_DEV_POWER_INSTANT and gpu.supports_instant_field:
                 entry.valueType, entry.value.uiVal = real.NVML_VALUE_TYPE_UNSIGNED_INT, gpu.power_mw
                 entry.nvmlReturn = real.NVML_SUCCESS
             elif entry.fieldId == real.NVML_FI_DEV_POWER_AVERAGE and gpu.supports_power_usage:
@@ -231,31 +324,118 @@ def make_fake_pynvml(gpus: list[FakeGpu] | None = None, init_error: int | BaseEx
 
     @on_gpu
     def nvmlDeviceGetProcessUtilization(gpu, last_seen_us):
-        if not gpu.supports_process_utilization:
+        if not gpu.supports_process_utilization or gpu.mig_mode == 1:
             raise _err(real.NVML_ERROR_NOT_SUPPORTED)
-        new = [s for s in gpu.process_samples if s.timeStamp > last_seen_us]
+        new = [s for s in gpu.process_samples
+               if s.timeStamp > last_seen_us or gpu.return_stale_samples]
         if not new:
             raise _err(real.NVML_ERROR_NOT_FOUND)
         return new
 
-    def _procs(rows):
-        out = []
-        for pid, mem in rows:
-            s = real.c_nvmlProcessInfo_v3_t()
-            s.pid, s.usedGpuMemory = pid, real.NVML_VALUE_NOT_AVAILABLE_ulonglong.value if mem is None else mem
-            obj = real.nvmlStructToFriendlyObject(s)
-            if obj.usedGpuMemory == real.NVML_VALUE_NOT_AVAILABLE_ulonglong.value:
-                obj.usedGpuMemory = None  # as the real binding does
-            out.append(obj)
-        return out
+    # -- running processes: the fake is the driver, the real binding reads what it writes --
+
+    def _driver_rows(handle, kind):
+        gpu, mig = handle.gpu, handle.mig
+        if mig is not None:
+            return [(pid, mem, mig.gpu_instance_id, mig.compute_instance_id)
+                    for pid, mem in (mig.compute_processes if kind == "Compute" else [])]
+        if gpu.mig_mode == 1:  # the GPU's own list in MIG mode: every instance's processes
+            return [(pid, mem, m.gpu_instance_id, m.compute_instance_id)
+                    for m in gpu.mig_devices
+                    for pid, mem in (m.compute_processes if kind == "Compute" else [])]
+        rows = gpu.compute_processes if kind == "Compute" else gpu.graphics_processes
+        return [(pid, mem, 0xFFFFFFFF, 0xFFFFFFFF) for pid, mem in rows]
+
+    def _driver_symbol(name):
+        """What the C function ``name`` does: fn(device, byref(count), infos or None)."""
+        kind = "Compute" if "Compute" in name else "Graphics"
+        suffix = name[name.index("Processes") + len("Processes"):]
+        layout = {"": _ProcessInfoV1, "_v2": _ProcessInfoV2,
+                  "_v3": _ProcessInfoV2 if fake.v3_entry_fields == 4 else _ProcessInfoV3Cc}[suffix]
+
+        def fn(handle, count_ref, infos):
+            if handle.gpu.lost:  # C returns codes; the binding raises them
+                return real.NVML_ERROR_GPU_IS_LOST
+            rows = _driver_rows(handle, kind)
+            count = count_ref._obj
+            if infos is None or count.value < len(rows):
+                count.value = len(rows)
+                return real.NVML_ERROR_INSUFFICIENT_SIZE if rows else real.NVML_SUCCESS
+            written = (layout * max(len(rows), 1))()
+            for entry, (pid, mem, gi, ci) in zip(written, rows):
+                entry.pid = pid
+                entry.usedGpuMemory = real.NVML_VALUE_NOT_AVAILABLE_ulonglong.value if mem is None else mem
+                if hasattr(entry, "gpuInstanceId"):
+                    entry.gpuInstanceId, entry.computeInstanceId = gi, ci
+            ctypes.memmove(ctypes.addressof(infos), ctypes.addressof(written),
+                           min(ctypes.sizeof(layout) * len(rows), ctypes.sizeof(infos)))
+            count.value = len(rows)
+            return real.NVML_SUCCESS
+
+        return fn
+
+    def _nvmlGetFunctionPointer(name):
+        fake.calls["_nvmlGetFunctionPointer"] += 1
+        if fake.refcount <= 0:
+            raise _err(real.NVML_ERROR_UNINITIALIZED)
+        for kind in ("Compute", "Graphics"):
+            base = f"nvmlDeviceGet{kind}RunningProcesses"
+            if name.startswith(base) and name[len(base):] in DRIVER_PROCESS_SYMBOLS[fake.process_symbols]:
+                return _driver_symbol(name)
+        raise _err(real.NVML_ERROR_FUNCTION_NOT_FOUND)
+
+    fake._nvmlGetFunctionPointer = _nvmlGetFunctionPointer
+    # the real binding's functions, run with this module as their globals
+    binding = dict(vars(real))
+    binding["_nvmlGetFunctionPointer"] = _nvmlGetFunctionPointer
+    for kind in ("Compute", "Graphics"):
+        base = f"nvmlDeviceGet{kind}RunningProcesses"
+        for name in (f"{base}_v2", f"{base}_v3"):
+            fn = getattr(real, name)
+            binding[name] = types.FunctionType(fn.__code__, binding, name, fn.__defaults__,
+                                               fn.__closure__)
+        inner = getattr(real, base).__wrapped__  # under @throwOnVersionMismatch
+        binding[base] = real.throwOnVersionMismatch(
+            types.FunctionType(inner.__code__, binding, base, inner.__defaults__, inner.__closure__))
+        for name in (base, f"{base}_v2", f"{base}_v3"):
+            on_device(binding[name], name)
 
     @on_gpu
-    def nvmlDeviceGetComputeRunningProcesses(gpu):
-        return _procs(gpu.compute_processes)
+    def nvmlDeviceGetMigMode(gpu):
+        if gpu.mig_mode is None:
+            raise _err(real.NVML_ERROR_NOT_SUPPORTED)
+        return [gpu.mig_mode, gpu.mig_mode]
 
     @on_gpu
-    def nvmlDeviceGetGraphicsRunningProcesses(gpu):
-        return _procs(gpu.graphics_processes)
+    def nvmlDeviceGetMaxMigDeviceCount(gpu):
+        if gpu.mig_mode is None:
+            raise _err(real.NVML_ERROR_NOT_SUPPORTED)
+        return 7 if gpu.mig_mode == 1 else 0
+
+    @api
+    def nvmlDeviceGetMigDeviceHandleByIndex(handle, index):
+        handle.gpu._check("nvmlDeviceGetMigDeviceHandleByIndex")
+        if handle.gpu.mig_mode != 1 or not 0 <= index < 7:
+            raise _err(real.NVML_ERROR_INVALID_ARGUMENT)
+        if index >= len(handle.gpu.mig_devices):
+            raise _err(real.NVML_ERROR_NOT_FOUND)
+        return _Handle(handle.gpu, handle.gpu.mig_devices[index])
+
+    @api
+    def nvmlDeviceIsMigDeviceHandle(handle):
+        return ctypes.c_uint(handle.mig is not None)  # a c_uint, as the binding returns
+
+    @api
+    def nvmlDeviceGetGpuInstanceId(handle):
+        if handle.mig is None:
+            raise _err(real.NVML_ERROR_INVALID_ARGUMENT)
+        return handle.mig.gpu_instance_id
+
+    @api
+    def nvmlDeviceGetComputeInstanceId(handle):
+        if handle.mig is None:
+            raise _err(real.NVML_ERROR_INVALID_ARGUMENT)
+        return handle.mig.compute_instance_id
 
     @on_gpu
     def nvmlDeviceGetEnforcedPowerLimit(gpu):

@@ -23,12 +23,17 @@ gained, minus what we had already seen of the children that exited, goes to thos
 (or, if none of its known children exited, to the parent, which started them).
 
 **GPU.** Each NVML GPU's interval energy is split over the processes on it in proportion to
-their SM utilisation (``nvmlDeviceGetProcessUtilization``, averaged over the interval's
-samples). A GPU holding a context is kept in a high power state by it, so all of a busy
-GPU's power goes to its processes. Where NVML has no samples (``NotFound``: nothing ran in
-the interval) or cannot tell (``NotSupported``, MIG), the energy is split evenly over the
-compute processes on it; with none, it is idle/system. Other in-total domains (Apple GPU,
-ANE) have no per-process use we can read: idle/system.
+their SM utilisation (``nvmlDeviceGetProcessUtilization``) *summed* over the interval's
+samples: each sample stands for one sampling period, so a process busy in two periods used
+the GPU twice as long as one busy in one (an average per pid would give them the same).
+The sensor drops junk samples first (pids not running on the GPU, utilisation over 100 %,
+stale or future timestamps: nvtop's rules). A GPU holding a context is kept in a high power
+state by it, so all of a busy GPU's power goes to its processes. Where NVML has no samples
+(``NotFound``: nothing ran in the interval) or cannot tell (``NotSupported``; MIG, where
+per-process utilisation does not exist and the GPU's label says its energy is split
+evenly), the energy is split evenly over the compute processes on it (on MIG: those of every
+instance); with none, it is idle/system. Other in-total domains (Apple GPU, ANE) have no
+per-process use we can read: idle/system.
 
 **Jobs.** :meth:`Attributor.follow` follows a process and all its descendants, including
 those started later (a process joins if its parent is in the job when it is first seen,
@@ -79,14 +84,15 @@ class _Proc:
 def split_gpu(sensor, index: int, now_us: int | None = None) -> dict[int, float]:
     """Fractions (summing to 1) of GPU ``index``'s energy per pid, or {} for idle/system.
 
-    By SM utilisation where NVML has samples; evenly over the compute processes where it has
-    none (``[]``: NotFound) or cannot tell (None: NotSupported/MIG, lost GPU).
+    By SM utilisation summed over each pid's samples where NVML has samples; evenly over the
+    compute processes where it has none (``[]``: NotFound) or cannot tell (None:
+    NotSupported/MIG, lost GPU).
     """
     utils = sensor.gpu_processes(index, now_us)
     if utils:
-        total = sum(max(u.sm_util_pct, 0.0) for u in utils)
+        total = sum(max(u.sm_util_sum_pct, 0.0) for u in utils)
         if total > 0:
-            return {u.pid: max(u.sm_util_pct, 0.0) / total for u in utils}
+            return {u.pid: max(u.sm_util_sum_pct, 0.0) / total for u in utils}
         return {u.pid: 1.0 / len(utils) for u in utils}
     procs = sensor.gpu_compute_pids(index) or []
     pids = sorted({p.pid for p in procs if "compute" in p.kind})

@@ -223,6 +223,9 @@ class PowermetricsSensor(Sensor):
             open_timeout_s = 5.0 + 3 * interval_ms / 1000
         self.open_timeout_s = open_timeout_s
         self._cond = threading.Condition()
+        # run through `sudo -n` (a NOPASSWD sudoers line, not root): decided by is_available(),
+        # kept across _reset(), which only clears the state of one stream
+        self._use_sudo = False
         self._reset()
 
     def _reset(self) -> None:
@@ -240,7 +243,6 @@ class PowermetricsSensor(Sensor):
         self._lost_reported = False
         self._closing = False
         self._events: list[Event] = []
-        self._use_sudo = False
 
     def argv(self) -> list[str]:
         samplers = self._samplers
@@ -260,12 +262,10 @@ class PowermetricsSensor(Sensor):
             if self._platform != "darwin":
                 return SensorStatus(self.name, False, "powermetrics exists only on macOS")
             euid = (self._geteuid or os.geteuid)()
-            if euid != 0:
-                # a sudoers NOPASSWD line for powermetrics lets a user run it: use `sudo -n`
-                if (self._sudo_check or _sudo_allows_powermetrics)():
-                    self._use_sudo = True
-                else:
-                    return SensorStatus(self.name, False, NOT_ROOT_REASON, NOT_ROOT_FIX)
+            # not root: a sudoers NOPASSWD line for powermetrics lets a user run it: `sudo -n`
+            self._use_sudo = euid != 0
+            if self._use_sudo and not (self._sudo_check or _sudo_allows_powermetrics)():
+                return SensorStatus(self.name, False, NOT_ROOT_REASON, NOT_ROOT_FIX)
             if self._runner is _popen and not any(
                 os.access(os.path.join(d, "powermetrics"), os.X_OK)
                 for d in os.environ.get("PATH", "/usr/bin").split(os.pathsep) + ["/usr/bin"]
