@@ -13,6 +13,7 @@ client was told got it ("acknowledged"; the CLI's ``in N session(s)`` line, or t
 result). A run is exact when recorded == acknowledged for every label.
 
   python bench/bench_markers.py [--sessions 5] [--clients 200] [--mode cli|api|both]
+                                [--timeout S]
 """
 
 from __future__ import annotations
@@ -60,14 +61,15 @@ def start_recorders(tmp: Path, n: int, env: dict) -> list[tuple[subprocess.Popen
 #: (end of file on stdin), so that all clients connect at the same moment
 CLI_AT_GO = ("import os, sys; from tuimeter.cli import main; import tuimeter.session.markers; "
              "os.write(int(sys.argv[2]), b'.'); sys.stdin.read(); "
-             "sys.exit(main(['mark', sys.argv[1]]))")
+             "sys.exit(main(['mark', *sys.argv[3:], sys.argv[1]]))")
 
 
-def fire_cli(labels: list[str], env: dict) -> dict[str, int]:
+def fire_cli(labels: list[str], env: dict, options: list[str]) -> dict[str, int]:
     """Concurrent `tuimeter mark`: label -> sessions the CLI said it marked."""
     go_r, go_w = os.pipe()
     ready_r, ready_w = os.pipe()
-    procs = [(lab, subprocess.Popen([sys.executable, "-c", CLI_AT_GO, lab, str(ready_w)],
+    procs = [(lab, subprocess.Popen([sys.executable, "-c", CLI_AT_GO, lab, str(ready_w),
+                                     *options],
                                     env=env, cwd=ROOT, stdin=go_r, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True, pass_fds=(ready_w,)))
              for lab in labels]
@@ -118,7 +120,7 @@ def fire_api(labels: list[str]) -> dict[str, int]:
     return acked
 
 
-def run(mode: str, sessions: int, clients: int) -> None:
+def run(mode: str, sessions: int, clients: int, options: list[str]) -> None:
     with tempfile.TemporaryDirectory(prefix="tuimeter-bench-") as d:
         tmp = Path(d)
         (tmp / "run").mkdir(mode=0o700)
@@ -132,7 +134,7 @@ def run(mode: str, sessions: int, clients: int) -> None:
         t0 = time.monotonic()
         try:
             if mode == "cli":
-                acked = fire_cli(labels, env)
+                acked = fire_cli(labels, env, options)
             else:
                 old = {k: os.environ.get(k) for k in ("XDG_RUNTIME_DIR", "TUIMETER_SESSION")}
                 os.environ["XDG_RUNTIME_DIR"] = env["XDG_RUNTIME_DIR"]
@@ -160,7 +162,8 @@ def run(mode: str, sessions: int, clients: int) -> None:
         known = [lab for lab in labels if acked[lab] >= 0]
         total_acked = sum(acked[lab] for lab in known)
         wrong = [lab for lab in known if per_label[lab] != acked[lab]]
-        print(f"{mode}: {clients} clients x {sessions} sessions, fired in {took:.1f} s")
+        print(f"{mode}: {clients} clients x {sessions} sessions {' '.join(options)}, "
+              f"fired in {took:.1f} s")
         print(f"  recorded per session: {'/'.join(map(str, per_session))} of {clients}")
         if len(known) < len(labels):
             print(f"  acknowledged: a bare True/False for {len(labels) - len(known)} calls "
@@ -175,9 +178,11 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=5)
     ap.add_argument("--clients", type=int, default=200)
     ap.add_argument("--mode", choices=("cli", "api", "both"), default="both")
+    ap.add_argument("--timeout", help="passed to `tuimeter mark --timeout` (cli mode)")
     args = ap.parse_args()
+    options = ["--timeout", args.timeout] if args.timeout else []
     for mode in (("cli", "api") if args.mode == "both" else (args.mode,)):
-        run(mode, args.sessions, args.clients)
+        run(mode, args.sessions, args.clients, options if mode == "cli" else [])
 
 
 if __name__ == "__main__":

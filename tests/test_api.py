@@ -169,6 +169,33 @@ def test_two_meters_in_one_process_count_once():
     assert rank1.phases[0].energy_j == pytest.approx(45.0)
 
 
+def test_meter_mark_with_an_undecodable_label_warns_and_is_not_sent(tmp_path):
+    """Regression (issue 9 item 2): ``Meter.mark("caf\\udce9")`` reached the session and
+    the recorder died writing it. Now a warning, and nothing is marked: neither a phase
+    nor a row; the session goes on. (A bad first ``label=`` is a ValueError at once.)"""
+    eng, clock, rec, server = _running_session(tmp_path)
+    try:
+        with api.Meter(label="train") as meter:
+            assert meter.attached
+            with pytest.warns(RuntimeWarning, match="not valid UTF-8.*not marked"):
+                meter.mark("caf\udce9")
+            with pytest.warns(RuntimeWarning, match="bidirectional"):
+                meter.mark("x\u202ey")
+            clock.advance(1.0)
+            eng.tick()
+        with pytest.raises(ValueError, match="not valid UTF-8"):
+            api.Meter(label="caf\udce9")
+        clock.advance(1.0)
+        eng.tick()
+    finally:
+        server.close()
+        rec.close()
+    assert not rec.failed.is_set()
+    assert [p.label for p in meter.phases] == ["train"]
+    rows = list(csv.DictReader((tmp_path / "session.csv").open()))
+    assert [r["label"] for r in rows if r["kind"] == "marker"] == ["train", "end"]
+
+
 def test_mark_without_session_returns_false_and_warns_once():
     with pytest.warns(RuntimeWarning, match="no tuimeter session"):
         r = tuimeter.mark("x")

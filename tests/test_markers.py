@@ -234,6 +234,14 @@ def test_a_stopped_session_does_not_block_the_live_ones(server, engine, stopped_
     assert [m.label for m in engine.tick().new_markers] == ["x", "y"]
 
 
+@pytest.mark.parametrize("timeout", ["0", "-1", "nan", "1e9"])
+def test_bad_timeout_is_one_line_exit_2(server, engine, timeout, capsys):
+    assert mark_client.cmd_mark(["--timeout", timeout, "x"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    engine.clock_.advance(1.0)
+    assert engine.tick().new_markers == ()
+
+
 def test_nothing_answered_is_exit_1_and_says_who(stopped_session, monkeypatch, capsys):
     monkeypatch.setattr(mark_client, "CLIENT_TIMEOUT_S", 0.2)
     monkeypatch.setattr(mark_client, "REPLY_GRACE_S", 0.2)

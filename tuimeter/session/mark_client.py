@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 CLIENT_TIMEOUT_S = 1.0
 #: how much longer the client waits for the reply of a session that read it in time
 REPLY_GRACE_S = 1.0
+#: the longest ``tuimeter mark --timeout``
+MAX_TIMEOUT_S = 60.0
 #: the default target: ``$TUIMETER_SESSION`` (None means every session)
 FROM_ENV = "$" + SESSION_ENV
 
@@ -233,10 +235,17 @@ def cmd_mark(argv: list[str]) -> int:
     p.add_argument("--session", metavar="ID|PATH",
                    help=f"only this session: its id (the CSV's session column) or its CSV "
                         f"file (default: ${SESSION_ENV} if set, else every session)")
+    p.add_argument("--timeout", type=float, metavar="S",
+                   help=f"how long the sessions have to take it, in seconds (default "
+                        f"{CLIENT_TIMEOUT_S:g}; replies may take {REPLY_GRACE_S:g} s more)")
     args = p.parse_args(argv)
+    if args.timeout is not None and not 0 < args.timeout <= MAX_TIMEOUT_S:
+        print(f"tuimeter: error: --timeout must be > 0 and <= {MAX_TIMEOUT_S:g} seconds",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
     label = " ".join(args.label)
     try:
-        result = send_mark(label, source="cli", pid=args.pid,
+        result = send_mark(label, source="cli", pid=args.pid, timeout_s=args.timeout,
                            target=args.session if args.session is not None else FROM_ENV)
     except ValueError as exc:
         print(f"tuimeter: error: {exc}", file=sys.stderr)
