@@ -70,9 +70,14 @@ def recorders(tmp_path, monkeypatch):
     r.close()
 
 
+#: seconds sessions have to answer in these tests: a loaded CI machine is slow, and a
+#: live session answers at once anyway (only stopped ones make a client wait this long)
+PATIENCE = "3"
+
+
 def mark_cli(recorders: Recorders, *args, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(tuimeter("mark", *args), env=recorders.env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=60, **kw)
+    return subprocess.run(tuimeter("mark", "--timeout", PATIENCE, *args), env=recorders.env,
+                          cwd=ROOT, capture_output=True, text=True, timeout=60, **kw)
 
 
 def marker_labels(path: Path) -> list[str]:
@@ -130,7 +135,7 @@ def test_stopped_sessions_do_not_block_live_ones(recorders):
         assert f"pid {proc.pid} did not answer" in r.stderr
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        res = tm.mark("y")
+        res = tm.mark("y", timeout_s=float(PATIENCE))
     assert not res and res.delivered == 1
     assert sorted(res.not_answered) == sorted(f"pid {p.pid}" for p, _ in stopped)
     assert any("did not answer" in str(w.message) for w in seen)
@@ -191,12 +196,13 @@ def test_concurrent_marks_acknowledged_equals_recorded(recorders):
 CHILD = """
 import subprocess, sys, warnings, tuimeter
 warnings.simplefilter("error")
-r = tuimeter.mark("from the command")
+r = tuimeter.mark("from the command", timeout_s=3)
 assert r and r.delivered == 1, r
 with tuimeter.Meter(label="meter phase") as m:
     m.mark("meter phase 2")
 assert m.attached, "the meter should attach to its own session"
-sys.exit(subprocess.call([sys.executable, "-m", "tuimeter", "mark", "cli from the command"]))
+sys.exit(subprocess.call([sys.executable, "-m", "tuimeter", "mark", "--timeout", "3",
+                          "cli from the command"]))
 """
 
 

@@ -79,7 +79,8 @@ class Phase:
         return self.energy_j / self.duration_s
 
 
-def mark(label: str, *, session: str | None = mark_client.FROM_ENV) -> MarkResult:
+def mark(label: str, *, session: str | None = mark_client.FROM_ENV,
+         timeout_s: float | None = None) -> MarkResult:
     """Mark every running tuimeter session of this user, or one: ``session`` is a session
     id or session CSV path; by default ``$TUIMETER_SESSION`` (set for a command run by
     ``tuimeter -- CMD`` / ``record -- CMD``: its own session), else every session.
@@ -88,15 +89,15 @@ def mark(label: str, *, session: str | None = mark_client.FROM_ENV) -> MarkResul
     :class:`~tuimeter.session.mark_client.MarkResult`, true when every (targeted)
     session recorded the marker: ``delivered`` (count), ``sessions``, ``not_answered``
     (sessions stopped or too busy to answer within ~1 s; they have not recorded it),
-    ``refused``, ``error``. Blocks at most about 2 s (a stopped session), usually
-    milliseconds. A bad label (not valid Unicode text, control or bidi override
+    ``refused``, ``error``. Blocks at most about 2 s (a stopped session; ``timeout_s``
+    + 1 s when given), usually milliseconds. A bad label (not valid Unicode text, control or bidi override
     characters, empty, over 200 characters) is not sent: a RuntimeWarning and a false
     result with ``error`` set. No session running: a warning once per process; partly
     delivered: a warning naming the sessions that did not record it.
     """
     global _warned_none
     try:
-        result = mark_client.send_mark(label, source="api", target=session)
+        result = mark_client.send_mark(label, source="api", target=session, timeout_s=timeout_s)
     except ValueError as exc:
         warnings.warn(f"tuimeter.mark: {exc}; not sent", RuntimeWarning, stacklevel=2)
         return MarkResult(error=str(exc))
