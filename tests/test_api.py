@@ -25,6 +25,7 @@ def runtime_dir(tmp_path, monkeypatch):
     d = tmp_path / "run"
     d.mkdir(mode=0o700)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(d))
+    monkeypatch.delenv("TUIMETER_SESSION", raising=False)  # tests run under `tuimeter -- pytest`
     monkeypatch.setattr(api, "_warned_none", False)
     return d
 
@@ -91,7 +92,7 @@ def _running_session(tmp_path):
     eng.open()
     rec.start(eng.snapshot)
     eng.subscribe(rec)
-    return eng, clock, rec, markers.start_marker_server(eng)
+    return eng, clock, rec, markers.start_marker_server(eng, rec)
 
 
 def test_attached_mode_marks_the_running_session(tmp_path, monkeypatch):
@@ -168,23 +169,55 @@ def test_two_meters_in_one_process_count_once():
     assert rank1.phases[0].energy_j == pytest.approx(45.0)
 
 
+def test_meter_mark_with_an_undecodable_label_warns_and_is_not_sent(tmp_path):
+    """Regression (issue 9 item 2): ``Meter.mark("caf\\udce9")`` reached the session and
+    the recorder died writing it. Now a warning, and nothing is marked: neither a phase
+    nor a row; the session goes on. (A bad first ``label=`` is a ValueError at once.)"""
+    eng, clock, rec, server = _running_session(tmp_path)
+    try:
+        with api.Meter(label="train") as meter:
+            assert meter.attached
+            with pytest.warns(RuntimeWarning, match="not valid UTF-8.*not marked"):
+                meter.mark("caf\udce9")
+            with pytest.warns(RuntimeWarning, match="bidirectional"):
+                meter.mark("x\u202ey")
+            clock.advance(1.0)
+            eng.tick()
+        with pytest.raises(ValueError, match="not valid UTF-8"):
+            api.Meter(label="caf\udce9")
+        clock.advance(1.0)
+        eng.tick()
+    finally:
+        server.close()
+        rec.close()
+    assert not rec.failed.is_set()
+    assert [p.label for p in meter.phases] == ["train"]
+    rows = list(csv.DictReader((tmp_path / "session.csv").open()))
+    assert [r["label"] for r in rows if r["kind"] == "marker"] == ["train", "end"]
+
+
 def test_mark_without_session_returns_false_and_warns_once():
     with pytest.warns(RuntimeWarning, match="no tuimeter session"):
-        assert tuimeter.mark("x") is False
+        r = tuimeter.mark("x")
+    assert not r and r.delivered == 0
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert tuimeter.mark("y") is False  # no second warning
+        assert not tuimeter.mark("y")  # no second warning
 
 
 def test_mark_bad_label_never_raises():
     with pytest.warns(RuntimeWarning, match="control"):
-        assert tuimeter.mark("a\x00b") is False
+        r = tuimeter.mark("a\x00b")
+    assert not r and "control" in r.error
 
 
-def test_mark_with_session_returns_true(tmp_path):
+def test_mark_with_session_returns_a_true_result(tmp_path):
+    """`if tuimeter.mark(...)` reads as before; the result says where it went."""
     eng, clock, rec, server = _running_session(tmp_path)
     try:
-        assert tuimeter.mark("hello") is True
+        r = tuimeter.mark("hello")
+        assert r and r.delivered == 1 and r.sessions == (rec.writer.session_id,)
+        assert r.not_answered == () and r.refused == ()
     finally:
         server.close()
         rec.close()

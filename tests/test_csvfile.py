@@ -168,3 +168,53 @@ def test_header_write_failure_leaves_no_file(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="No space left"):
         SessionWriter.create(path, "node1")
     assert not path.exists()
+
+
+def test_a_row_that_cannot_be_written_is_refused_not_the_session(tmp_path):
+    """Regression (issue 9 item 2): a marker label with an undecodable byte
+    (``'caf\\udce9'``) ended the recording and lost the tick holding the earlier marker.
+    Now that one row is refused (an event row says so), the rest of its tick, the earlier
+    marker and the ticks after it are written, and the recorder has not failed."""
+    path = tmp_path / "s.csv"
+    clock, wall = FakeClock(), FakeClock(1_800_000_000.0)
+    eng = Engine([rapl_like()], CARBON, 1.0, clock=clock, wallclock=wall,
+                 cpu_clock=lambda: 0.0, host="node1")
+    eng.open()
+    rec = Recorder(SessionWriter.create(path, "node1"))
+    rec.start(eng.snapshot)
+    eng.subscribe(rec)
+    clock.advance(1.0)
+    eng.add_marker("before", source="cli")
+    eng.add_marker("caf\udce9", source="socket")  # as if it had passed every entry check
+    eng.add_marker("after", source="api")
+    eng.tick()
+    clock.advance(1.0)
+    eng.tick()
+    rec.close()
+    assert not rec.failed.is_set() and rec.error is None
+    assert rec.writer.refused_rows == 1
+    df = pd.read_csv(path)
+    assert list(df[df.kind == "marker"].label) == ["before", "after"]
+    (event,) = df[df.kind == "event"].label
+    assert event == "refused: marker row not written (not valid UTF-8): caf\\udce9"
+    assert len(df[df.kind == "total"]) == 2
+
+
+def test_a_process_name_with_undecodable_bytes_does_not_end_the_file(tmp_path):
+    """psutil gives such names surrogate-escaped; the row is refused, the tick goes on."""
+    import dataclasses
+
+    from tuimeter.model import ProcessShare
+
+    path, eng, rec = record(tmp_path, ticks=1)
+    snap = eng.snapshot
+    bad = ProcessShare(pid=7, name="\udcffevil", cpu_share=0.5, gpu_share=0.0, power_w=2.0,
+                       energy_j=2.0, total_energy_j=2.0)
+    good = dataclasses.replace(bad, pid=8, name="good")
+    rec(dataclasses.replace(snap, seq=snap.seq + 1, new_markers=(), processes=(bad, good),
+                            idle_power_w=1.0))
+    rec.close()
+    assert not rec.failed.is_set()
+    df = pd.read_csv(path)
+    assert list(df[df.kind == "process"].label) == ["good", "idle/system", "other processes"]
+    assert df[df.kind == "event"].label.str.startswith("refused: process row").sum() == 1

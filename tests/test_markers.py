@@ -6,13 +6,15 @@ import json
 import os
 import socket
 import stat
+import threading
+import time
 
 import pytest
 
 from tests.fakes.scripted import FakeClock, rapl_like
 from tuimeter.engine.sampler import Engine
 from tuimeter.model import CarbonInfo
-from tuimeter.session import markers
+from tuimeter.session import mark_client, markers
 
 CARBON = CarbonInfo(g_per_kwh=360.0, pue=1.0, source="test")
 
@@ -22,6 +24,7 @@ def runtime_dir(tmp_path, monkeypatch):
     d = tmp_path / "run"
     d.mkdir(mode=0o700)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(d))
+    monkeypatch.delenv("TUIMETER_SESSION", raising=False)  # tests run under `tuimeter -- pytest`
     return d
 
 
@@ -76,7 +79,7 @@ def test_unsafe_directory_refused(runtime_dir):
 
 def test_mark_reaches_the_engine_and_the_snapshot(server, engine):
     """`send_mark` adds a marker with source and pid; the next tick carries it."""
-    assert markers.send_mark("epoch 2", source="cli", pid=4242) == 1
+    assert mark_client.send_mark("epoch 2", source="cli", pid=4242).delivered == 1
     engine.clock_.advance(1.0)
     snap = engine.tick()
     (m,) = snap.new_markers
@@ -87,7 +90,7 @@ def test_reply_carries_cumulative_energy(server, engine):
     """A reply holds the session's cumulative energy per domain, for the API's phases."""
     engine.clock_.advance(2.0)
     engine.tick()
-    (reply,) = markers.request({"op": "status"})
+    (reply,) = mark_client.request({"op": "status"})
     assert reply["ok"] and reply["tick_seq"] == 1
     assert reply["total_energy_j"] == pytest.approx(90.0)
     pkg = next(d for d in reply["domains"] if d["id"] == "package-0")
@@ -99,7 +102,7 @@ def test_every_session_is_marked(engine):
     a = markers.start_marker_server(engine)
     b = markers.start_marker_server(engine)
     try:
-        assert markers.send_mark("x") == 2
+        assert mark_client.send_mark("x").delivered == 2
     finally:
         a.close()
         b.close()
@@ -107,14 +110,14 @@ def test_every_session_is_marked(engine):
 
 def test_cmd_mark_without_session_exits_1(capsys):
     """With nothing running, `tuimeter mark` says so and exits 1, quickly."""
-    assert markers.cmd_mark(["phase"]) == 1
+    assert mark_client.cmd_mark(["phase"]) == 1
     assert "no tuimeter session is running" in capsys.readouterr().err
 
 
 def test_cmd_mark_ok_and_bad_label(server, capsys):
-    assert markers.cmd_mark(["compress", "phase"]) == 0
+    assert mark_client.cmd_mark(["compress", "phase"]) == 0
     assert "marked 'compress phase' in 1 session" in capsys.readouterr().out
-    assert markers.cmd_mark(["bad\x07label"]) == 2
+    assert mark_client.cmd_mark(["bad\x07label"]) == 2
     assert "control characters" in capsys.readouterr().err
 
 
@@ -126,7 +129,7 @@ def test_stale_socket_is_removed(runtime_dir):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.bind(path)
     s.close()
-    assert markers.send_mark("x") == 0
+    assert mark_client.send_mark("x").delivered == 0
     assert not os.path.exists(path)
 
 
@@ -145,7 +148,7 @@ def test_bad_messages_refused_session_unharmed(server, engine, payload, error):
     assert reply is not None and reply["ok"] is False and error in reply["error"]
     engine.clock_.advance(1.0)
     assert engine.tick().new_markers == ()
-    assert markers.send_mark("after") == 1
+    assert mark_client.send_mark("after").delivered == 1
     assert server.refused >= 1
 
 
@@ -154,7 +157,7 @@ def test_client_that_sends_nothing_does_not_block_others(server):
     idle = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     idle.connect(server.path)
     try:
-        assert markers.send_mark("meanwhile") == 1
+        assert mark_client.send_mark("meanwhile").delivered == 1
     finally:
         idle.close()
 
@@ -164,3 +167,158 @@ def test_close_removes_socket(engine):
     srv.close()
     srv.close()
     assert not os.path.exists(srv.path)
+
+
+# -- issue 9: labels at the socket, delivery, exactness, targeting -------------------
+@pytest.mark.parametrize("payload, error", [
+    (b'{"op": "mark", "label": "\\udcff"}\n', "not valid UTF-8"),
+    (b'{"op": "mark", "label": "caf\\udce9"}\n', "byte 0xe9"),
+    (b'{"op": "mark", "label": "a\\u202eb"}\n', "bidirectional"),
+    (b'{"op": "mark", "label": "a\\u2066b"}\n', "bidirectional"),
+])
+def test_socket_refuses_labels_that_are_not_valid_text(server, engine, payload, error):
+    """Regression (issue 9 item 2): ``{"label": "\\udcff"}`` was accepted, and the
+    recorder died writing it. Now an error reply, nothing reaches the engine."""
+    reply = _raw(server.path, payload)
+    assert reply["ok"] is False and error in reply["error"]
+    engine.clock_.advance(1.0)
+    assert engine.tick().new_markers == ()
+
+
+def test_a_long_non_ascii_label_fits_in_one_message(server, engine):
+    """200 characters of 4-byte UTF-8 (escaped in JSON) are within the message limit."""
+    label = "😀" * markers.MAX_LABEL_CHARS
+    assert mark_client.send_mark(label).delivered == 1
+    engine.clock_.advance(1.0)
+    assert [m.label for m in engine.tick().new_markers] == [label]
+
+
+def test_a_message_read_after_its_deadline_is_refused_not_recorded(server, engine):
+    """A stopped session reads its queued markers on SIGCONT, after the client reported
+    them as not delivered: it must not record them then."""
+    reply = _raw(server.path, json.dumps({"op": "mark", "label": "late",
+                                          "expires": time.time() - 1}).encode() + b"\n")
+    assert reply["ok"] is False and reply["expired"]
+    engine.clock_.advance(1.0)
+    assert engine.tick().new_markers == ()
+
+
+@pytest.fixture
+def stopped_session(runtime_dir):
+    """A session that accepts connections (the kernel queues them) and never answers:
+    what a `tuimeter record` stopped by SIGSTOP looks like to a client."""
+    d = markers.socket_dir()
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(os.path.join(d, "99998-1.sock"))
+    s.listen(8)
+    yield s
+    s.close()
+
+
+def test_a_stopped_session_does_not_block_the_live_ones(server, engine, stopped_session,
+                                                        monkeypatch, capsys):
+    """Regression (issue 9 item 6): sessions were asked one after another within one
+    second, so a stopped one used the whole budget and the live one got nothing ("no
+    tuimeter session is running", exit 1). Now all are asked at once: the live one is
+    marked, the stopped one is named as not answering, and the exit status is 3."""
+    monkeypatch.setattr(mark_client, "CLIENT_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(mark_client, "REPLY_GRACE_S", 0.3)
+    r = mark_client.send_mark("x")
+    assert (r.delivered, r.not_answered, r.refused) == (1, ("pid 99998",), ())
+    assert not r and r.exit_status == 3
+    assert mark_client.cmd_mark(["y"]) == 3
+    out, err = capsys.readouterr()
+    assert "marked 'y' in 1 of 2 sessions" in out
+    assert err.count("\n") == 1 and "pid 99998 did not answer" in err
+    engine.clock_.advance(1.0)
+    assert [m.label for m in engine.tick().new_markers] == ["x", "y"]
+
+
+@pytest.mark.parametrize("timeout", ["0", "-1", "nan", "1e9"])
+def test_bad_timeout_is_one_line_exit_2(server, engine, timeout, capsys):
+    assert mark_client.cmd_mark(["--timeout", timeout, "x"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    engine.clock_.advance(1.0)
+    assert engine.tick().new_markers == ()
+
+
+def test_nothing_answered_is_exit_1_and_says_who(stopped_session, monkeypatch, capsys):
+    monkeypatch.setattr(mark_client, "CLIENT_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(mark_client, "REPLY_GRACE_S", 0.2)
+    assert mark_client.cmd_mark(["x"]) == 1
+    assert "nothing marked: pid 99998 did not answer" in capsys.readouterr().err
+
+
+def test_clients_beyond_the_connection_limit_wait_their_turn(server, engine, monkeypatch):
+    """Regression (issue 9 item 7): a client arriving while MAX_CONNECTIONS were open was
+    closed unanswered. Now it waits in the listen queue and is served in turn; every
+    acknowledged marker reaches the engine, and only those."""
+    monkeypatch.setattr(markers, "MAX_CONNECTIONS", 2)
+    results: dict[int, object] = {}
+
+    def one(i: int) -> None:
+        results[i] = mark_client.send_mark(f"c{i}", timeout_s=10.0)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(40)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    acked = {f"c{i}" for i, r in results.items() if r.delivered == 1}
+    engine.clock_.advance(1.0)
+    recorded = [m.label for m in engine.tick().new_markers]
+    assert sorted(recorded) == sorted(acked) and len(acked) == 40
+
+
+def test_a_session_that_has_ended_refuses_markers(server, engine):
+    """Between the final tick and the socket closing, a marker used to be acknowledged
+    and never written. The engine now refuses it and the client hears so."""
+    engine.stop(final_tick=True)
+    r = mark_client.send_mark("too late")
+    assert r.delivered == 0 and r.refused and "has ended" in r.refused[0]
+    assert mark_client.cmd_mark(["too late"]) == 1
+
+
+@pytest.fixture
+def two_sessions(engine, tmp_path):
+    a = markers.MarkerServer(engine, session_id="aaaaaaaaaaaa", path=str(tmp_path / "a.csv"))
+    b = markers.MarkerServer(engine, session_id="bbbbbbbbbbbb", path=str(tmp_path / "b.csv"))
+    yield a, b
+    a.close()
+    b.close()
+
+
+def test_target_by_id_path_or_environment(two_sessions, engine, tmp_path, monkeypatch,
+                                          capsys):
+    """Issue 9 item 8: `--session ID|PATH` and $TUIMETER_SESSION reach one session."""
+    r = mark_client.send_mark("to a", target="aaaaaaaaaaaa")
+    assert r and r.sessions == ("aaaaaaaaaaaa",)
+    monkeypatch.chdir(tmp_path)
+    r = mark_client.send_mark("to b", target="b.csv")  # relative to the client's cwd
+    assert r and r.sessions == ("bbbbbbbbbbbb",)
+    monkeypatch.setenv("TUIMETER_SESSION", "bbbbbbbbbbbb")
+    assert mark_client.cmd_mark(["env", "b"]) == 0
+    assert "marked 'env b' in session bbbbbbbbbbbb" in capsys.readouterr().out
+    assert mark_client.send_mark("all", target=None).delivered == 2
+    monkeypatch.setenv("TUIMETER_SESSION", "")  # empty: every session, as before
+    assert mark_client.send_mark("all again").delivered == 2
+    engine.clock_.advance(1.0)
+    labels = [m.label for m in engine.tick().new_markers]
+    assert labels == ["to a", "to b", "env b", "all", "all", "all again", "all again"]
+
+
+def test_unknown_target_is_one_line_exit_1(two_sessions, engine, capsys):
+    assert mark_client.cmd_mark(["--session", "nosuchsession", "x"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no running session is 'nosuchsession'" in err
+    engine.clock_.advance(1.0)
+    assert engine.tick().new_markers == ()
+
+
+def test_cmd_mark_refuses_an_undecodable_argument(server, engine, capsys):
+    """`tuimeter mark $'caf\\xe9'`: argv holds 'caf\\udce9'; exit 2, one line, nothing sent."""
+    assert mark_client.cmd_mark(["caf\udce9"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not valid UTF-8" in err
+    engine.clock_.advance(1.0)
+    assert engine.tick().new_markers == ()

@@ -4,7 +4,8 @@ Public API (imported lazily, so ``import tuimeter`` stays light)::
 
     tuimeter.Meter      context manager measuring phases (tuimeter.api.Meter)
     tuimeter.measure    decorator running a function under a Meter
-    tuimeter.mark       mark every running tuimeter session of this user -> bool
+    tuimeter.mark       mark every running tuimeter session of this user (or the one in
+                        $TUIMETER_SESSION) -> MarkResult (true when all recorded it)
 """
 
 __version__ = "0.1.0"

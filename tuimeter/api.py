@@ -15,7 +15,9 @@ Two modes, chosen on entry:
   measures this machine for this user. The meter only marks that session (through its
   socket) and computes each phase's energy from the cumulative energy the session
   returns with each marker. No second sampler: eight ranks of a job are counted once,
-  in that session's file; ``output`` is not written (a warning says so).
+  in that session's file; ``output`` is not written (a warning says so). Under
+  ``tuimeter -- CMD`` or ``record -- CMD``, ``$TUIMETER_SESSION`` names the session
+  running the command, and the meter attaches to that one only (else to any).
 * **own**: nothing runs; the meter starts an engine (and a marker socket, so other
   processes can attach to it), writes ``output`` if given (no file when None), and
   computes phases from its own ticks. Entry is serialised by a per-user lock file, so
@@ -42,7 +44,9 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
-from .session import markers
+from .labels import check_label
+from .session import mark_client, markers
+from .session.mark_client import MarkResult
 
 log = logging.getLogger(__name__)
 _warned_none = False
@@ -75,25 +79,42 @@ class Phase:
         return self.energy_j / self.duration_s
 
 
-def mark(label: str) -> bool:
-    """Mark every running tuimeter session of this user. Never raises, never blocks (~1 s).
+def mark(label: str, *, session: str | None = mark_client.FROM_ENV,
+         timeout_s: float | None = None) -> MarkResult:
+    """Mark every running tuimeter session of this user, or one: ``session`` is a session
+    id or session CSV path; by default ``$TUIMETER_SESSION`` (set for a command run by
+    ``tuimeter -- CMD`` / ``record -- CMD``: its own session), else every session.
 
-    Returns False (and warns once per process) when no session is running.
+    Never raises: the program being measured matters more than a marker. Returns a
+    :class:`~tuimeter.session.mark_client.MarkResult`, true when every (targeted)
+    session recorded the marker: ``delivered`` (count), ``sessions``, ``not_answered``
+    (sessions stopped or too busy to answer within ~1 s; they have not recorded it),
+    ``refused``, ``error``. Blocks at most about 2 s (a stopped session; ``timeout_s``
+    + 1 s when given), usually milliseconds. A bad label (not valid Unicode text, control or bidi override
+    characters, empty, over 200 characters) is not sent: a RuntimeWarning and a false
+    result with ``error`` set. No session running: a warning once per process; partly
+    delivered: a warning naming the sessions that did not record it.
     """
     global _warned_none
     try:
-        n = markers.send_mark(label, source="api")
+        result = mark_client.send_mark(label, source="api", target=session, timeout_s=timeout_s)
     except ValueError as exc:
-        warnings.warn(f"tuimeter.mark: {exc}", RuntimeWarning, stacklevel=2)
-        return False
+        warnings.warn(f"tuimeter.mark: {exc}; not sent", RuntimeWarning, stacklevel=2)
+        return MarkResult(error=str(exc))
     except Exception as exc:  # the caller's program matters more than a marker
         warnings.warn(f"tuimeter.mark failed: {exc}", RuntimeWarning, stacklevel=2)
-        return False
-    if n == 0 and not _warned_none:
+        return MarkResult(error=str(exc))
+    if result.missed():
+        warnings.warn(f"tuimeter.mark: {result.delivered} session(s) marked; "
+                      f"{result.missed()}", RuntimeWarning, stacklevel=2)
+    elif not result.delivered and result.target is not None:
+        warnings.warn(f"tuimeter.mark: no running session is {result.target!r}; "
+                      f"markers are dropped", RuntimeWarning, stacklevel=2)
+    elif not result.delivered and not _warned_none:
         _warned_none = True
         warnings.warn("tuimeter.mark: no tuimeter session is running for this user; "
                       "markers are dropped", RuntimeWarning, stacklevel=2)
-    return n > 0
+    return result
 
 
 @contextlib.contextmanager
@@ -134,7 +155,7 @@ class Meter:
                  append: bool = False, wait_attached_s: float = WAIT_ATTACHED_S,
                  **options):
         self.output = output
-        self.first_label = markers.check_label(label)
+        self.first_label = check_label(label)
         self.attach = attach
         self.engine = engine
         self.autostart = autostart
@@ -172,7 +193,7 @@ class Meter:
             self._start_own()
 
     def _try_attach(self) -> bool:
-        replies = [r for r in markers.request(self._message(self.first_label, "start"))
+        replies = [r for r in mark_client.request(self._message(self.first_label, "start"))
                    if r.get("ok")]
         if not replies:
             return False
@@ -207,7 +228,7 @@ class Meter:
         self._bounds.append((self.first_label, eng.add_marker(self.first_label, "api",
                                                               os.getpid()).elapsed_s))
         try:
-            self.server = markers.start_marker_server(eng)
+            self.server = markers.start_marker_server(eng, self.recorder)
         except OSError as exc:
             log.warning("tuimeter: other processes cannot attach: %s", exc)
         if self.autostart:
@@ -267,9 +288,9 @@ class Meter:
     def mark(self, label: str) -> None:
         """End the current phase and start ``label``. A bad label warns and is ignored."""
         try:
-            label = markers.check_label(label)
+            label = check_label(label)
         except ValueError as exc:
-            warnings.warn(f"tuimeter: {exc}", RuntimeWarning, stacklevel=2)
+            warnings.warn(f"tuimeter: {exc}; not marked", RuntimeWarning, stacklevel=2)
             return
         if self._end is not None:
             warnings.warn("tuimeter: meter already stopped", RuntimeWarning, stacklevel=2)
@@ -284,7 +305,7 @@ class Meter:
     def _ask(self, message: dict) -> dict | None:
         """Mark the session; its reply, or (the session is gone) one extrapolated from
         the last reply: cumulative energy + last power x the local time since."""
-        for r in markers.request(message):
+        for r in mark_client.request(message):
             if r.get("ok") and r.get("server") == self._server_id:
                 self._last_reply = (r, _monotonic())
                 return r

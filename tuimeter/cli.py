@@ -278,14 +278,14 @@ def _run_recording(engine, recorder, args, command: list[str], exporters: list =
             print(f"tuimeter: {e.describe()}", file=sys.stderr)
     server = None
     if not args.no_socket:
-        server = _start_marker_server(engine)
+        server = _start_marker_server(engine, recorder)
     child = None
     exit_code = 0
     problems: list[str] = []  # one line each: what failed after the recording started
     try:
         if command:
             try:
-                child = subprocess.Popen(command)
+                child = subprocess.Popen(command, env=_child_env(server))
                 forward.child = child
             except OSError as exc:
                 engine.close()
@@ -401,15 +401,23 @@ def _wait_for_child(child, forward: _Forward, signals: list[int], stop) -> int:
     return 128 - rc if rc < 0 else rc
 
 
-def _start_marker_server(engine):
-    """Listen for `tuimeter mark` (a failure to listen never stops the recording)."""
+def _start_marker_server(engine, recorder=None):
+    """Listen for `tuimeter mark` (a failure to listen never stops the recording); with
+    ``recorder``, markers can target its session id and file."""
     from .session.markers import start_marker_server
 
     try:
-        return start_marker_server(engine)
+        return start_marker_server(engine, recorder)
     except OSError as exc:
         print(f"tuimeter: warning: markers from other processes are off: {exc}", file=sys.stderr)
         return None
+
+
+def _child_env(server) -> dict | None:
+    """A command's environment: $TUIMETER_SESSION names the session marking for it."""
+    from .session.markers import child_env
+
+    return child_env(None if server is None else server.session_id)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -436,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "record":
         return cmd_record(argv[1:])
     if argv and argv[0] == "mark":
-        from .session.markers import cmd_mark
+        from .session.mark_client import cmd_mark
 
         return cmd_mark(argv[1:])
     if argv and argv[0] in ("doctor", "check"):

@@ -9,7 +9,7 @@ import sys
 
 import pandas as pd
 import pytest
-from textual.widgets import Static
+from textual.widgets import Input, Static
 
 from tests.fakes.scripted import ScriptedSensor, domain, rapl_like
 from tuimeter.model import DomainKind
@@ -74,6 +74,31 @@ async def test_shift_m_asks_for_a_label(tmp_path):
     m = markers(session(tmp_path))
     assert list(m["label"]) == ["train, epoch 1"]
     assert list(m["elapsed_s"]) == [2.0]
+
+
+@pytest.mark.asyncio
+async def test_label_prompt_refuses_a_bidi_override_with_a_notice(tmp_path):
+    """Regression (issue 9 item 2): the prompt took any text. A label the session would
+    refuse (here U+202E, which shows 'exe.txt' as 'txt.exe') gets a notice naming the
+    reason, the prompt stays open to fix it, and nothing is marked until it is valid."""
+    app, clock = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await tick(pilot, clock, 1)
+        await pilot.press("M")
+        field = app.screen.query_one(Input)
+        field.value = "evil\u202etxt.exe"  # pasted: no key types U+202E
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, LabelScreen)
+        assert any("U+202E" in n.message for n in app._notifications)
+        field.value = ""
+        await pilot.press(*"fixed")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert not isinstance(app.screen, LabelScreen)
+        await tick(pilot, clock, 1)
+        await pilot.press("q")
+    assert list(markers(session(tmp_path))["label"]) == ["fixed"]
 
 
 @pytest.mark.asyncio

@@ -170,3 +170,21 @@ def test_command_log_never_replaces_an_existing_file(tmp_path):
     assert session.job.log_path != str(old)
     assert os.path.dirname(session.job.log_path) == str(tmp_path)
     assert open(session.job.log_path).read() == "new output\n"
+
+
+def test_command_gets_its_session_in_the_environment(tmp_path, monkeypatch):
+    """Issue 9 item 8: `tuimeter -- CMD` names its session in $TUIMETER_SESSION for the
+    command (the id its marker socket answers to), so the command's markers go there."""
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    seen = tmp_path / "env.txt"
+    session, problem = build(["-o", str(tmp_path / "run.csv"), "--no-gpu", "--", sys.executable,
+                              "-c", f"import os; open({str(seen)!r}, 'w').write("
+                                    f"os.environ.get('TUIMETER_SESSION', '-'))"],
+                             start_engine=False)
+    assert problem is None
+    try:
+        session.job.popen.wait(timeout=30)
+        assert seen.read_text() == session.recorder.writer.session_id
+        assert session.server.session_id == session.recorder.writer.session_id
+    finally:
+        session.close()

@@ -62,6 +62,10 @@ DEFAULT_HISTORY_LEN = 600
 MAX_MARKERS_KEPT = 1000
 
 
+class SessionEnded(RuntimeError):
+    """A marker arrived after the engine stopped: no tick will ever write it."""
+
+
 class Attributor(Protocol):
     """Divides measured power among processes (see ``tuimeter.engine.attribution``)."""
 
@@ -137,6 +141,8 @@ class Engine:
         self._open_sensors: list[Sensor] = []
         self._lock = threading.Lock()  # guards markers and listeners
         self._pending_markers: list[Marker] = []
+        self._taking_markers = True  # False once stop() took the last: it would never be written
+        self._final_tick = False  # the tick being taken is stop()'s last one
         self._markers: collections.deque = collections.deque(maxlen=MAX_MARKERS_KEPT)
         self._events: list[Event] = []
         self._listeners: list[Listener] = []
@@ -233,13 +239,18 @@ class Engine:
                    at_s: float | None = None) -> Marker:
         """Mark the session now, or at ``at_s`` (an earlier reading of the engine's clock:
         the instant a user pressed a key before typing the label). Thread-safe; appears in
-        the next snapshot's new_markers."""
+        the next snapshot's new_markers.
+
+        Raises :class:`SessionEnded` once :meth:`stop` has begun: the final tick is the
+        last one, so a marker accepted then would be acknowledged and never written."""
         now = self.clock()
         at = now if at_s is None else min(at_s, now)
         start = self._start_t if self._start_t is not None else at
         marker = Marker(label=label, elapsed_s=max(0.0, at - start),
                         timestamp=self.wallclock() - (now - at), source=source, pid=pid)
         with self._lock:
+            if not self._taking_markers:
+                raise SessionEnded("the session has ended")
             self._pending_markers.append(marker)
         return marker
 
@@ -328,6 +339,8 @@ class Engine:
         with self._lock:
             new_markers = tuple(self._pending_markers)
             self._pending_markers.clear()
+            if self._final_tick:
+                self._taking_markers = self._final_tick = False
             events = tuple(self._events)
             self._events.clear()
             listeners = list(self._listeners)
@@ -428,6 +441,8 @@ class Engine:
         if self._start_t is None:
             self.open()
         self._stop.clear()
+        with self._lock:
+            self._taking_markers = True
         self._thread = threading.Thread(target=self._run, name="tuimeter-sampler", daemon=True)
         self._thread.start()
 
@@ -468,7 +483,9 @@ class Engine:
 
         A sensor read that hangs (a wedged driver) must not hang quitting: after
         ``STOP_TIMEOUT_S`` the (daemon) thread is left behind, no final tick is taken, and
-        the last published snapshot is returned.
+        the last published snapshot is returned. Markers are taken up to the moment the
+        final tick collects them (a replay sensor's, read in that tick, included);
+        :meth:`add_marker` refuses them from then on.
         """
         self._stop.set()
         self._wake.set()
@@ -479,13 +496,22 @@ class Engine:
             if stuck:
                 log.warning("sampler did not stop within %s s (a sensor read hangs?)",
                             self.STOP_TIMEOUT_S)
+                self._end_markers()
                 return self._snapshot
         snap = self._snapshot
         if final_tick and self._start_t is not None:
             now = self.clock()
-            if self._pending_markers or now - self._last_tick() > 1e-3:
-                snap = self.tick(now)
+            with self._lock:
+                needed = bool(self._pending_markers) or now - self._last_tick() > 1e-3
+                self._final_tick = needed  # markers close when this tick takes them
+            if needed:
+                return self.tick(now)
+        self._end_markers()
         return snap
+
+    def _end_markers(self) -> None:
+        with self._lock:
+            self._taking_markers = False
 
     def close(self) -> None:
         for sensor in self._open_sensors:

@@ -4,6 +4,11 @@
 separated, ISO 8601 UTC timestamps, empty cells for missing values. Rows are written per
 tick (one per domain, one ``total``, markers, events, attribution) and flushed at every
 tick, so a ``kill -9`` loses at most the tick being written.
+
+A row whose content cannot be written (text that is not valid Unicode, such as a
+process name with undecodable bytes, or a value of the wrong type) is refused alone:
+an ``event`` row says so in its place and the tick, the file and the session go on.
+Only the file itself failing (disk full, removed) ends a recording.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import csv
 import datetime as _dt
 import io
+import logging
 import os
 import uuid
 from typing import IO
@@ -37,6 +43,8 @@ COLUMNS = (
 )
 
 SCHEMA_VERSION = 1
+
+log = logging.getLogger(__name__)
 
 #: a sample row's label when its energy was bridged across the lost rows before it
 _BRIDGED = "bridged "
@@ -87,8 +95,10 @@ class SessionWriter:
         self.host = host
         self.session_id = session_id or uuid.uuid4().hex[:12]
         self._csv = csv.writer(fh, lineterminator="\n")
-        self._buf = io.StringIO()
-        self._bufcsv = csv.writer(self._buf, lineterminator="\n")
+        self._buf = io.StringIO()  # the tick's rows, written at once by _flush
+        self._line = io.StringIO()  # one row, checked before it joins the tick's rows
+        self._linecsv = csv.writer(self._line, lineterminator="\n")
+        self.refused_rows = 0  # rows refused for their content (see the module docstring)
         self.closed = False
         self.good_bytes = 0  # the file's size after the last complete write
 
@@ -156,11 +166,44 @@ class SessionWriter:
              source: str = "", in_total: str = "", power_w: float | None = None,
              energy_j: float | None = None, co2_g: float | None = None, provenance: str = "",
              label: str = "", pid: int | None = None) -> None:
-        self._bufcsv.writerow((
-            iso_utc(ts), _num(elapsed, 6), _num(interval, 6), self.host, self.session_id, kind,
-            domain, source, in_total, _num(power_w), _num(energy_j), _num(co2_g, 9), provenance,
-            label, "" if pid is None else str(pid),
-        ))
+        try:
+            fields = (
+                iso_utc(ts), _num(elapsed, 6), _num(interval, 6), self.host, self.session_id,
+                kind, domain, source, in_total, _num(power_w), _num(energy_j), _num(co2_g, 9),
+                provenance, label, "" if pid is None else str(int(pid)),
+            )
+        except (ValueError, TypeError, OverflowError) as exc:
+            self._refuse(ts, elapsed, kind, source, label, exc)
+            return
+        if not self._add_line(fields):
+            self._refuse(ts, elapsed, kind, source, label, UnicodeError("not valid UTF-8"))
+
+    def _add_line(self, fields: tuple) -> bool:
+        """Render one row; add it to the tick's rows if it can be written as UTF-8."""
+        self._line.seek(0)
+        self._line.truncate()
+        try:
+            self._linecsv.writerow(fields)
+            text = self._line.getvalue()
+            text.encode("utf-8")
+        except (UnicodeError, csv.Error):
+            return False
+        self._buf.write(text)
+        return True
+
+    def _refuse(self, ts, elapsed, kind: str, source, label, exc: Exception) -> None:
+        """Write an ``event`` row instead of a row that cannot be written (the label is
+        shown with its undecodable characters escaped); never raises."""
+        self.refused_rows += 1
+        shown = (label if isinstance(label, str) else repr(label))[:200]
+        shown = shown.encode("utf-8", "backslashreplace").decode("utf-8")
+        reason = "not valid UTF-8" if isinstance(exc, UnicodeError) else type(exc).__name__
+        log.warning("%s: a %s row was not written (%s)", self.path, kind, reason)
+        when = ts if isinstance(ts, (int, float)) and ts == ts and abs(ts) < 1e11 else 0.0
+        since = elapsed if isinstance(elapsed, (int, float)) else None
+        self._add_line((iso_utc(when), _num(since, 6), "0", self.host, self.session_id,
+                        "event", "", source if isinstance(source, str) else "", "", "", "",
+                        "", "", f"refused: {kind} row not written ({reason}): {shown}", ""))
 
     def _flush(self) -> None:
         data = self._buf.getvalue()

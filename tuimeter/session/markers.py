@@ -7,13 +7,25 @@ samples on its own) listens on ``<dir>/<pid>-<n>.sock``, where ``<dir>`` is
 access (someone else could otherwise plant sockets or read labels); each socket is
 chmod 0600.
 
-Protocol: the client connects, sends one JSON object on one line (at most
+Protocol: the client connects, sends one JSON object on one line (UTF-8, at most
 :data:`MAX_MESSAGE_BYTES`), and reads one JSON line back::
 
-    {"op": "mark", "label": "epoch 2", "source": "cli", "pid": 4242}
+    {"op": "mark", "label": "epoch 2", "source": "cli", "pid": 4242, "expires": 1.8e9}
     {"op": "status"}
     {"op": "mark", "label": "train", "source": "api", "pid": 4242,
-     "meter": "4242:140:7f3a", "meter_state": "start"}
+     "meter": "4242:140:7f3a", "meter_state": "start",
+     "session": "3f2a9c0d1e4b", "session_path": "/home/me/run.csv"}
+
+``expires`` (seconds since the epoch) is the client's deadline: a message read after it
+is refused, not recorded (a session stopped with SIGSTOP finds it in its socket when it
+is continued, long after the client reported it as not delivered). The client waits for
+the reply a little longer than that (:data:`REPLY_GRACE_S`), so a marker a session
+recorded is one its client was told about; see ``tuimeter.session.mark_client``.
+
+``session`` / ``session_path`` target one session: its id (the ``session`` column of
+its CSV, or a random id when it writes no file; :attr:`MarkerServer.session_id`) or
+its CSV's real path. Other sessions answer ``{"ok": false, "other": true}`` and record
+nothing.
 
 ``meter`` / ``meter_state`` (``start`` or ``end``) come from a Python
 :class:`~tuimeter.api.Meter` attached to the session: the server keeps the meters that
@@ -23,13 +35,13 @@ on measuring until the ranks attached to it have ended their last phase.
 The reply is ``{"ok": true, ...}`` with the session's state at the marker (see
 :func:`session_state`), or ``{"ok": false, "error": "..."}`` for a refused message. The
 server never raises into the engine: a bad, oversized, slow or half-closed client costs
-it one log line at most. The client never blocks its caller more than about
-:data:`CLIENT_TIMEOUT_S`, and removes sockets nobody listens on (a killed session).
+it one log line at most, and a label is checked (:func:`tuimeter.labels.check_label`)
+before it reaches the engine. Clients beyond :data:`MAX_CONNECTIONS` wait in the
+listen queue (they are served in turn, or expire), never dropped unanswered.
 """
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import logging
@@ -37,24 +49,24 @@ import os
 import selectors
 import socket
 import stat
-import sys
 import tempfile
 import threading
 import time
-import unicodedata
+import uuid
+
+from ..labels import MAX_LABEL_CHARS, check_label  # noqa: F401 (part of this module's API)
 
 log = logging.getLogger(__name__)
 
-#: a message longer than this is refused (a label is short; this is not a data channel)
-MAX_MESSAGE_BYTES = 1024
-#: longest label accepted, in characters
-MAX_LABEL_CHARS = 200
-#: total time a client may spend on all sessions (seconds)
-CLIENT_TIMEOUT_S = 1.0
+#: a message longer than this is refused (a label is short; this is not a data channel).
+#: 200 characters of 4-byte UTF-8 plus the other fields fit.
+MAX_MESSAGE_BYTES = 4096
 #: a connection that has not sent a full line by then is dropped (seconds)
 SERVER_CONN_TIMEOUT_S = 2.0
-#: at most this many clients are served at once; more are closed at once
+#: at most this many clients are served at once; more wait in the listen queue
 MAX_CONNECTIONS = 64
+#: the listen queue (the kernel caps it at net.core.somaxconn)
+LISTEN_BACKLOG = 1024
 #: marker sources a client may claim (the Marker model's vocabulary)
 SOURCES = ("cli", "api", "socket")
 
@@ -63,20 +75,6 @@ _counter = itertools.count(1)
 
 class UnsafeDirectory(OSError):
     """The socket directory exists but another user could use it."""
-
-
-def check_label(label: object) -> str:
-    """Return ``label`` if it is a usable marker label, else raise ValueError (one line)."""
-    if not isinstance(label, str):
-        raise ValueError("label must be a string")
-    text = label.strip()
-    if not text:
-        raise ValueError("label is empty")
-    if len(text) > MAX_LABEL_CHARS:
-        raise ValueError(f"label is longer than {MAX_LABEL_CHARS} characters")
-    if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in text):
-        raise ValueError("label contains control characters")
-    return text
 
 
 def socket_dir(create: bool = True) -> str:
@@ -108,7 +106,8 @@ def socket_dir(create: bool = True) -> str:
     return path
 
 
-def session_state(engine, marker=None) -> dict:
+def session_state(engine, marker=None, session_id: str | None = None,
+                  path: str | None = None) -> dict:
     """What a reply carries: the engine's cumulative energy at its last tick.
 
     ``elapsed_s`` is the marker's instant (or now); ``tick_elapsed_s`` the last tick's.
@@ -116,7 +115,8 @@ def session_state(engine, marker=None) -> dict:
     """
     snap = engine.snapshot
     now_elapsed = marker.elapsed_s if marker is not None else (snap.elapsed_s if snap else 0.0)
-    out = {"ok": True, "server": f"{os.getpid()}:{id(engine):x}", "host": engine.host,
+    out = {"ok": True, "server": f"{os.getpid()}:{id(engine):x}", "session": session_id,
+           "path": path, "host": engine.host,
            "interval_s": engine.interval_s, "elapsed_s": now_elapsed,
            "timestamp": marker.timestamp if marker is not None else time.time()}
     if snap is not None:
@@ -147,18 +147,32 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
-def _handle(engine, line: bytes, on_meter=None) -> dict:
+def _number(x) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
+
+def _handle(server: "MarkerServer", line: bytes) -> dict:
+    from ..engine.sampler import SessionEnded  # loaded already: the server serves an engine
+
     try:
         msg = json.loads(line.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         return {"ok": False, "error": "not a JSON line"}
     if not isinstance(msg, dict):
         return {"ok": False, "error": "message must be a JSON object"}
+    if not server.is_target(msg.get("session"), msg.get("session_path")):
+        return {"ok": False, "other": True, "session": server.session_id,
+                "error": "not this session"}
     op = msg.get("op", "mark")
     if op == "status":
-        return session_state(engine)
+        return server.state()
     if op != "mark":
         return {"ok": False, "error": f"unknown op {str(op)[:20]!r}"}
+    expires = _number(msg.get("expires"))
+    if expires is not None and time.time() > expires:
+        # the client has given up on this session: recording it now would be a marker
+        # it reported as not delivered (and late, e.g. after SIGSTOP/SIGCONT)
+        return {"ok": False, "expired": True, "error": "arrived after the client's deadline"}
     try:
         label = check_label(msg.get("label"))
     except ValueError as exc:
@@ -166,19 +180,30 @@ def _handle(engine, line: bytes, on_meter=None) -> dict:
     source = msg.get("source") if msg.get("source") in SOURCES else "socket"
     pid = msg.get("pid")
     pid = pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
-    marker = engine.add_marker(label, source=source, pid=pid)
+    try:
+        marker = server.engine.add_marker(label, source=source, pid=pid)
+    except SessionEnded as exc:
+        return {"ok": False, "error": str(exc)}
     meter, state = msg.get("meter"), msg.get("meter_state")
-    if (on_meter is not None and isinstance(meter, str) and 0 < len(meter) <= MAX_METER_ID
+    if (isinstance(meter, str) and 0 < len(meter) <= MAX_METER_ID
             and state in ("start", "end") and pid is not None):
-        on_meter(meter, pid, state)
-    return session_state(engine, marker)
+        server._meter_event(meter, pid, state)
+    return server.state(marker)
 
 
 class MarkerServer:
-    """Serves one engine on one socket from a daemon thread. Call :meth:`close`."""
+    """Serves one engine on one socket from a daemon thread. Call :meth:`close`.
 
-    def __init__(self, engine, directory: str | None = None):
+    ``session_id`` / ``path``: the session's id and CSV (see the module docstring: a
+    client can target them); without an id the server makes up a random one.
+    """
+
+    def __init__(self, engine, directory: str | None = None, *, session_id: str | None = None,
+                 path: str | None = None):
         self.engine = engine
+        self.session_id = session_id or uuid.uuid4().hex[:12]
+        self.csv_path = os.path.abspath(path) if path else None
+        self._csv_real = os.path.realpath(path) if path else None
         self.directory = directory or socket_dir()
         self.path = os.path.join(self.directory, f"{os.getpid()}-{next(_counter)}.sock")
         self.refused = 0  # messages refused (malformed, oversized, too slow)
@@ -188,7 +213,7 @@ class MarkerServer:
                 os.unlink(self.path)
             self._sock.bind(self.path)
             os.chmod(self.path, 0o600)
-            self._sock.listen(16)
+            self._sock.listen(LISTEN_BACKLOG)
             self._sock.setblocking(False)
         except OSError:
             self._sock.close()
@@ -196,6 +221,7 @@ class MarkerServer:
         self._wake_r, self._wake_w = socket.socketpair()
         self._sel = selectors.DefaultSelector()
         self._sel.register(self._sock, selectors.EVENT_READ, None)
+        self._accepting = True
         self._sel.register(self._wake_r, selectors.EVENT_READ, "wake")
         self._conns: dict[socket.socket, list] = {}  # conn -> [buffer, deadline]
         self._meters: dict[str, int] = {}  # attached meters started, not ended: id -> pid
@@ -222,17 +248,30 @@ class MarkerServer:
             except Exception:  # never let the listener die, never disturb the engine
                 log.exception("marker server error")
 
+    def is_target(self, session, session_path) -> bool:
+        """Whether a message's target (none: every session) is this session."""
+        if session is None and session_path is None:
+            return True
+        if isinstance(session, str) and session == self.session_id:
+            return True
+        return (isinstance(session_path, str) and self._csv_real is not None
+                and session_path == self._csv_real)  # the client sends its real path
+
+    def state(self, marker=None) -> dict:
+        return session_state(self.engine, marker, self.session_id, self.csv_path)
+
     def _accept(self) -> None:
-        try:
-            conn, _ = self._sock.accept()
-        except (BlockingIOError, InterruptedError):
-            return
-        if len(self._conns) >= MAX_CONNECTIONS:
-            conn.close()
-            return
-        conn.setblocking(False)
-        self._conns[conn] = [b"", time.monotonic() + SERVER_CONN_TIMEOUT_S]
-        self._sel.register(conn, selectors.EVENT_READ, "conn")
+        while len(self._conns) < MAX_CONNECTIONS:
+            try:
+                conn, _ = self._sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            conn.setblocking(False)
+            self._conns[conn] = [b"", time.monotonic() + SERVER_CONN_TIMEOUT_S]
+            self._sel.register(conn, selectors.EVENT_READ, "conn")
+        if self._accepting:
+            self._sel.unregister(self._sock)  # the rest wait in the listen queue
+            self._accepting = False
 
     def _read(self, conn) -> None:
         state = self._conns.get(conn)
@@ -248,7 +287,7 @@ class MarkerServer:
         buf = state[0]
         if b"\n" in buf:
             line = buf.split(b"\n", 1)[0]
-            reply = _handle(self.engine, line, self._meter_event)
+            reply = _handle(self, line)
             self._finish(conn, reply, refused=not reply.get("ok"))
         elif len(buf) > MAX_MESSAGE_BYTES:
             self._finish(conn, {"ok": False, "error": f"message over {MAX_MESSAGE_BYTES} bytes"},
@@ -287,7 +326,7 @@ class MarkerServer:
                     self._meters_changed.wait(min(left, 0.5))
 
     def _finish(self, conn, reply: dict | None, refused: bool = False) -> None:
-        self.refused += refused
+        self.refused += refused and not (reply or {}).get("other")
         self._conns.pop(conn, None)
         try:
             self._sel.unregister(conn)
@@ -301,6 +340,9 @@ class MarkerServer:
             except OSError:
                 pass
         conn.close()
+        if not self._accepting and len(self._conns) < MAX_CONNECTIONS and not self._closed:
+            self._sel.register(self._sock, selectors.EVENT_READ, None)
+            self._accepting = True
 
     def close(self) -> None:
         """Stop listening and remove the socket (idempotent)."""
@@ -325,100 +367,26 @@ class MarkerServer:
             pass
 
 
-def start_marker_server(engine) -> MarkerServer:
-    """Listen for markers for ``engine``; raises OSError if the socket cannot be made."""
-    return MarkerServer(engine)
+def start_marker_server(engine, recorder=None) -> MarkerServer:
+    """Listen for markers for ``engine``; raises OSError if the socket cannot be made.
+
+    With ``recorder``, the server answers to its session id and file (targeting)."""
+    writer = getattr(recorder, "writer", None)
+    return MarkerServer(engine, session_id=getattr(writer, "session_id", None),
+                        path=getattr(writer, "path", None))
 
 
-# -- client ----------------------------------------------------------------------------
-def _sockets(directory: str) -> list[str]:
-    try:
-        names = sorted(os.listdir(directory))
-    except OSError:
-        return []
-    return [os.path.join(directory, n) for n in names if n.endswith(".sock")]
+#: the environment variable naming the session a command run by tuimeter belongs to
+SESSION_ENV = "TUIMETER_SESSION"
 
 
-def request(message: dict, timeout_s: float = CLIENT_TIMEOUT_S) -> list[dict]:
-    """Send ``message`` to every running session of this user; return their replies.
-
-    Never raises for an absent, stale or slow session; gives up after ``timeout_s`` in
-    all. A socket that refuses connections (its session was killed) is removed.
-    """
-    try:
-        directory = socket_dir(create=False)
-    except OSError as exc:
-        log.warning("tuimeter sockets unusable: %s", exc)
-        return []
-    data = json.dumps(message).encode() + b"\n"
-    deadline = time.monotonic() + timeout_s
-    replies = []
-    for path in _sockets(directory):
-        left = deadline - time.monotonic()
-        if left <= 0:
-            break
-        reply = _ask(path, data, min(left, 0.5))
-        if reply is not None:
-            replies.append(reply)
-    return replies
-
-
-def _ask(path: str, data: bytes, timeout_s: float) -> dict | None:
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(timeout_s)
-    try:
-        s.connect(path)
-    except (ConnectionRefusedError, FileNotFoundError):
-        s.close()
-        try:
-            os.unlink(path)  # nobody listens: a session that was killed
-        except OSError:
-            pass
+def child_env(session_id: str | None) -> dict | None:
+    """The environment for a command tuimeter runs (``record -- CMD``, ``tuimeter --
+    CMD``): ours, with :data:`SESSION_ENV` naming its session, so the command's own
+    ``tuimeter.mark()``, ``Meter`` and ``tuimeter mark`` reach that session only. None
+    (inherit unchanged) when there is no session to name (``--no-socket``)."""
+    if session_id is None:
         return None
-    except OSError:
-        s.close()
-        return None
-    try:
-        s.sendall(data)
-        buf = b""
-        while b"\n" not in buf and len(buf) < 1 << 20:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            buf += chunk
-        reply = json.loads(buf.split(b"\n", 1)[0].decode("utf-8"))
-        return reply if isinstance(reply, dict) else None
-    except (OSError, ValueError):
-        return None
-    finally:
-        s.close()
+    return {**os.environ, SESSION_ENV: session_id}
 
 
-def send_mark(label: str, source: str = "cli", pid: int | None = None) -> int:
-    """Mark every running session; return how many accepted. Raises ValueError on a bad label."""
-    label = check_label(label)
-    replies = request({"op": "mark", "label": label, "source": source,
-                       "pid": os.getpid() if pid is None else pid})
-    return sum(1 for r in replies if r.get("ok"))
-
-
-def cmd_mark(argv: list[str]) -> int:
-    """``tuimeter mark LABEL``: 0 marked, 1 no session running, 2 bad label."""
-    p = argparse.ArgumentParser(prog="tuimeter mark",
-                                description="Add a phase marker to every running tuimeter "
-                                            "session of this user (UI, record, Python API).")
-    p.add_argument("label", nargs="+", help="marker label (words are joined by spaces)")
-    p.add_argument("--pid", type=int, help="process the marker is about (default: this one)")
-    args = p.parse_args(argv)
-    label = " ".join(args.label)
-    try:
-        n = send_mark(label, source="cli", pid=args.pid)
-    except ValueError as exc:
-        print(f"tuimeter: error: {exc}", file=sys.stderr)
-        return 2
-    if n == 0:
-        print("tuimeter: no tuimeter session is running for this user (start `tuimeter` or "
-              "`tuimeter record`); nothing marked", file=sys.stderr)
-        return 1
-    print(f"tuimeter: marked {label!r} in {n} session{'s' if n > 1 else ''}")
-    return 0

@@ -150,6 +150,7 @@ def build(argv: list[str], *, start_engine: bool = True):
     from ..carbon import CarbonError
     from ..export import ExportError
     from ..sensors.replay import ReplayError
+    from ..session.markers import child_env
     from ..session.measure import SetupError, open_recorder
     from .app import TuimeterApp
     from .job import JobWatcher
@@ -195,7 +196,9 @@ def build(argv: list[str], *, start_engine: bool = True):
             log_path, log = _open_log(os.path.splitext(recorder.path)[0], args.overwrite)
             with log:
                 child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT)
+                                         stderr=subprocess.STDOUT,
+                                         env=child_env(None if args.no_socket
+                                                       else recorder.writer.session_id))
         except OSError as exc:
             engine.close()
             for e in exporters:
@@ -212,7 +215,7 @@ def build(argv: list[str], *, start_engine: bool = True):
         job = JobWatcher(args.pid)
     server = None
     if not args.replay and not args.no_socket:
-        server = _start_marker_server(engine)
+        server = _start_marker_server(engine, recorder)
     app = TuimeterApp(engine, recorder=recorder, job=job, replay=replay,
                       attribution=attribution, export_dir=args.export_dir,
                       start_engine=start_engine, keep_session=temp_path is None,

@@ -12,6 +12,7 @@ from textual.screen import ModalScreen
 from textual.scrollbar import ScrollBarRender
 from textual.widgets import Input, Static
 
+from ..labels import check_label
 from ..model import CarbonInfo, SensorStatus
 from .widgets._sensor_status import status_text
 
@@ -114,9 +115,18 @@ class LabelScreen(ModalScreen[str | None]):
             yield Input(placeholder="e.g. training starts", id="label")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
+        """An empty label cancels; one the session would refuse (control or bidi
+        override characters, too long) gets a notice and the prompt stays open."""
         event.stop()
-        label = event.value.strip()
-        self.dismiss(label or None)
+        if not event.value.strip():
+            self.dismiss(None)
+            return
+        try:
+            label = check_label(event.value)
+        except ValueError as exc:
+            self.notify(f"not added: {exc}", severity="error")
+            return
+        self.dismiss(label)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -1,0 +1,276 @@
+"""Delivering markers: ``tuimeter mark``, ``tuimeter.mark()`` and attached Meters.
+
+Every session socket of this user (see :mod:`tuimeter.session.markers`) is asked at the
+same time, one thread each, under one overall deadline: a session stopped with SIGSTOP
+(Ctrl-Z) costs the others nothing, and is reported as one that did not answer.
+
+Exactness: a message carries ``expires`` = now + ``timeout_s``; a session refuses one it
+reads later, and the client waits for replies :data:`REPLY_GRACE_S` longer than that. So
+a marker a session recorded is one whose reply its client received ("delivered"), and a
+session that did not answer in time has not recorded it and never will. A socket nobody
+listens on (a killed session) is removed and not counted.
+
+Targeting: ``target`` is a session id (the ``session`` column of its CSV, or the value
+of ``$TUIMETER_SESSION`` that ``tuimeter -- CMD`` and ``record -- CMD`` give the
+command) or the path of the session's CSV; None asks every session. By default the
+target is ``$TUIMETER_SESSION`` when it is set and not empty.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+from ..labels import check_label
+from .markers import SESSION_ENV, socket_dir
+
+log = logging.getLogger(__name__)
+
+#: how long a client tries to reach the sessions (seconds); a session reading the
+#: message later refuses it
+CLIENT_TIMEOUT_S = 1.0
+#: how much longer the client waits for the reply of a session that read it in time
+REPLY_GRACE_S = 1.0
+#: the longest ``tuimeter mark --timeout``
+MAX_TIMEOUT_S = 60.0
+#: the default target: ``$TUIMETER_SESSION`` (None means every session)
+FROM_ENV = "$" + SESSION_ENV
+
+#: exit statuses of ``tuimeter mark``
+EXIT_MARKED, EXIT_NOTHING_MARKED, EXIT_BAD_INPUT, EXIT_PARTLY_MARKED = 0, 1, 2, 3
+
+_STALE = object()  # a socket nobody listens on
+
+
+def env_target() -> str | None:
+    """The session named by ``$TUIMETER_SESSION`` (None when unset or empty)."""
+    return os.environ.get(SESSION_ENV) or None
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One session's answer: its reply, or None when it did not answer in time."""
+
+    socket: str
+    reply: dict | None
+
+    @property
+    def who(self) -> str:
+        """``pid 1234`` (the socket is ``<pid>-<n>.sock``), else the socket's name."""
+        name = os.path.basename(self.socket)
+        pid = name.split("-", 1)[0]
+        return f"pid {pid}" if pid.isdigit() else name
+
+    @property
+    def other(self) -> bool:
+        """Answered that it is not the targeted session."""
+        return bool(self.reply and self.reply.get("other"))
+
+
+def _sockets(directory: str) -> list[str]:
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return []
+    return [os.path.join(directory, n) for n in names if n.endswith(".sock")]
+
+
+def _resolve(target: str | None) -> str | None:
+    return env_target() if target == FROM_ENV else (target or None)
+
+
+def exchange(message: dict, timeout_s: float | None = None,
+             target: str | None = FROM_ENV) -> list[Answer]:
+    """Send ``message`` to every session (or the ``target``) at once; their answers in
+    socket order, stale sockets left out. Never raises; returns within about
+    ``timeout_s`` (default :data:`CLIENT_TIMEOUT_S`) + :data:`REPLY_GRACE_S`."""
+    timeout_s = CLIENT_TIMEOUT_S if timeout_s is None else timeout_s
+    try:
+        directory = socket_dir(create=False)
+    except OSError as exc:
+        log.warning("tuimeter sockets unusable: %s", exc)
+        return []
+    target = _resolve(target)
+    message = dict(message, expires=time.time() + timeout_s)
+    if target is not None:
+        message.update(session=target, session_path=os.path.realpath(target))
+    data = json.dumps(message).encode("ascii") + b"\n"  # \u escapes: any str goes
+    send_by = time.monotonic() + timeout_s
+    reply_by = send_by + REPLY_GRACE_S
+    paths = _sockets(directory)
+    results: list = [None] * len(paths)
+
+    def ask(i: int) -> None:
+        results[i] = _ask(paths[i], data, send_by, reply_by)
+
+    threads = [threading.Thread(target=ask, args=(i,), name="tuimeter-mark", daemon=True)
+               for i in range(len(paths))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(max(0.0, reply_by + 0.5 - time.monotonic()))
+    return [Answer(p, r) for p, r in zip(paths, results) if r is not _STALE]
+
+
+def _ask(path: str, data: bytes, send_by: float, reply_by: float):
+    """One session: its reply (a dict), None (no answer in time), or _STALE."""
+    while True:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(max(0.001, send_by - time.monotonic()))
+        try:
+            s.connect(path)
+            break
+        except (ConnectionRefusedError, FileNotFoundError):
+            s.close()
+            try:
+                os.unlink(path)  # nobody listens: a session that was killed
+            except OSError:
+                pass
+            return _STALE
+        except BlockingIOError:  # its listen queue is full: try again until send_by
+            s.close()
+            if time.monotonic() >= send_by:
+                return None
+            time.sleep(0.005)
+        except OSError:
+            s.close()
+            return None
+    try:
+        s.sendall(data)
+        buf = b""
+        while b"\n" not in buf and len(buf) < 1 << 20:
+            left = reply_by - time.monotonic()
+            if left <= 0:
+                return None
+            s.settimeout(left)
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+        reply = json.loads(buf.split(b"\n", 1)[0].decode("utf-8"))
+        return reply if isinstance(reply, dict) else None
+    except (OSError, ValueError):
+        return None
+    finally:
+        s.close()
+
+
+def request(message: dict, timeout_s: float | None = None,
+            target: str | None = FROM_ENV) -> list[dict]:
+    """The replies (accepted or refused) of the targeted sessions that answered."""
+    return [a.reply for a in exchange(message, timeout_s, target)
+            if a.reply is not None and not a.other]
+
+
+@dataclass(frozen=True)
+class MarkResult:
+    """What became of one marker. True when every (targeted) session recorded it;
+    ``if tuimeter.mark(...)`` reads as before.
+
+    ``delivered``: sessions that recorded it (their ids in ``sessions``);
+    ``not_answered``: sessions that did not answer in time (``pid N``; stopped, or too
+    busy), which have not recorded it; ``refused``: ``pid N: reason`` for sessions that
+    answered no; ``error``: why nothing was sent (a bad label)."""
+
+    delivered: int = 0
+    sessions: tuple[str, ...] = ()
+    not_answered: tuple[str, ...] = ()
+    refused: tuple[str, ...] = ()
+    target: str | None = None
+    error: str | None = None
+
+    def __bool__(self) -> bool:
+        return self.delivered > 0 and not self.not_answered and not self.refused
+
+    @property
+    def exit_status(self) -> int:
+        """``tuimeter mark``'s: 0 all marked, 3 some, 1 none."""
+        if not self.delivered:
+            return EXIT_NOTHING_MARKED
+        return EXIT_MARKED if self else EXIT_PARTLY_MARKED
+
+    def missed(self) -> str:
+        """The sessions that did not record it, in words (empty when none)."""
+        parts = [f"{w} did not answer (stopped or busy)" for w in self.not_answered]
+        parts += [f"{w} refused it" for w in self.refused]
+        return "; ".join(parts)
+
+
+def send_mark(label: str, source: str = "cli", pid: int | None = None,
+              target: str | None = FROM_ENV, timeout_s: float | None = None) -> MarkResult:
+    """Mark every running session (or ``target``). Raises ValueError on a bad label."""
+    label = check_label(label)
+    target = _resolve(target)
+    answers = exchange({"op": "mark", "label": label, "source": source,
+                        "pid": os.getpid() if pid is None else pid}, timeout_s, target)
+    ok = [a for a in answers if a.reply is not None and a.reply.get("ok")]
+    silent = tuple(a.who for a in answers if a.reply is None)
+    refused = tuple(f"{a.who}: {str(a.reply.get('error', ''))[:80]}" for a in answers
+                    if a.reply is not None and not a.reply.get("ok") and not a.other)
+    if target is not None and ok:
+        silent = ()  # the target answered: the silent ones are other sessions
+    return MarkResult(len(ok), tuple(str(a.reply.get("session") or "?") for a in ok), silent,
+                      refused, target)
+
+
+def cmd_mark(argv: list[str]) -> int:
+    """``tuimeter mark [--session ID|PATH] LABEL``: exit 0 marked in every session, 3 in
+    some (the others named), 1 in none (no session, none answered, unknown target),
+    2 bad input."""
+    p = argparse.ArgumentParser(
+        prog="tuimeter mark",
+        description="Add a phase marker to every running tuimeter session of this user (UI, "
+                    "record, Python API), or to one with --session. Exit status: 0 every "
+                    "session marked, 3 some did not answer or refused, 1 none marked, 2 bad "
+                    "input.")
+    p.add_argument("label", nargs="+", help="marker label (words are joined by spaces)")
+    p.add_argument("--pid", type=int, help="process the marker is about (default: this one)")
+    p.add_argument("--session", metavar="ID|PATH",
+                   help=f"only this session: its id (the CSV's session column) or its CSV "
+                        f"file (default: ${SESSION_ENV} if set, else every session)")
+    p.add_argument("--timeout", type=float, metavar="S",
+                   help=f"how long the sessions have to take it, in seconds (default "
+                        f"{CLIENT_TIMEOUT_S:g}; replies may take {REPLY_GRACE_S:g} s more)")
+    args = p.parse_args(argv)
+    if args.timeout is not None and not 0 < args.timeout <= MAX_TIMEOUT_S:
+        print(f"tuimeter: error: --timeout must be > 0 and <= {MAX_TIMEOUT_S:g} seconds",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    label = " ".join(args.label)
+    try:
+        result = send_mark(label, source="cli", pid=args.pid, timeout_s=args.timeout,
+                           target=args.session if args.session is not None else FROM_ENV)
+    except ValueError as exc:
+        print(f"tuimeter: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print_result(label, result)
+    return result.exit_status
+
+
+def print_result(label: str, r: MarkResult) -> None:
+    """One line on stdout for what was marked, one on stderr for what was not."""
+    missed = r.missed()
+    total = r.delivered + len(r.not_answered) + len(r.refused)
+    if r.delivered:
+        where = (f"session {r.sessions[0]}" if r.target is not None and r.delivered == 1
+                 else f"{r.delivered} session{'s' if r.delivered > 1 else ''}"
+                 if not missed else f"{r.delivered} of {total} sessions")
+        print(f"tuimeter: marked {label!r} in {where}")
+        if missed:
+            print(f"tuimeter: warning: not marked in {total - r.delivered}: {missed}",
+                  file=sys.stderr)
+    elif missed:
+        print(f"tuimeter: error: nothing marked: {missed}", file=sys.stderr)
+    elif r.target is not None:
+        print(f"tuimeter: error: no running session is {r.target!r} (a session id or "
+              f"session CSV); nothing marked", file=sys.stderr)
+    else:
+        print("tuimeter: no tuimeter session is running for this user (start `tuimeter` or "
+              "`tuimeter record`); nothing marked", file=sys.stderr)
