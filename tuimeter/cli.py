@@ -51,13 +51,6 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _non_negative_float(text: str) -> float:
-    value = _number(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
-
-
 def _interval(text: str) -> float:
     """--interval: a number of seconds >= MIN_INTERVAL_S (sensors update no faster)."""
     from .session.measure import MIN_INTERVAL_S
@@ -69,19 +62,56 @@ def _interval(text: str) -> float:
     return value
 
 
+def _pid(text: str) -> int:
+    """--pid: a process id, 1 .. 2**31-1 (larger numbers are no process; psutil would
+    raise OverflowError on them)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a process id: {text!r}") from None
+    if not 0 < value < 2 ** 31:
+        raise argparse.ArgumentTypeError(f"no process with PID {text}")
+    return value
+
+
+def _carbon_check(check):
+    """An argparse type from a carbon.check_* function (the same bounds as the
+    environment and config.toml)."""
+    def parse(text: str) -> float:
+        from .carbon import CarbonError
+
+        try:
+            return check(text, "command line")
+        except CarbonError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return parse
+
+
+def _carbon_intensity(text: str) -> float:
+    from .carbon import check_intensity
+
+    return _carbon_check(check_intensity)(text)
+
+
+def _pue(text: str) -> float:
+    from .carbon import check_pue
+
+    return _carbon_check(check_pue)(text)
+
+
 def add_measure_options(p: argparse.ArgumentParser) -> None:
     """Options shared by the UI and ``record``."""
     p.add_argument("-o", "--output", metavar="FILE", help="session CSV to write")
     p.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
     p.add_argument("-i", "--interval", type=_interval, default=1.0, metavar="S",
                    help="seconds between samples (default 1)")
-    p.add_argument("--pid", type=int, metavar="PID",
+    p.add_argument("--pid", type=_pid, metavar="PID",
                    help="follow this process and its descendants")
     p.add_argument("--country", metavar="CODE",
                    help="grid carbon intensity of this country (ISO alpha-3/alpha-2 or name)")
-    p.add_argument("--carbon-intensity", type=_non_negative_float, metavar="G_PER_KWH",
+    p.add_argument("--carbon-intensity", type=_carbon_intensity, metavar="G_PER_KWH",
                    help="grid carbon intensity in g CO2e per kWh (0: on-site renewables)")
-    p.add_argument("--pue", type=float, metavar="PUE", help="power usage effectiveness (>= 1)")
+    p.add_argument("--pue", type=_pue, metavar="PUE", help="power usage effectiveness (>= 1)")
     p.add_argument("--powercap-root", metavar="DIR",
                    help="powercap folder (default /sys/class/powercap, or $TUIMETER_POWERCAP_ROOT)")
     p.add_argument("--no-gpu", action="store_true", help="do not use NVML")
@@ -94,11 +124,13 @@ def add_measure_options(p: argparse.ArgumentParser) -> None:
     add_export_options(p)
 
 
-def _split_command(argv: list[str]) -> tuple[list[str], list[str]]:
+def _split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """(own options, the command after ``--``); the command is None without ``--`` and
+    [] for a ``--`` with nothing after it (refused by _check_target)."""
     if "--" in argv:
         i = argv.index("--")
         return argv[:i], argv[i + 1:]
-    return argv, []
+    return argv, None
 
 
 def _measure_options(args: argparse.Namespace):
@@ -114,12 +146,18 @@ def _measure_options(args: argparse.Namespace):
 
 def _check_target(args: argparse.Namespace, command: list[str]) -> str | None:
     """Validate --pid / -- CMD before anything is created; return an error or None."""
+    if command is not None and not command:
+        return "-- must be followed by a command to run"
     if args.pid is not None and command:
         return "use either --pid or -- CMD, not both"
     if args.pid is not None:
         import psutil
 
-        if args.pid <= 0 or not psutil.pid_exists(args.pid):
+        try:
+            exists = args.pid > 0 and psutil.pid_exists(args.pid)
+        except (OverflowError, ValueError, psutil.Error):
+            exists = False
+        if not exists:
             return f"no process with PID {args.pid}"
     if command and shutil.which(command[0]) is None and not os.path.exists(command[0]):
         return f"command not found: {command[0]}"
