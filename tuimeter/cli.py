@@ -237,11 +237,13 @@ def cmd_record(argv: list[str]) -> int:
     if problem:
         return fail(problem)
     opts = _measure_options(args)
+    caught = _Caught()  # from before the file exists: a signal never leaves a bare header
     try:
         engine, recorder, exporters = open_measurement(args, opts)
     except (SetupError, ExportError) as exc:
+        caught.restore()
         return fail(str(exc))
-    return _run_recording(engine, recorder, args, command, exporters)
+    return _run_recording(engine, recorder, args, command, exporters, caught)
 
 
 def open_measurement(args: argparse.Namespace, opts):
@@ -265,15 +267,9 @@ def open_measurement(args: argparse.Namespace, opts):
     return engine, recorder, exporters
 
 
-def _run_recording(engine, recorder, args, command: list[str], exporters: list = ()) -> int:
-    stop = threading.Event()
-    signals: list[int] = []
-
-    def on_signal(signum, _frame):
-        signals.append(signum)
-        stop.set()
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+def _run_recording(engine, recorder, args, command: list[str] | None, exporters: list,
+                   caught: "_Caught") -> int:
+    stop, signals = caught.stop, caught.signals
     forward = _Forward()
     show_progress = not args.quiet and sys.stderr.isatty()
     progress_lock = threading.Lock()
@@ -301,39 +297,38 @@ def _run_recording(engine, recorder, args, command: list[str], exporters: list =
         """Wipe the whole progress line (however long) before any other stderr line."""
         with progress_lock:
             if show_progress and progress_len[0]:
-                sys.stderr.write("\r" + " " * progress_len[0] + "\r")
-                sys.stderr.flush()
+                say("\r" + " " * progress_len[0] + "\r", end="")
             progress_len[0] = None
 
     engine.open()
+    child = None
+    if command:  # before the session row: a command that cannot start leaves no file
+        try:
+            child = subprocess.Popen(command)
+            forward.child = child
+        except OSError as exc:
+            engine.close()
+            for e in exporters:
+                e.close()
+            recorder.discard()
+            caught.restore()
+            return fail(f"cannot run {command[0]}: {exc.strerror or exc}")
     recorder.start(engine.snapshot)
     engine.subscribe(recorder)
     engine.subscribe(progress)
     if not args.quiet:
         for line in unavailable_lines(engine.statuses):
-            print(line, file=sys.stderr)
+            say(line)
         for e in exporters:
-            print(f"tuimeter: {e.describe()}", file=sys.stderr)
+            say(f"tuimeter: {e.describe()}")
     server = None
     if not args.no_socket:
         server = _start_marker_server(engine)
-    child = None
     exit_code = 0
     problems: list[str] = []  # one line each: what failed after the recording started
     try:
-        if command:
-            try:
-                child = subprocess.Popen(command)
-                forward.child = child
-            except OSError as exc:
-                engine.close()
-                recorder.close()
-                os.unlink(recorder.path)
-                for s, h in old.items():
-                    signal.signal(s, h)
-                return fail(f"cannot run {command[0]}: {exc.strerror or exc}")
-            if hasattr(engine.attributor, "follow"):
-                engine.attributor.follow(child.pid)
+        if child is not None and hasattr(engine.attributor, "follow"):
+            engine.attributor.follow(child.pid)
         engine.start()
         deadline = None if args.duration is None else time.monotonic() + args.duration
         while True:
@@ -347,7 +342,7 @@ def _run_recording(engine, recorder, args, command: list[str], exporters: list =
                 exit_code = 1
                 break
             if child is not None:
-                if child.poll() is not None:
+                if child.poll() is not None or forward.hangup_expired():
                     break
                 forward.resend_sigint()
             if args.pid is not None and not _pid_alive(args.pid):
@@ -371,25 +366,28 @@ def _run_recording(engine, recorder, args, command: list[str], exporters: list =
     if recorder.error:
         kept = recorder.last_written
         upto = f"up to {kept.elapsed_s:.1f} s" if kept is not None else "header only"
-        print(f"tuimeter: error: {recorder.error}; {recorder.path} holds the session "
-              f"{upto}", file=sys.stderr)
+        say(f"tuimeter: error: {recorder.error}; {recorder.path} holds the session {upto}")
         snap = kept  # the summary describes what the file holds
         exit_code = 1
     for e in exporters:
         if e.status():
-            print(f"tuimeter: warning: {e.status()}", file=sys.stderr)
+            say(f"tuimeter: warning: {e.status()}")
     for problem in problems:
-        print(f"tuimeter: error: {problem}", file=sys.stderr)
+        say(f"tuimeter: error: {problem}")
         exit_code = 1
-    print(summary_line(snap, recorder.path), file=sys.stderr)
+    say(summary_line(snap, recorder.path))
     if child is not None:
-        if child.poll() is None and not args.quiet:
+        if child.poll() is None and not args.quiet and forward.hangup_at is None:
             why = "after an error" if problems else f"(--duration {args.duration:g} s)"
-            print(f"tuimeter: recording ended {why}; waiting for "
-                  f"{command[0]} (pid {child.pid}) to exit, not recording", file=sys.stderr)
-        exit_code = _wait_for_child(child, forward, signals, stop)
-    for s, h in old.items():
-        signal.signal(s, h)
+            say(f"tuimeter: recording ended {why}; waiting for "
+                f"{command[0]} (pid {child.pid}) to exit, not recording")
+        code = _wait_for_child(child, forward, signals, stop)
+        if code is None:  # it ignored the hang-up (nohup): it runs on, as a shell's job would
+            say(f"tuimeter: {command[0]} (pid {child.pid}) ignored SIGHUP and still runs; "
+                f"not waiting for it")
+            code = 128 + signal.SIGHUP
+        exit_code = code
+    caught.restore()
     return exit_code
 
 
@@ -403,15 +401,61 @@ def _safely(problems: list[str], fn, *args, **kwargs):
         return None
 
 
+#: the signals that end a recording (SIGHUP: the SSH session or terminal went away)
+ENDING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+                       if hasattr(signal, name))
+#: after SIGHUP, how long the command has to exit before tuimeter ends without it, s
+HANGUP_WAIT_S = 10.0
+
+
+class _Caught:
+    """The ENDING_SIGNALS, caught until restore(): each sets ``stop`` and is kept in
+    ``signals`` for the recording loop to act on."""
+
+    def __init__(self):
+        self.stop = threading.Event()
+        self.signals: list[int] = []
+        self._old = {s: signal.signal(s, self._on_signal) for s in ENDING_SIGNALS}
+
+    def _on_signal(self, signum, _frame) -> None:
+        self.signals.append(signum)
+        self.stop.set()
+
+    def restore(self) -> None:
+        for s, h in self._old.items():
+            signal.signal(s, h)
+
+
+def say(message: str, end: str = "\n") -> None:
+    """A line on stderr; a terminal that has gone away (SSH dropped) is not an error."""
+    try:
+        sys.stderr.write(message + end)
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
 class _Forward:
-    """Passes our SIGTERM on to the command at once, and SIGINT if the command still runs
-    a second later (Ctrl-C in a terminal reaches the whole group; `kill -INT` does not)."""
+    """Passes our SIGTERM and SIGHUP on to the command at once (the hang-up as a shell
+    passes it to its jobs), and SIGINT if the command still runs a second later (Ctrl-C in
+    a terminal reaches the whole group; `kill -INT` does not)."""
 
     def __init__(self):
         self.child = None
         self.sigint_at: float | None = None
+        self.hangup_at: float | None = None  # time.monotonic() of the SIGHUP passed on
+
+    def hangup_expired(self) -> bool:
+        """The command has had HANGUP_WAIT_S to exit after SIGHUP."""
+        return self.hangup_at is not None and time.monotonic() - self.hangup_at > HANGUP_WAIT_S
 
     def take(self, signals: list[int]) -> None:
+        hup = getattr(signal, "SIGHUP", None)
+        if hup is not None and hup in signals:
+            signals.remove(hup)
+            self.hangup_at = self.hangup_at or time.monotonic()
+            if self.child is not None and self.child.poll() is None:
+                self.child.send_signal(hup)
         if signal.SIGTERM in signals:
             signals.remove(signal.SIGTERM)
             if self.child is not None and self.child.poll() is None:
@@ -427,14 +471,17 @@ class _Forward:
                 self.child.send_signal(signal.SIGINT)
 
 
-def _wait_for_child(child, forward: _Forward, signals: list[int], stop) -> int:
+def _wait_for_child(child, forward: _Forward, signals: list[int], stop) -> int | None:
     """Wait for the command after recording has ended (the monitor never ends the job it
-    watches), passing signals on; its exit status as a shell reports it."""
+    watches), passing signals on; its exit status as a shell reports it, or None when it
+    still runs HANGUP_WAIT_S after a SIGHUP."""
     while child.poll() is None:
         if stop.wait(0.25):
             stop.clear()
             forward.take(signals)
         forward.resend_sigint()
+        if forward.hangup_expired():
+            return None
     rc = child.returncode
     return 128 - rc if rc < 0 else rc
 
