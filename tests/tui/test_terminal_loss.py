@@ -131,15 +131,17 @@ def test_sigterm_ends_the_ui_with_its_summary(tmp_path):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux pseudo-terminals")
-def test_sigterm_during_replay_leaves_no_temporary_file(tmp_path):
+@pytest.mark.parametrize("when", ["drawn", "starting"])
+def test_sigterm_during_replay_leaves_no_temporary_file(tmp_path, when):
     """`tuimeter --replay F` records the replay in a temporary file that goes at exit;
-    SIGTERM used to leave /tmp/tuimeter-replay-*.csv behind."""
+    SIGTERM used to leave /tmp/tuimeter-replay-*.csv behind. Also when it comes as soon
+    as the file exists, before the app is up."""
     demo = ROOT / "tests" / "data" / "sessions" / "demo.csv"
     seen = bytearray()
     proc, master, _ = _start_in_pty(tmp_path, ["--replay", str(demo), "--speed", "2"], seen)
     temps = lambda: sorted((tmp_path / "tmp").glob("tuimeter-replay-*.csv"))  # noqa: E731
-    _wait(lambda: (temps() and b"REPLAY" in seen) or proc.poll() is not None, 60,
-          "the replay to draw")
+    _wait(lambda: (temps() and (when == "starting" or b"REPLAY" in seen))
+          or proc.poll() is not None, 60, f"the replay's file ({when})")
     assert proc.poll() is None, "the UI did not start"
     _stop_with(proc, master, signal.SIGTERM)
     text = seen.decode("utf-8", "replace")

@@ -234,20 +234,25 @@ def _open_log(base: str, overwrite: bool = False):
 
 
 def cmd_ui(argv: list[str]) -> int:
-    session, problem = build(argv)
-    if session is None:
-        return fail(problem or "cannot start")
     # SIGTERM ends the session like `q` (summary, file closed, a replay's temporary file
     # removed): the running app handles it in its event loop; one that comes before the
-    # app is up makes it quit as it starts, one during the clean-up does not cut it short
-    app = session.app
-    old = signal.signal(signal.SIGTERM, lambda _s, _f: app.request_quit())
+    # app is up (while the files are created, too) makes it quit as it starts, and one
+    # during the clean-up does not cut it short
+    early: list[int] = []
+    old = signal.signal(signal.SIGTERM, lambda signum, _f: early.append(signum))
     try:
-        app.run()
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        session, problem = build(argv)
+        if session is None:
+            return fail(problem or "cannot start")
+        app = session.app
+        signal.signal(signal.SIGTERM, lambda _s, _f: app.request_quit())
+        if early:
+            app.request_quit()
         try:
-            code = session.close()
+            app.run()
         finally:
-            signal.signal(signal.SIGTERM, old)
-    return code
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            code = session.close()
+        return code
+    finally:
+        signal.signal(signal.SIGTERM, old)
