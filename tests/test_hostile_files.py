@@ -274,3 +274,73 @@ def test_export_skips_a_planted_name(tmp_path):
     assert dst.path.endswith("tuimeter-export-20261130-120000-2.csv")
     copy_complete_rows(str(src), dst)
     assert open(dst.path).read() == "a,b\n1,2\n" and not target.exists()
+
+
+# -- another user on the same machine ----------------------------------------------------
+@pytest.fixture
+def other_user():
+    """A second, unprivileged user (created with useradd when the tests run as root, as
+    in CI; removed after). Yields its uid."""
+    import shutil
+    import uuid
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create a second user with useradd")
+    if shutil.which("useradd") is None:
+        pytest.skip("useradd is not installed")
+    name = f"tmhostile{uuid.uuid4().hex[:8]}"
+    r = subprocess.run(["useradd", "-M", "-N", "-s", "/usr/sbin/nologin", name],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"useradd failed: {r.stderr.strip()}")
+    try:
+        import pwd
+
+        yield pwd.getpwnam(name).pw_uid
+    finally:
+        subprocess.run(["userdel", name], capture_output=True)
+
+
+def _as_user(uid: int, fn) -> None:
+    """Run ``fn`` in a child process with ``uid`` (and no privileges)."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(uid)
+            fn()
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux users")
+def test_a_link_planted_by_another_user_in_a_shared_directory(tmp_path, other_user):
+    """The attack as the issue describes it: in a shared sticky directory (like /tmp),
+    another user plants `run.csv -> /secret/new.conf` and `run.log -> /secret/old.conf`;
+    root records with `-o run.csv --overwrite -- CMD`. Nothing of root's is created or
+    clobbered, the links stay theirs, and root gets one line, exit 2."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    secret = tmp_path / "secret"
+    secret.mkdir(mode=0o700)
+    (secret / "old.conf").write_text("root's\n")
+    # tmp_path's parents are root's alone: the shared folder must be reachable by both
+    shared = Path(tempfile.mkdtemp(prefix="tuimeter-shared-", dir="/tmp"))
+    try:
+        shared.chmod(0o1777)
+        _as_user(other_user, lambda: (os.symlink(secret / "new.conf", shared / "run.csv"),
+                                      os.symlink(secret / "old.conf", shared / "run.log")))
+        r = _record(tmp_path, "-o", str(shared / "run.csv"), "--overwrite", "--", "true")
+        assert r.returncode == 2 and "is a symbolic link" in _one_line(r.stderr)
+        assert not (secret / "new.conf").exists()
+        assert (secret / "old.conf").read_text() == "root's\n"
+        assert os.lstat(shared / "run.csv").st_uid == other_user
+    finally:
+        shutil.rmtree(shared)
