@@ -332,7 +332,9 @@ def _run_recording(engine, recorder, args, command: list[str] | None, exporters:
         engine.start()
         deadline = None if args.duration is None else time.monotonic() + args.duration
         while True:
-            if stop.wait(0.25):
+            # wake at the deadline itself: --duration 0.3 used to record about 0.5 s
+            wait_s = 0.25 if deadline is None else min(0.25, max(0.0, deadline - time.monotonic()))
+            if stop.wait(wait_s):
                 if child is None:
                     break
                 # with a command, we end when it ends: forward the signal if needed

@@ -114,15 +114,17 @@ def create_new(path: str | os.PathLike) -> NewFile:
     return NewFile(path, fd)
 
 
-def create_free(directory: str | os.PathLike, stem: str, suffix: str) -> NewFile:
+def create_free(directory: str | os.PathLike, stem: str, suffix: str,
+                mode: int = FILE_MODE) -> NewFile:
     """A new file ``STEM SUFFIX`` in ``directory``, or ``STEM-2 SUFFIX``, ``STEM-3``... where
-    the name is taken (by anything, a link included): never an existing file."""
+    the name is taken (by anything, a link included): never an existing file. ``mode``
+    before the umask."""
     n = 1
     while True:
         name = f"{stem}{suffix}" if n == 1 else f"{stem}-{n}{suffix}"
         path = os.path.join(os.fspath(directory), name)
         try:
-            return NewFile(path, os.open(path, _CREATE, FILE_MODE))
+            return NewFile(path, os.open(path, _CREATE, mode))
         except FileExistsError:
             n += 1
         except OSError as exc:

@@ -107,8 +107,8 @@ def open_recorder(path: str | None, host: str, overwrite: bool = False,
         if path:
             writer = SessionWriter.create(path, host, overwrite=overwrite, append=append)
         else:
-            new = (files.create_free(tempfile.gettempdir(),
-                                     f"tuimeter-replay-{uuid.uuid4().hex[:8]}", ".csv")
+            new = (files.create_free(tempfile.gettempdir(),  # private, as mkstemp's
+                                     f"tuimeter-replay-{uuid.uuid4().hex[:8]}", ".csv", 0o600)
                    if temp else _new_default_file())
             writer = SessionWriter.open_new(new, host)
     except OSError as exc:

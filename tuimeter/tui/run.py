@@ -201,9 +201,14 @@ def build(argv: list[str], *, start_engine: bool = True):
             try:
                 child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=fh,
                                          stderr=subprocess.STDOUT)
-                log.commit()
             except OSError as exc:
                 return abandon(f"cannot run {command[0]}: {exc.strerror or exc}", log)
+            try:
+                log.commit()
+            except OSError as exc:  # BASE.log was swapped for something else meanwhile
+                child.kill()
+                child.wait()
+                return abandon(str(exc), log)
         if hasattr(engine.attributor, "follow"):
             engine.attributor.follow(child.pid)
         job = JobWatcher(child.pid, child, command, log.path)
