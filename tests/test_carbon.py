@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import os
 from pathlib import Path
 
 import pytest
@@ -190,3 +191,69 @@ def test_bad_env_intensity_names_the_variable(no_config: Path) -> None:
     """The error for TUIMETER_CARBON_INTENSITY=abc names the variable."""
     with pytest.raises(CarbonError, match="TUIMETER_CARBON_INTENSITY"):
         resolve_carbon(env={"TUIMETER_CARBON_INTENSITY": "abc"}, config_path=no_config)
+
+
+# -- hostile or broken settings (issue 9, item 11) -----------------------------------------
+@pytest.mark.parametrize("bad", ["1e308", "5000.1", "1e400", "-inf", "NaN"])
+@pytest.mark.parametrize("where", ["given", "env", "config"])
+def test_absurd_intensity_is_refused_with_the_reason(bad: str, where: str, tmp_path: Path) -> None:
+    """1e308 g/kWh was accepted (CO2e figures of 1e300 g); no grid exceeds ~2,000 g/kWh,
+    so anything above 5,000 is refused, saying why, from every level."""
+    kw: dict = {"env": {}, "config_path": tmp_path / "absent.toml"}
+    if where == "given":
+        kw["intensity_g_per_kwh"] = bad
+    elif where == "env":
+        kw["env"] = {"TUIMETER_CARBON_INTENSITY": bad}
+    else:
+        kw["config_path"] = write_config(tmp_path, f"carbon_intensity = {bad.lower()}\n")
+    with pytest.raises(CarbonError, match="carbon intensity") as err:
+        resolve_carbon(**kw)
+    if bad in ("1e308", "5000.1"):
+        assert "at most 5000 (no grid exceeds about 2000 g/kWh)" in str(err.value)
+
+
+def test_highest_real_intensity_is_accepted(no_config: Path) -> None:
+    assert resolve_carbon(intensity_g_per_kwh="5000", env={}, config_path=no_config).g_per_kwh == 5000
+
+
+@pytest.mark.parametrize("bad", ["1e308", "10.5", "inf"])
+def test_absurd_pue_is_refused(bad: str, no_config: Path) -> None:
+    with pytest.raises(CarbonError, match="PUE"):
+        resolve_carbon(pue=bad, env={}, config_path=no_config)
+
+
+@pytest.mark.parametrize("content, reason", [
+    (b"country = \"caf\xe9\"\n", "not UTF-8 text (byte 0xe9 at offset 14)"),
+    (b"\x7fELF\x02\x01\x01\x00\xff\xfe binary", "not UTF-8 text"),
+    (b"# " + b"x" * (64 * 1024) + b"\n", "larger than 64 KiB"),
+])
+def test_unreadable_config_is_one_line(tmp_path: Path, content: bytes, reason: str) -> None:
+    """A binary or non-UTF-8 config.toml raised UnicodeDecodeError (a traceback); a huge
+    one is not read past 64 KiB."""
+    path = tmp_path / "config.toml"
+    path.write_bytes(content)
+    with pytest.raises(CarbonError, match="cannot read config file") as err:
+        resolve_carbon(env={}, config_path=path)
+    assert reason in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("special", ["/dev/zero", "fifo"])
+def test_config_that_is_not_a_regular_file_is_refused_unread(tmp_path: Path, special) -> None:
+    """A config linked to /dev/zero was read until memory ran out; a FIFO would block
+    forever. Only regular files are read (a link to one is fine)."""
+    if special == "fifo":
+        target = tmp_path / "fifo"
+        os.mkfifo(target)
+    else:
+        target = Path(special)
+        if not target.exists():
+            pytest.skip("no /dev/zero here")
+    link = tmp_path / "config.toml"
+    link.symlink_to(target)
+    with pytest.raises(CarbonError, match="not a regular file"):
+        resolve_carbon(env={}, config_path=link)
+    real = tmp_path / "real.toml"
+    real.write_text("country = \"FR\"\n")
+    link.unlink()
+    link.symlink_to(real)
+    assert resolve_carbon(env={}, config_path=link).g_per_kwh == lookup_country("FR").g_per_kwh

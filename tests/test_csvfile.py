@@ -129,6 +129,9 @@ class _HalfFull:
     def flush(self):
         self.real.flush()
 
+    def fileno(self):
+        return self.real.fileno()
+
     def close(self):
         self.real.close()
 
@@ -157,14 +160,11 @@ def test_write_error_mid_row_cuts_the_file_back_to_the_last_whole_tick(tmp_path)
 def test_header_write_failure_leaves_no_file(tmp_path, monkeypatch):
     """Guards the early failure: a header that cannot be written leaves no empty or
     partial file behind."""
-    import builtins
-
     from tuimeter.session import csvfile
 
     path = tmp_path / "h.csv"
-    real_open = builtins.open
-    monkeypatch.setattr(csvfile, "open", lambda *a, **k: _HalfFull(real_open(*a, **k), 20),
-                        raising=False)
+    real_fdopen = csvfile._fdopen
+    monkeypatch.setattr(csvfile, "_fdopen", lambda *a: _HalfFull(real_fdopen(*a), 20))
     with pytest.raises(OSError, match="No space left"):
         SessionWriter.create(path, "node1")
     assert not path.exists()

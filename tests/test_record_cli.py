@@ -174,15 +174,58 @@ def test_duration_stops_recording(tmp_path):
     (["--country", "Frnace"], "France"),
     (["--carbon-intensity", "-5"], "must be >= 0"),
     (["--", "definitely-not-a-command-xyz"], "command not found"),
+    # issue 9, item 11: each was a traceback or silently accepted
+    (["--pid", "2147483648"], "no process with PID 2147483648"),
+    (["--carbon-intensity", "1e308"], "at most 5000 (no grid exceeds about 2000 g/kWh)"),
+    (["--carbon-intensity", "nan"], "finite number"),
+    (["--carbon-intensity", "inf"], "finite number"),
+    (["--pue", "1e308"], "PUE (command line) must be at most 10"),
+    (["--"], "-- must be followed by a command to run"),
 ])
-def test_bad_input_is_one_line_exit_2_and_no_file(tmp_path, args, message):
-    """Bad input: a one-line error naming the problem, exit status 2, no file left behind."""
+@pytest.mark.parametrize("form", ["record", "ui"])
+def test_bad_input_is_one_line_exit_2_and_no_file(tmp_path, args, message, form):
+    """Bad input: a one-line error naming the problem, exit status 2, no file left behind;
+    the same for `record` and the UI form (which fails before it draws anything)."""
     fake = FakePowercap(tmp_path / "sys").intel_desktop()
     out = tmp_path / "bad.csv"
     before, after = ([], args) if args and args[0] == "--" else (args, [])
-    r = subprocess.run(tuimeter("record", "-o", str(out), "--no-gpu", *before, *after),
+    sub = ["record"] if form == "record" else []
+    r = subprocess.run(tuimeter(*sub, "-o", str(out), "--no-gpu", *before, *after),
                        env=env_for(tmp_path, fake), cwd=ROOT, capture_output=True, text=True,
-                       timeout=60)
+                       timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode == 2, r.stderr
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and message in lines[0], r.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("setting, message", [
+    ({"TUIMETER_CARBON_INTENSITY": "1e308"}, "from TUIMETER_CARBON_INTENSITY) must be at most 5000"),
+    ({"TUIMETER_CARBON_INTENSITY": "nan"}, "from TUIMETER_CARBON_INTENSITY) must be >= 0"),
+    ({"TUIMETER_PUE": "inf"}, "PUE (from TUIMETER_PUE) must be >= 1"),
+    ({"config": "/dev/zero"}, "config.toml: not a regular file"),
+    ({"config": b"carbon_intensity = \"\xff\xfe\"\n"}, "not UTF-8 text (byte 0xff"),
+])
+@pytest.mark.parametrize("form", ["record", "ui"])
+def test_bad_environment_or_config_is_one_line_exit_2(tmp_path, setting, message, form):
+    """The environment and config.toml equivalents: one line, exit 2, no file. A config
+    linked to /dev/zero used to be read until memory ran out (this would time out)."""
+    fake = FakePowercap(tmp_path / "sys").intel_desktop()
+    env = env_for(tmp_path, fake)
+    config = setting.get("config")
+    if config is not None:
+        path = tmp_path / "config" / "tuimeter" / "config.toml"
+        path.parent.mkdir(parents=True)
+        if isinstance(config, bytes):
+            path.write_bytes(config)
+        else:
+            path.symlink_to(config)
+    env.update({k: v for k, v in setting.items() if k != "config"})
+    out = tmp_path / "bad.csv"
+    sub = ["record"] if form == "record" else []
+    r = subprocess.run(tuimeter(*sub, "-o", str(out), "--no-gpu", "--no-socket"), env=env,
+                       cwd=ROOT, capture_output=True, text=True, timeout=60,
+                       stdin=subprocess.DEVNULL)
     assert r.returncode == 2, r.stderr
     lines = [l for l in r.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and message in lines[0], r.stderr

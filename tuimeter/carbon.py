@@ -29,6 +29,7 @@ import difflib
 import io
 import math
 import os
+import stat
 import sys
 import warnings
 from dataclasses import dataclass
@@ -121,11 +122,12 @@ class CarbonSettings:
     def from_config(cls, path: Path) -> "CarbonSettings":
         """Settings from a TOML file; a missing file gives empty settings."""
         try:
-            with open(path, "rb") as fh:
-                data = tomllib.load(fh)
+            text = read_config_text(path)
         except FileNotFoundError:
             return cls(f"config {path}")
-        except (OSError, tomllib.TOMLDecodeError) as exc:
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
             raise CarbonError(f"cannot read config file {path}: {exc}") from None
         for key in data:
             if key not in CONFIG_KEYS and (str(path), key) not in _warned_keys:
@@ -137,6 +139,47 @@ class CarbonSettings:
                     + f"; known keys: {', '.join(CONFIG_KEYS)}", ConfigWarning, stacklevel=3)
         return cls(f"config {path}", data.get("country"), data.get("carbon_intensity"),
                    data.get("pue"), Path(path))
+
+
+#: the largest config.toml read, bytes (it holds three keys)
+MAX_CONFIG_BYTES = 64 * 1024
+
+
+def read_config_text(path: str | os.PathLike) -> str:
+    """The text of a config file: a regular file (a link to one is fine) of at most
+    MAX_CONFIG_BYTES, UTF-8. FileNotFoundError when there is none; CarbonError with a
+    one-line reason for anything else (a device such as /dev/zero, a FIFO, binary data),
+    which is never read past the limit nor waited on."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise CarbonError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CarbonError(f"cannot read config file {path}: not a regular file")
+        chunks, size = [], 0
+        while size <= MAX_CONFIG_BYTES:
+            chunk = os.read(fd, MAX_CONFIG_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise CarbonError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if size > MAX_CONFIG_BYTES:
+        raise CarbonError(f"cannot read config file {path}: larger than "
+                          f"{MAX_CONFIG_BYTES // 1024} KiB")
+    data = b"".join(chunks)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CarbonError(f"cannot read config file {path}: not UTF-8 text (byte "
+                          f"0x{data[exc.start]:02x} at offset {exc.start})") from None
 
 
 def default_config_path(env: Mapping[str, str] = os.environ) -> Path:
@@ -197,27 +240,39 @@ def lookup_country(country: str, origin: str = "") -> CountryIntensity:
     raise CarbonError(f"unknown country {country!r}{where}: {hint}")
 
 
-def _positive_number(value: object, what: str, minimum: float, strict: bool) -> float:
+def _bounded_number(value: object, what: str, minimum: float, maximum: float,
+                    why_max: str) -> float:
     bad = isinstance(value, bool)
     try:
         number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         bad = True
         number = math.nan
-    if bad or not math.isfinite(number) or number < minimum or (strict and number == minimum):
-        bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
-        raise CarbonError(f"{what} must be a number {bound}, got {value!r}")
+    if bad or not math.isfinite(number) or number < minimum:
+        raise CarbonError(f"{what} must be >= {minimum:g} (a finite number), got {value!r}")
+    if number > maximum:
+        raise CarbonError(f"{what} must be at most {maximum:g} ({why_max}), got {value!r}")
     return number
 
 
+#: the largest grid intensity accepted, g CO2e/kWh: no grid exceeds about 2,000 (lignite
+#: alone is ~1,100-1,300), so a larger figure is a typo or a unit mix-up (g/MWh)
+MAX_INTENSITY_G_PER_KWH = 5000.0
+#: the largest PUE accepted: reported data centres lie between 1.0 and about 3
+MAX_PUE = 10.0
+
+
 def check_intensity(value: object, origin: str = "carbon intensity") -> float:
-    """A grid intensity in g CO2e/kWh, >= 0 (0: on-site renewables, a green tariff)."""
-    return _positive_number(value, f"carbon intensity (g CO2e/kWh, {origin})", 0.0, strict=False)
+    """A grid intensity in g CO2e/kWh, 0 .. MAX_INTENSITY_G_PER_KWH (0: on-site
+    renewables, a green tariff)."""
+    return _bounded_number(value, f"carbon intensity (g CO2e/kWh, {origin})", 0.0,
+                           MAX_INTENSITY_G_PER_KWH, "no grid exceeds about 2000 g/kWh")
 
 
 def check_pue(value: object, origin: str = "PUE") -> float:
-    """A power usage effectiveness, >= 1.0 (1.0: no overhead beyond the IT load)."""
-    return _positive_number(value, f"PUE ({origin})", 1.0, strict=False)
+    """A power usage effectiveness, 1.0 .. MAX_PUE (1.0: no overhead beyond the IT load)."""
+    return _bounded_number(value, f"PUE ({origin})", 1.0, MAX_PUE,
+                           "data centres report 1.0 to about 3")
 
 
 def resolve_carbon(

@@ -51,13 +51,6 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _non_negative_float(text: str) -> float:
-    value = _number(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
-
-
 def _interval(text: str) -> float:
     """--interval: a number of seconds >= MIN_INTERVAL_S (sensors update no faster)."""
     from .session.measure import MIN_INTERVAL_S
@@ -69,19 +62,56 @@ def _interval(text: str) -> float:
     return value
 
 
+def _pid(text: str) -> int:
+    """--pid: a process id, 1 .. 2**31-1 (larger numbers are no process; psutil would
+    raise OverflowError on them)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a process id: {text!r}") from None
+    if not 0 < value < 2 ** 31:
+        raise argparse.ArgumentTypeError(f"no process with PID {text}")
+    return value
+
+
+def _carbon_check(check):
+    """An argparse type from a carbon.check_* function (the same bounds as the
+    environment and config.toml)."""
+    def parse(text: str) -> float:
+        from .carbon import CarbonError
+
+        try:
+            return check(text, "command line")
+        except CarbonError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return parse
+
+
+def _carbon_intensity(text: str) -> float:
+    from .carbon import check_intensity
+
+    return _carbon_check(check_intensity)(text)
+
+
+def _pue(text: str) -> float:
+    from .carbon import check_pue
+
+    return _carbon_check(check_pue)(text)
+
+
 def add_measure_options(p: argparse.ArgumentParser) -> None:
     """Options shared by the UI and ``record``."""
     p.add_argument("-o", "--output", metavar="FILE", help="session CSV to write")
     p.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
     p.add_argument("-i", "--interval", type=_interval, default=1.0, metavar="S",
                    help="seconds between samples (default 1)")
-    p.add_argument("--pid", type=int, metavar="PID",
+    p.add_argument("--pid", type=_pid, metavar="PID",
                    help="follow this process and its descendants")
     p.add_argument("--country", metavar="CODE",
                    help="grid carbon intensity of this country (ISO alpha-3/alpha-2 or name)")
-    p.add_argument("--carbon-intensity", type=_non_negative_float, metavar="G_PER_KWH",
+    p.add_argument("--carbon-intensity", type=_carbon_intensity, metavar="G_PER_KWH",
                    help="grid carbon intensity in g CO2e per kWh (0: on-site renewables)")
-    p.add_argument("--pue", type=float, metavar="PUE", help="power usage effectiveness (>= 1)")
+    p.add_argument("--pue", type=_pue, metavar="PUE", help="power usage effectiveness (>= 1)")
     p.add_argument("--powercap-root", metavar="DIR",
                    help="powercap folder (default /sys/class/powercap, or $TUIMETER_POWERCAP_ROOT)")
     p.add_argument("--no-gpu", action="store_true", help="do not use NVML")
@@ -94,11 +124,13 @@ def add_measure_options(p: argparse.ArgumentParser) -> None:
     add_export_options(p)
 
 
-def _split_command(argv: list[str]) -> tuple[list[str], list[str]]:
+def _split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """(own options, the command after ``--``); the command is None without ``--`` and
+    [] for a ``--`` with nothing after it (refused by _check_target)."""
     if "--" in argv:
         i = argv.index("--")
         return argv[:i], argv[i + 1:]
-    return argv, []
+    return argv, None
 
 
 def _measure_options(args: argparse.Namespace):
@@ -114,12 +146,18 @@ def _measure_options(args: argparse.Namespace):
 
 def _check_target(args: argparse.Namespace, command: list[str]) -> str | None:
     """Validate --pid / -- CMD before anything is created; return an error or None."""
+    if command is not None and not command:
+        return "-- must be followed by a command to run"
     if args.pid is not None and command:
         return "use either --pid or -- CMD, not both"
     if args.pid is not None:
         import psutil
 
-        if args.pid <= 0 or not psutil.pid_exists(args.pid):
+        try:
+            exists = args.pid > 0 and psutil.pid_exists(args.pid)
+        except (OverflowError, ValueError, psutil.Error):
+            exists = False
+        if not exists:
             return f"no process with PID {args.pid}"
     if command and shutil.which(command[0]) is None and not os.path.exists(command[0]):
         return f"command not found: {command[0]}"
@@ -199,11 +237,13 @@ def cmd_record(argv: list[str]) -> int:
     if problem:
         return fail(problem)
     opts = _measure_options(args)
+    caught = _Caught()  # from before the file exists: a signal never leaves a bare header
     try:
         engine, recorder, exporters = open_measurement(args, opts)
     except (SetupError, ExportError) as exc:
+        caught.restore()
         return fail(str(exc))
-    return _run_recording(engine, recorder, args, command, exporters)
+    return _run_recording(engine, recorder, args, command, exporters, caught)
 
 
 def open_measurement(args: argparse.Namespace, opts):
@@ -227,15 +267,9 @@ def open_measurement(args: argparse.Namespace, opts):
     return engine, recorder, exporters
 
 
-def _run_recording(engine, recorder, args, command: list[str], exporters: list = ()) -> int:
-    stop = threading.Event()
-    signals: list[int] = []
-
-    def on_signal(signum, _frame):
-        signals.append(signum)
-        stop.set()
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+def _run_recording(engine, recorder, args, command: list[str] | None, exporters: list,
+                   caught: "_Caught") -> int:
+    stop, signals = caught.stop, caught.signals
     forward = _Forward()
     show_progress = not args.quiet and sys.stderr.isatty()
     progress_lock = threading.Lock()
@@ -263,43 +297,46 @@ def _run_recording(engine, recorder, args, command: list[str], exporters: list =
         """Wipe the whole progress line (however long) before any other stderr line."""
         with progress_lock:
             if show_progress and progress_len[0]:
-                sys.stderr.write("\r" + " " * progress_len[0] + "\r")
-                sys.stderr.flush()
+                say("\r" + " " * progress_len[0] + "\r", end="")
             progress_len[0] = None
 
     engine.open()
+    server = None
+    if not args.no_socket:  # before the command, so that its first marker finds us
+        server = _start_marker_server(engine, recorder)
+    child = None
+    if command:  # before the session row: a command that cannot start leaves no file
+        try:
+            child = subprocess.Popen(command, env=_child_env(server))
+            forward.child = child
+        except OSError as exc:
+            if server is not None:
+                server.close()
+            engine.close()
+            for e in exporters:
+                e.close()
+            recorder.discard()
+            caught.restore()
+            return fail(f"cannot run {command[0]}: {exc.strerror or exc}")
     recorder.start(engine.snapshot)
     engine.subscribe(recorder)
     engine.subscribe(progress)
     if not args.quiet:
         for line in unavailable_lines(engine.statuses):
-            print(line, file=sys.stderr)
+            say(line)
         for e in exporters:
-            print(f"tuimeter: {e.describe()}", file=sys.stderr)
-    server = None
-    if not args.no_socket:
-        server = _start_marker_server(engine, recorder)
-    child = None
+            say(f"tuimeter: {e.describe()}")
     exit_code = 0
     problems: list[str] = []  # one line each: what failed after the recording started
     try:
-        if command:
-            try:
-                child = subprocess.Popen(command, env=_child_env(server))
-                forward.child = child
-            except OSError as exc:
-                engine.close()
-                recorder.close()
-                os.unlink(recorder.path)
-                for s, h in old.items():
-                    signal.signal(s, h)
-                return fail(f"cannot run {command[0]}: {exc.strerror or exc}")
-            if hasattr(engine.attributor, "follow"):
-                engine.attributor.follow(child.pid)
+        if child is not None and hasattr(engine.attributor, "follow"):
+            engine.attributor.follow(child.pid)
         engine.start()
         deadline = None if args.duration is None else time.monotonic() + args.duration
         while True:
-            if stop.wait(0.25):
+            # wake at the deadline itself: --duration 0.3 used to record about 0.5 s
+            wait_s = 0.25 if deadline is None else min(0.25, max(0.0, deadline - time.monotonic()))
+            if stop.wait(wait_s):
                 if child is None:
                     break
                 # with a command, we end when it ends: forward the signal if needed
@@ -309,7 +346,7 @@ def _run_recording(engine, recorder, args, command: list[str], exporters: list =
                 exit_code = 1
                 break
             if child is not None:
-                if child.poll() is not None:
+                if child.poll() is not None or forward.hangup_expired():
                     break
                 forward.resend_sigint()
             if args.pid is not None and not _pid_alive(args.pid):
@@ -333,25 +370,28 @@ def _run_recording(engine, recorder, args, command: list[str], exporters: list =
     if recorder.error:
         kept = recorder.last_written
         upto = f"up to {kept.elapsed_s:.1f} s" if kept is not None else "header only"
-        print(f"tuimeter: error: {recorder.error}; {recorder.path} holds the session "
-              f"{upto}", file=sys.stderr)
+        say(f"tuimeter: error: {recorder.error}; {recorder.path} holds the session {upto}")
         snap = kept  # the summary describes what the file holds
         exit_code = 1
     for e in exporters:
         if e.status():
-            print(f"tuimeter: warning: {e.status()}", file=sys.stderr)
+            say(f"tuimeter: warning: {e.status()}")
     for problem in problems:
-        print(f"tuimeter: error: {problem}", file=sys.stderr)
+        say(f"tuimeter: error: {problem}")
         exit_code = 1
-    print(summary_line(snap, recorder.path), file=sys.stderr)
+    say(summary_line(snap, recorder.path))
     if child is not None:
-        if child.poll() is None and not args.quiet:
+        if child.poll() is None and not args.quiet and forward.hangup_at is None:
             why = "after an error" if problems else f"(--duration {args.duration:g} s)"
-            print(f"tuimeter: recording ended {why}; waiting for "
-                  f"{command[0]} (pid {child.pid}) to exit, not recording", file=sys.stderr)
-        exit_code = _wait_for_child(child, forward, signals, stop)
-    for s, h in old.items():
-        signal.signal(s, h)
+            say(f"tuimeter: recording ended {why}; waiting for "
+                f"{command[0]} (pid {child.pid}) to exit, not recording")
+        code = _wait_for_child(child, forward, signals, stop)
+        if code is None:  # it ignored the hang-up (nohup): it runs on, as a shell's job would
+            say(f"tuimeter: {command[0]} (pid {child.pid}) ignored SIGHUP and still runs; "
+                f"not waiting for it")
+            code = 128 + signal.SIGHUP
+        exit_code = code
+    caught.restore()
     return exit_code
 
 
@@ -365,15 +405,61 @@ def _safely(problems: list[str], fn, *args, **kwargs):
         return None
 
 
+#: the signals that end a recording (SIGHUP: the SSH session or terminal went away)
+ENDING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+                       if hasattr(signal, name))
+#: after SIGHUP, how long the command has to exit before tuimeter ends without it, s
+HANGUP_WAIT_S = 10.0
+
+
+class _Caught:
+    """The ENDING_SIGNALS, caught until restore(): each sets ``stop`` and is kept in
+    ``signals`` for the recording loop to act on."""
+
+    def __init__(self):
+        self.stop = threading.Event()
+        self.signals: list[int] = []
+        self._old = {s: signal.signal(s, self._on_signal) for s in ENDING_SIGNALS}
+
+    def _on_signal(self, signum, _frame) -> None:
+        self.signals.append(signum)
+        self.stop.set()
+
+    def restore(self) -> None:
+        for s, h in self._old.items():
+            signal.signal(s, h)
+
+
+def say(message: str, end: str = "\n") -> None:
+    """A line on stderr; a terminal that has gone away (SSH dropped) is not an error."""
+    try:
+        sys.stderr.write(message + end)
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
 class _Forward:
-    """Passes our SIGTERM on to the command at once, and SIGINT if the command still runs
-    a second later (Ctrl-C in a terminal reaches the whole group; `kill -INT` does not)."""
+    """Passes our SIGTERM and SIGHUP on to the command at once (the hang-up as a shell
+    passes it to its jobs), and SIGINT if the command still runs a second later (Ctrl-C in
+    a terminal reaches the whole group; `kill -INT` does not)."""
 
     def __init__(self):
         self.child = None
         self.sigint_at: float | None = None
+        self.hangup_at: float | None = None  # time.monotonic() of the SIGHUP passed on
+
+    def hangup_expired(self) -> bool:
+        """The command has had HANGUP_WAIT_S to exit after SIGHUP."""
+        return self.hangup_at is not None and time.monotonic() - self.hangup_at > HANGUP_WAIT_S
 
     def take(self, signals: list[int]) -> None:
+        hup = getattr(signal, "SIGHUP", None)
+        if hup is not None and hup in signals:
+            signals.remove(hup)
+            self.hangup_at = self.hangup_at or time.monotonic()
+            if self.child is not None and self.child.poll() is None:
+                self.child.send_signal(hup)
         if signal.SIGTERM in signals:
             signals.remove(signal.SIGTERM)
             if self.child is not None and self.child.poll() is None:
@@ -389,14 +475,17 @@ class _Forward:
                 self.child.send_signal(signal.SIGINT)
 
 
-def _wait_for_child(child, forward: _Forward, signals: list[int], stop) -> int:
+def _wait_for_child(child, forward: _Forward, signals: list[int], stop) -> int | None:
     """Wait for the command after recording has ended (the monitor never ends the job it
-    watches), passing signals on; its exit status as a shell reports it."""
+    watches), passing signals on; its exit status as a shell reports it, or None when it
+    still runs HANGUP_WAIT_S after a SIGHUP."""
     while child.poll() is None:
         if stop.wait(0.25):
             stop.clear()
             forward.take(signals)
         forward.resend_sigint()
+        if forward.hangup_expired():
+            return None
     rc = child.returncode
     return 128 - rc if rc < 0 else rc
 

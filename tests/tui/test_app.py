@@ -442,25 +442,25 @@ def test_export_copies_whole_rows_only(tmp_path, monkeypatch):
     import errno
     import shutil
 
+    from tuimeter.session.files import create_new
     from tuimeter.tui.app import copy_complete_rows
 
     src = tmp_path / "s.csv"
     src.write_bytes(b"a,b\n" + b"1,2\n" * 50_000 + b"3,")
     dst = tmp_path / "d.csv"
-    copy_complete_rows(str(src), str(dst))
+    copy_complete_rows(str(src), create_new(dst))
     assert dst.read_bytes() == b"a,b\n" + b"1,2\n" * 50_000
     src.write_bytes(b"a,b\n1,2\n")
-    copy_complete_rows(str(src), str(dst))
-    assert dst.read_bytes() == b"a,b\n1,2\n"
+    copy_complete_rows(str(src), create_new(tmp_path / "d2.csv"))
+    assert (tmp_path / "d2.csv").read_bytes() == b"a,b\n1,2\n"
 
-    def full_disk(s, d, *a, **kw):
-        with open(d, "wb") as fh:
-            fh.write(b"a,b\n1,")
+    def full_disk(fin, fout, *a, **kw):
+        fout.write(b"a,b\n1,")
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(shutil, "copyfile", full_disk)
+    monkeypatch.setattr(shutil, "copyfileobj", full_disk)
     with pytest.raises(OSError):
-        copy_complete_rows(str(src), str(tmp_path / "x.csv"))
+        copy_complete_rows(str(src), create_new(tmp_path / "x.csv"))
     assert not (tmp_path / "x.csv").exists()
 
 

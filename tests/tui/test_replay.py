@@ -229,11 +229,14 @@ async def test_replay_command_line_reproduces_the_recording(tmp_path):
 
 
 def test_replay_without_o_leaves_no_file(tmp_path, capsys):
+    import os
+    import stat
+
     session, problem = build(["--replay", str(DEMO)], start_engine=False)
     assert problem is None
     temp = session.temp_path
+    assert stat.S_IMODE(os.stat(temp).st_mode) == 0o600  # a copy of a session: private
     assert temp and session.close() == 0
-    import os
 
     assert not os.path.exists(temp)
     assert "replay not saved" in capsys.readouterr().err

@@ -23,6 +23,8 @@ from typing import IO
 
 from ..carbon import co2_g
 from ..model import Provenance, Snapshot
+from . import files
+from .files import NewFile
 
 COLUMNS = (
     "timestamp",  # ISO 8601 UTC with microseconds, end of the interval (or the marker's instant)
@@ -70,6 +72,10 @@ class SessionWriteError(OSError):
     """Writing the session file failed (disk full, file removed, ...)."""
 
 
+def _fdopen(fd: int, mode: str) -> IO[str]:
+    return os.fdopen(fd, mode, newline="", encoding="utf-8")
+
+
 def iso_utc(ts: float) -> str:
     """Seconds since the epoch -> ``2026-11-29T19:56:40.123456+00:00``."""
     return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).isoformat(timespec="microseconds")
@@ -89,11 +95,14 @@ class SessionWriter:
     A failure raises :class:`SessionWriteError`; everything flushed before stays on disk.
     """
 
-    def __init__(self, fh: IO[str], path: str, host: str, session_id: str | None = None):
+    def __init__(self, fh: IO[str], path: str, host: str, session_id: str | None = None,
+                 file: NewFile | None = None):
         self.fh = fh
         self.path = path
         self.host = host
         self.session_id = session_id or uuid.uuid4().hex[:12]
+        self.file = file  # set when this run created the file (it may remove it again)
+        self._fd = fh.fileno()  # kept for truncating after a failed write
         self._csv = csv.writer(fh, lineterminator="\n")
         self._buf = io.StringIO()  # the tick's rows, written at once by _flush
         self._line = io.StringIO()  # one row, checked before it joins the tick's rows
@@ -110,47 +119,49 @@ class SessionWriter:
         Refuses to replace a non-empty file unless ``overwrite`` (a previous session is
         worth more than a typo). With ``append``, a non-empty file that is a session CSV
         gets this session after its rows (one header; readers tell sessions apart by the
-        ``session`` column); any other file is refused. Raises OSError (with a readable
-        message) on failure.
+        ``session`` column); any other file is refused. Only regular files are written
+        and no link is followed (see :mod:`.files`): a file that is replaced keeps its
+        old contents until the first row after the header is written (or :meth:`discard`
+        drops the new one). Raises OSError (with a readable message) on failure.
         """
         path = os.fspath(path)
-        if os.path.isdir(path):
-            raise IsADirectoryError(f"{path} is a directory")
-        existing = os.path.exists(path) and os.path.getsize(path) > 0
-        if append and existing:
+        st = files.check_target(path)
+        if append and st is not None and st.st_size > 0:
             return cls._append_to(path, host, session_id)
-        if not overwrite and existing:
-            raise FileExistsError(f"{path} already exists (choose another name or pass --overwrite)")
-        parent = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(parent):
-            raise FileNotFoundError(f"directory {parent} does not exist")
-        fh = open(path, "w", newline="", encoding="utf-8")
-        w = cls(fh, path, host, session_id)
+        return cls.open_new(files.create_target(path, overwrite=overwrite), host, session_id)
+
+    @classmethod
+    def open_new(cls, new: NewFile, host: str, session_id: str | None = None) -> "SessionWriter":
+        """A writer over a file this run has just created; writes the header. A header
+        that cannot be written removes the file (it is ours) and raises SessionWriteError."""
+        fh = _fdopen(new.fd, "w")
+        w = cls(fh, new.path, host, session_id, file=new)
         try:
             w._csv.writerow(COLUMNS)
             fh.flush()
         except OSError as exc:  # no empty or half-written file is left behind
-            w._abandon(0)
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
-            raise SessionWriteError(f"cannot write {path}: {exc.strerror or exc}") from exc
+            w.discard()
+            raise SessionWriteError(f"cannot write {new.path}: {exc.strerror or exc}") from exc
         w.good_bytes = fh.tell()
         return w
 
     @classmethod
     def _append_to(cls, path: str, host: str, session_id: str | None) -> "SessionWriter":
         header = ",".join(COLUMNS).encode()
-        with open(path, "rb") as fh:
-            first = fh.readline().rstrip(b"\r\n")
-            fh.seek(-1, os.SEEK_END)
-            ends_nl = fh.read(1) == b"\n"
+        fd = files.open_existing(path)
+        try:
+            first = os.pread(fd, len(header) + 8, 0).split(b"\n")[0].rstrip(b"\r")
+            size = os.fstat(fd).st_size
+            ends_nl = os.pread(fd, 1, size - 1) == b"\n"
+        except OSError:
+            os.close(fd)
+            raise
         if first.removeprefix(b"\xef\xbb\xbf") != header:
+            os.close(fd)
             raise FileExistsError(f"{path} is not a tuimeter session: not appended to")
-        fh = open(path, "a", newline="", encoding="utf-8")
+        fh = _fdopen(fd, "a")
         w = cls(fh, path, host, session_id)
-        w.good_bytes = os.path.getsize(path)
+        w.good_bytes = size
         if not ends_nl:  # a killed recorder's cut-off row stays one bad line, not two
             try:
                 fh.write("\n")
@@ -160,6 +171,27 @@ class SessionWriter:
                 raise SessionWriteError(f"cannot write {path}: {exc.strerror or exc}") from exc
             w.good_bytes += 1
         return w
+
+    def commit(self) -> None:
+        """A file that replaces another gets its name now (done by the first row after the
+        header, and by close). Raises SessionWriteError."""
+        if self.file is not None and self.file.pending:
+            try:
+                self.file.commit()
+            except OSError as exc:
+                raise SessionWriteError(
+                    f"cannot write {self.path}: {getattr(exc, 'strerror', None) or exc}") from exc
+
+    def discard(self) -> None:
+        """A start that failed: close, and remove the file if this run created it (a file
+        it was to replace stays as it was)."""
+        self.closed = True
+        if self.file is not None:  # while our descriptor holds the inode (see NewFile.remove)
+            self.file.remove()
+        try:
+            self.fh.close()
+        except (OSError, ValueError):
+            pass
 
     # -- rows ---------------------------------------------------------------------
     def _row(self, ts: float, elapsed: float, interval: float, kind: str, domain: str = "",
@@ -211,6 +243,7 @@ class SessionWriter:
         self._buf.truncate()
         if not data:
             return
+        self.commit()
         try:
             self.fh.write(data)
             self.fh.flush()
@@ -225,14 +258,20 @@ class SessionWriter:
     def _abandon(self, size: int) -> None:
         """After a failed write: close without writing more, truncate to ``size``."""
         self.closed = True
+        try:  # truncated through our own descriptor: the name may point elsewhere by now
+            fd = os.dup(self._fd)
+        except OSError:
+            fd = -1
         try:
             self.fh.close()  # may try (and fail) to flush the rest: truncated below
         except (OSError, ValueError):
             pass
-        try:
-            os.truncate(self.path, size)
-        except OSError:
-            pass
+        if fd >= 0:
+            try:
+                os.ftruncate(fd, size)
+            except OSError:
+                pass
+            os.close(fd)
 
     def write_header_info(self, snap: Snapshot, details: str = "") -> None:
         """A ``session`` row: what was measured, carbon settings, sensor statuses."""
@@ -299,6 +338,10 @@ class SessionWriter:
     def close(self) -> None:
         if self.closed:
             return
+        try:
+            self.commit()
+        except SessionWriteError:
+            pass
         self.closed = True
         try:
             self.fh.close()

@@ -8,13 +8,17 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import socket
+import tempfile
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..carbon import resolve_carbon
 from ..engine.sampler import Engine
 from ..sensors.discover import discover
+from . import files
 from .csvfile import SessionWriter
+from .files import NewFile
 from .recorder import Recorder
 
 
@@ -44,16 +48,13 @@ def data_dir() -> Path:
     return Path(base) / "tuimeter" / "sessions"
 
 
-def default_output() -> str:
+def _new_default_file() -> NewFile:
+    """A new ``session-YYYYmmdd-HHMMSS[-N].csv`` in the data directory (never an existing
+    name, see files.create_free)."""
     d = data_dir()
     d.mkdir(parents=True, exist_ok=True)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    path = d / f"session-{stamp}.csv"
-    n = 1
-    while path.exists():
-        n += 1
-        path = d / f"session-{stamp}-{n}.csv"
-    return str(path)
+    return files.create_free(d, f"session-{stamp}", ".csv")
 
 
 #: shortest sampling interval accepted (s): RAPL updates about every 1 ms, NVML every
@@ -95,16 +96,24 @@ def make_engine(opts: MeasureOptions, attributor=None) -> Engine:
 
 
 def open_recorder(path: str | None, host: str, overwrite: bool = False,
-                  append: bool = False) -> Recorder:
+                  append: bool = False, *, temp: bool = False) -> Recorder:
     """Create the session file now (fails early, before sampling) and wrap it.
 
-    ``append``: add the session to an existing session file (see SessionWriter.create)."""
-    target = path or default_output()
+    ``path`` None: a new file in the data directory, or with ``temp`` a new
+    ``tuimeter-replay-*.csv`` in the temporary directory (the caller discards it).
+    ``append``: add the session to an existing session file (see SessionWriter.create).
+    Raises SetupError with a one-line message."""
     try:
-        writer = SessionWriter.create(target, host, overwrite=overwrite, append=append)
+        if path:
+            writer = SessionWriter.create(path, host, overwrite=overwrite, append=append)
+        else:
+            new = (files.create_free(tempfile.gettempdir(),  # private, as mkstemp's
+                                     f"tuimeter-replay-{uuid.uuid4().hex[:8]}", ".csv", 0o600)
+                   if temp else _new_default_file())
+            writer = SessionWriter.open_new(new, host)
     except OSError as exc:
         msg = exc.strerror if getattr(exc, "strerror", None) else str(exc)
         if getattr(exc, "filename", None) and exc.strerror:
-            msg = f"cannot write {target}: {exc.strerror}"
+            msg = f"cannot write {path}: {exc.strerror}"
         raise SetupError(msg) from None
     return Recorder(writer)

@@ -59,3 +59,9 @@ class Recorder:
     def close(self) -> None:
         with self._lock:
             self.writer.close()
+
+    def discard(self) -> None:
+        """The start failed: close and remove the file this run created (a file it was to
+        replace stays untouched; nothing else is ever removed)."""
+        with self._lock:
+            self.writer.discard()

@@ -31,6 +31,8 @@ from textual.reactive import reactive
 from textual.widgets import Footer
 
 from ..model import Snapshot
+from ..session import files
+from ..session.files import NewFile
 from .format import fmt_duration, fmt_interval
 from .job import JobWatcher
 from .messages import SnapshotFeed, SnapshotReady
@@ -53,31 +55,30 @@ FRAME_S = 0.25
 FRAME_CHECK_S = 0.05
 
 
-def export_path(directory: str, now: _dt.datetime | None = None) -> str:
+def export_file(directory: str, now: _dt.datetime | None = None) -> NewFile:
     """A new file ``tuimeter-export-YYYYmmdd-HHMMSS[-N].csv`` in ``directory``, created
-    empty (O_EXCL) so that two exports in the same second never pick the same name.
-    Raises OSError if the directory cannot take it."""
+    empty (O_EXCL, no link followed) so that two exports in the same second never pick the
+    same name. Raises OSError if the directory cannot take it."""
     stamp = (now or _dt.datetime.now()).strftime("%Y%m%d-%H%M%S")
-    n = 1
-    while True:
-        name = f"tuimeter-export-{stamp}.csv" if n == 1 else f"tuimeter-export-{stamp}-{n}.csv"
-        path = os.path.join(directory, name)
-        try:
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-        except FileExistsError:
-            n += 1
-            continue
-        return path
+    return files.create_free(directory, f"tuimeter-export-{stamp}", ".csv")
 
 
-def copy_complete_rows(src: str, dst: str) -> None:
-    """Copy the session file as written so far, without a row still being written.
+def copy_complete_rows(src: str, dst: NewFile) -> None:
+    """Copy the session file as written so far, without a row still being written, into
+    ``dst`` (written through its descriptor, never reopened by name).
 
     Only the tail is read to find the last complete row (a day's session is hundreds of
-    MB); a copy that fails (disk full) removes what it wrote."""
+    MB); a copy that fails (disk full) removes the file it wrote."""
     try:
-        shutil.copyfile(src, dst)
-        with open(dst, "rb+") as fh:
+        fin = open(src, "rb")
+    except OSError:
+        dst.remove()
+        os.close(dst.fd)
+        raise
+    with fin, os.fdopen(dst.fd, "rb+") as fh:
+        try:
+            shutil.copyfileobj(fin, fh)
+            fh.flush()
             size = fh.seek(0, os.SEEK_END)
             end = pos = size
             while pos > 0:
@@ -90,12 +91,9 @@ def copy_complete_rows(src: str, dst: str) -> None:
                 end = pos
             if end < size:
                 fh.truncate(end)
-    except BaseException:
-        try:
-            os.unlink(dst)
-        except OSError:
-            pass
-        raise
+        except BaseException:
+            dst.remove()  # before the descriptor closes (see NewFile.remove)
+            raise
 
 
 class TuimeterApp(App[Snapshot | None]):
@@ -153,6 +151,7 @@ class TuimeterApp(App[Snapshot | None]):
         self._job_exited_at: float | None = None
         self._replay_done = False
         self._record_error_shown = False
+        self._quit_requested = False  # see request_quit
         self.set_reactive(TuimeterApp.interval_s, engine.interval_s)
 
     @property
@@ -187,19 +186,23 @@ class TuimeterApp(App[Snapshot | None]):
             else:
                 self.engine.start()
             self._running = True
+        if self._quit_requested:
+            self.exit()
 
     def _watch_the_terminal(self) -> None:
         """End the session cleanly when the terminal goes away (SSH drops, tmux killed).
 
-        SIGHUP quits like `q`. Without a SIGHUP (another session's process, `su`), the
-        terminal is checked every second: once it has hung up, Textual's input thread
-        would spin on end-of-file at 100 % of a core, so we quit instead (the session
+        SIGHUP and SIGTERM quit like `q`. Without a SIGHUP (another session's process,
+        `su`), the terminal is checked every second: once it has hung up, Textual's input
+        thread would spin on end-of-file at 100 % of a core, so we quit instead (the session
         file is closed after a final tick).
         """
-        try:
-            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.terminal_lost)
-        except (NotImplementedError, RuntimeError, ValueError, AttributeError):
-            pass
+        loop = asyncio.get_running_loop()
+        for signum in (getattr(signal, "SIGHUP", None), signal.SIGTERM):
+            try:
+                loop.add_signal_handler(signum, self.terminal_lost)
+            except (NotImplementedError, RuntimeError, ValueError, AttributeError, TypeError):
+                pass
         try:
             fd = sys.__stdin__.fileno() if sys.__stdin__ is not None else -1
         except (OSError, ValueError):
@@ -212,6 +215,12 @@ class TuimeterApp(App[Snapshot | None]):
     def terminal_lost(self) -> None:
         """The terminal is gone: quit as `q` would (final tick, file closed)."""
         self.exit()
+
+    def request_quit(self) -> None:
+        """Quit as `q` would once mounted: for a signal that comes before the app's event
+        loop handles it (see _watch_the_terminal); only sets a flag, as a signal handler
+        must."""
+        self._quit_requested = True
 
     def _say_which_session(self) -> None:
         """A file with several sessions replays one: say which, and how to pick another."""
@@ -402,14 +411,15 @@ class TuimeterApp(App[Snapshot | None]):
     @work(thread=True, group="export")
     def _export(self, src: str, directory: str) -> None:
         try:
-            dst = export_path(directory)
+            dst = export_file(directory)
             copy_complete_rows(src, dst)
         except OSError as exc:
             self.call_from_thread(self.notify, f"export failed: {exc.strerror or exc}",
                                   severity="error")
             return
-        self.exports.append(dst)
-        self.call_from_thread(self.notify, f"exported to {os.path.abspath(dst)}", timeout=15)
+        self.exports.append(dst.path)
+        self.call_from_thread(self.notify, f"exported to {os.path.abspath(dst.path)}",
+                              timeout=15)
 
     async def action_quit(self) -> None:
         self.exit(self.finish())

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
-import sys
-import tempfile
 
 from ..cli import (_Parser, _check_target, _measure_options, _positive_float,
                    _split_command, _start_marker_server, add_measure_options, fail,
-                   open_measurement, summary_line)
+                   open_measurement, say, summary_line)
 
 
 #: ``tuimeter --help`` ends with the other commands, one line each
@@ -41,14 +40,6 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _say(message: str) -> None:
-    """A line on stderr; a terminal that has gone away (SSH dropped) is not an error."""
-    try:
-        print(message, file=sys.stderr)
-    except OSError:
-        pass
-
-
 class Session:
     """Everything the app needs, and what to clean up after it."""
 
@@ -59,7 +50,7 @@ class Session:
         self.recorder = recorder
         self.job = job
         self.server = server
-        self.temp_path = temp_path
+        self.temp_path = temp_path  # the recorder's file when it is only for this replay
 
     def close(self) -> int:
         """After the app: stop what is left, print the summary; the exit status."""
@@ -69,31 +60,37 @@ class Session:
         for e in self.exporters:  # after the final tick, so its points go out too
             e.close()
             if e.status():
-                _say(f"tuimeter: {e.status()}")
+                say(f"tuimeter: {e.status()}")
         code = 0
         if self.job is not None and self.job.popen is not None:
             rc = self.job.stop()
             code = 128 - rc if rc is not None and rc < 0 else (rc or 0)
         rec = self.recorder
         if rec is not None and rec.error:
-            _say(f"tuimeter: error: {rec.error}; the session up to then is in {rec.path}")
+            say(f"tuimeter: error: {rec.error}; the session up to then is in {rec.path}")
             code = code or 1
-        _say(summary_line(snap, None))
+        say(summary_line(snap, None))
         if self.temp_path is not None:
-            os.unlink(self.temp_path)
-            _say("tuimeter: replay not saved (use -o FILE to keep it)")
+            rec.discard()
+            say("tuimeter: replay not saved (use -o FILE to keep it)")
         elif rec is not None:
-            _say(f"tuimeter: session saved to {rec.path}")
+            say(f"tuimeter: session saved to {rec.path}")
         for path in self.app.exports:
-            _say(f"tuimeter: exported to {os.path.abspath(path)}")
+            say(f"tuimeter: exported to {os.path.abspath(path)}")
         if self.job is not None and self.job.log_path:
-            _say(f"tuimeter: output of {self.job.name} is in {self.job.log_path}")
+            say(f"tuimeter: output of {self.job.name} is in {self.job.log_path}")
         return code
 
 
 def open_session(engine, recorder) -> None:
     """Open the sensors and start the session file (the app subscribes itself later)."""
     engine.open()
+    start_recording(engine, recorder)
+
+
+def start_recording(engine, recorder) -> None:
+    """Write the session row (a file replacing another takes its name now) and record
+    every tick. After the command has started: one that cannot leaves no file."""
     if recorder is not None:
         recorder.start(engine.snapshot)
         engine.subscribe(recorder)
@@ -174,48 +171,58 @@ def build(argv: list[str], *, start_engine: bool = True):
     try:
         if args.replay:
             engine, replay = _replay_engine(args)
+            recorder = open_recorder(args.output, engine.host, args.overwrite,
+                                     temp=args.output is None)
             if args.output is None:
-                fd, temp_path = tempfile.mkstemp(prefix="tuimeter-replay-", suffix=".csv")
-                os.close(fd)
-            recorder = open_recorder(args.output or temp_path, engine.host,
-                                     args.overwrite or temp_path is not None)
+                temp_path = recorder.path
             attribution = "replay"
         else:
             engine, recorder, exporters = open_measurement(args, _measure_options(args))
             attribution = ("off" if args.no_attribution else
                            "on" if engine.attributor is not None else "unavailable")
     except (SetupError, ReplayError, CarbonError, ExportError) as exc:
-        if temp_path is not None:
-            os.unlink(temp_path)
         return None, str(exc)
-    open_session(engine, recorder)
+    engine.open()
+    server = None
+    if not args.replay and not args.no_socket:  # before the command: its first marker finds us
+        server = _start_marker_server(engine, recorder)
     job = None
     if command:
-        log_path = None
-        try:
-            log_path, log = _open_log(os.path.splitext(recorder.path)[0], args.overwrite)
-            with log:
-                child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT,
-                                         env=child_env(None if args.no_socket
-                                                       else recorder.writer.session_id))
-        except OSError as exc:
+        def abandon(problem: str, log=None):  # nothing started: remove only what we made
+            if server is not None:
+                server.close()
             engine.close()
             for e in exporters:
                 e.close()
-            recorder.close()
-            os.unlink(recorder.path)
-            if log_path is not None:
-                os.unlink(log_path)
-            return None, f"cannot run {command[0]}: {exc.strerror or exc}"
+            recorder.discard()
+            if log is not None:
+                log.remove()
+            return None, problem
+
+        try:
+            log = _open_log(os.path.splitext(recorder.path)[0], args.overwrite)
+        except OSError as exc:
+            return abandon(str(exc))
+        with os.fdopen(log.fd, "wb") as fh:  # the command has its own copy
+            try:
+                child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=fh,
+                                         stderr=subprocess.STDOUT,
+                                         env=child_env(None if server is None
+                                                       else server.session_id))
+            except OSError as exc:
+                return abandon(f"cannot run {command[0]}: {exc.strerror or exc}", log)
+            try:
+                log.commit()
+            except OSError as exc:  # BASE.log was swapped for something else meanwhile
+                child.kill()
+                child.wait()
+                return abandon(str(exc), log)
         if hasattr(engine.attributor, "follow"):
             engine.attributor.follow(child.pid)
-        job = JobWatcher(child.pid, child, command, log_path)
+        job = JobWatcher(child.pid, child, command, log.path)
     elif args.pid is not None:
         job = JobWatcher(args.pid)
-    server = None
-    if not args.replay and not args.no_socket:
-        server = _start_marker_server(engine, recorder)
+    start_recording(engine, recorder)
     app = TuimeterApp(engine, recorder=recorder, job=job, replay=replay,
                       attribution=attribution, export_dir=args.export_dir,
                       start_engine=start_engine, keep_session=temp_path is None,
@@ -224,25 +231,38 @@ def build(argv: list[str], *, start_engine: bool = True):
 
 
 def _open_log(base: str, overwrite: bool = False):
-    """A new file for a command's output, ``BASE.log`` or, where that exists and
-    ``overwrite`` is not set, ``BASE-2.log``, ...: (path, open binary file)."""
+    """A new file for a command's output (a NewFile, see session.files): ``BASE.log`` or,
+    where that name is taken and ``overwrite`` is not set, ``BASE-2.log``, ...; with
+    ``overwrite`` an existing regular ``BASE.log`` is replaced at commit(). No link is
+    followed, nothing but a regular file is written."""
+    from ..session import files
+
     if overwrite:
-        return base + ".log", open(base + ".log", "wb")
-    n = 1
-    while True:
-        path = f"{base}.log" if n == 1 else f"{base}-{n}.log"
-        try:
-            return path, open(path, "xb")
-        except FileExistsError:
-            n += 1
+        return files.create_target(base + ".log", overwrite=True)
+    directory, stem = os.path.split(base)
+    return files.create_free(directory or ".", stem, ".log")
 
 
 def cmd_ui(argv: list[str]) -> int:
-    session, problem = build(argv)
-    if session is None:
-        return fail(problem or "cannot start")
+    # SIGTERM ends the session like `q` (summary, file closed, a replay's temporary file
+    # removed): the running app handles it in its event loop; one that comes before the
+    # app is up (while the files are created, too) makes it quit as it starts, and one
+    # during the clean-up does not cut it short
+    early: list[int] = []
+    old = signal.signal(signal.SIGTERM, lambda signum, _f: early.append(signum))
     try:
-        session.app.run()
+        session, problem = build(argv)
+        if session is None:
+            return fail(problem or "cannot start")
+        app = session.app
+        signal.signal(signal.SIGTERM, lambda _s, _f: app.request_quit())
+        if early:
+            app.request_quit()
+        try:
+            app.run()
+        finally:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            code = session.close()
+        return code
     finally:
-        code = session.close()
-    return code
+        signal.signal(signal.SIGTERM, old)
