@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import random
 import subprocess
 import sys
@@ -179,3 +180,35 @@ def test_rotate_usage_errors(tmp_path, args, words):
                          cwd=tmp_path, capture_output=True, text=True)
     assert res.returncode == 2 and words in res.stderr and len(res.stderr.splitlines()) == 1
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_part_that_cannot_be_created_ends_the_recording_cleanly(tmp_path):
+    """The next part cannot be created (disk full, permissions): the recorder fails with
+    one line naming the file that holds the session so far, and that file is complete."""
+    made = []
+
+    def create(path, host, **kw):
+        if made:
+            raise PermissionError(13, "Permission denied", path)
+        made.append(path)
+        return SessionWriter.create(path, host, **kw)
+
+    clock, wall = FakeClock(), FakeClock(MIDNIGHT - 5000)
+    eng = Engine([rapl_like()], CARBON, 1.0, clock=clock, wallclock=wall,
+                 cpu_clock=FakeClock(0.0), host="n1")
+    eng.open()
+    rec = Recorder(RotatingWriter(tmp_path / "run.csv", "n1", RotatePolicy(max_bytes=1), now=wall,
+                                  create=create))
+    rec.start(eng.snapshot)
+    for _ in range(3):
+        clock.advance(1.0)
+        wall.advance(1.0)
+        rec(eng.tick())
+    rec.close()
+    assert rec.failed.is_set() and rec.path == str(tmp_path / "run.csv")
+    assert rec.error == f"cannot start the next file after {tmp_path / 'run.csv'}: " \
+                        "Permission denied"
+    assert rec.last_written.seq == 1
+    (res,) = [load_file(str(tmp_path / "run.csv"))]
+    assert not res.problems and not res.error
+    assert os.listdir(tmp_path) == ["run.csv"]
