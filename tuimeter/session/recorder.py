@@ -73,7 +73,7 @@ class NoFile:
     path = None
     error = None
     last_written = None
-    paths: list[str] = []
+    paths: tuple[str, ...] = ()
 
     def __init__(self):
         self.failed = threading.Event()  # never set: nothing to fail
