@@ -223,16 +223,29 @@ def cmd_record(argv: list[str]) -> int:
 
     own, command = _split_command(argv)
     p = _Parser(prog="tuimeter record",
-                usage="tuimeter record -o FILE [options] [--pid PID | -- CMD ARGS...]",
+                usage="tuimeter record [-o FILE [--rotate SIZE|daily]] [options] "
+                      "[--pid PID | -- CMD ARGS...]",
                 description="Record energy headless to a session CSV (for batch jobs, SSH). "
                             "With -- CMD ARGS... it runs the command, ends when it ends and "
-                            "exits with its code.")
+                            "exits with its code. With an exporter (--prometheus, --influx) "
+                            "-o may be left out: a node exporter that writes no file.")
     add_measure_options(p)
+    p.add_argument("--rotate", type=_rotate, metavar="SIZE|daily",
+                   help="start a new file next to FILE past SIZE (100M, 1G) or each UTC day: "
+                        "run.csv, run.1.csv, ... or run-2026-11-30.csv")
     p.add_argument("--duration", type=_positive_float, metavar="S", help="stop after S seconds")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     args = p.parse_args(own)
     if not args.output:
-        return fail("record needs -o FILE")
+        if args.rotate is not None:
+            return fail("--rotate needs -o FILE")
+        if args.prometheus is None and args.influx is None:
+            return fail("record needs -o FILE (or an exporter, --prometheus or --influx, "
+                        "to write no file)")
+        args.no_file = True
+    elif args.rotate is not None and args.overwrite:
+        return fail("--rotate never replaces a file (each part takes a free name): "
+                    "drop --overwrite")
     problem = _check_target(args, command)
     if problem:
         return fail(problem)
@@ -252,19 +265,44 @@ def open_measurement(args: argparse.Namespace, opts):
     input (a busy port) leaves no file; on failure what was started is closed again.
     Raises SetupError or ExportError."""
     from .export import start_exporters
-    from .session.measure import make_engine, open_recorder
+    from .session.measure import make_engine
 
     engine = make_engine(opts, attributor=None)
     exporters: list = []
     try:
         exporters = start_exporters(engine, args)
-        recorder = open_recorder(args.output, engine.host, args.overwrite)
+        recorder = _open_session_file(args, engine.host)
     except BaseException:
         for e in exporters:
             e.close()
         raise
     engine.attributor = make_attributor(opts, engine)
     return engine, recorder, exporters
+
+
+def _open_session_file(args: argparse.Namespace, host: str):
+    """The recorder: over rotating files (--rotate), over none (record with an exporter
+    and no -o), or over one file."""
+    from .session.measure import open_recorder
+
+    if getattr(args, "rotate", None) is not None:
+        from .session.rotate import open_rotating_recorder
+
+        return open_rotating_recorder(args.output, host, args.rotate)
+    if getattr(args, "no_file", False):
+        from .session.recorder import NoFile
+
+        return NoFile()
+    return open_recorder(args.output, host, args.overwrite)
+
+
+def _rotate(text: str):
+    from .session.rotate import parse_rotate
+
+    try:
+        return parse_rotate(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _run_recording(engine, recorder, args, command: list[str] | None, exporters: list,
@@ -379,7 +417,10 @@ def _run_recording(engine, recorder, args, command: list[str] | None, exporters:
     for problem in problems:
         say(f"tuimeter: error: {problem}")
         exit_code = 1
-    say(summary_line(snap, recorder.path))
+    paths = recorder.paths
+    shown = paths[0] if len(paths) == 1 else (
+        f"{paths[0]} ... {paths[-1]} ({len(paths)} files)" if paths else None)
+    say(summary_line(snap, shown))
     if child is not None:
         if child.poll() is None and not args.quiet and forward.hangup_at is None:
             why = "after an error" if problems else f"(--duration {args.duration:g} s)"

@@ -11,7 +11,11 @@ once the server is back.
 Two APIs, chosen by the options given:
 
 * InfluxDB 1.x: ``POST {url}/write?db=DB&precision=u`` (credentials in the URL,
-  ``http://user:pass@host:8086``, go as HTTP Basic auth);
+  ``http://user:pass@host:8086``, go as HTTP Basic auth). A database that does not exist
+  (the server answers 404 ``database not found``) is created with ``CREATE DATABASE``
+  through ``POST {url}/query`` and the batch sent again; a user without the privilege
+  (403, it needs admin) gets one warning saying the statement an admin must run, and the
+  points wait in the buffer (retried) until the database exists;
 * InfluxDB 2.x: ``POST {url}/api/v2/write?org=ORG&bucket=BUCKET&precision=us`` with
   ``Authorization: Token TOKEN``.
 
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import base64
 import collections
+import json
 import logging
 import math
 import threading
@@ -181,19 +186,66 @@ class InfluxTarget:
 class _Rejected(Exception):
     """The server refused the batch (4xx): sending it again cannot help."""
 
+    code = 0  # the HTTP status, when there was one
+
+
+class _NoDatabase(_Rejected):
+    """InfluxDB 1.x: the database does not exist (404 ``database not found``)."""
+
+
+def _influxql_ident(name: str) -> str:
+    """An InfluxQL identifier in double quotes (``"my db"``; quotes and backslashes escaped)."""
+    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def create_database_statement(db: str) -> str:
+    """``CREATE DATABASE "db"``: what the 1.x exporter runs (or asks an admin to run)."""
+    return f"CREATE DATABASE {_influxql_ident(db)}"
+
+
+def _create_database(target: InfluxTarget, timeout_s: float) -> None:
+    """``CREATE DATABASE`` through ``POST {url}/query`` (idempotent in InfluxDB 1.x).
+
+    Raises _Rejected when the server refuses it (401/403: the user is not an admin; or an
+    error in the answer), OSError when it cannot be reached."""
+    body = urllib.parse.urlencode({"q": create_database_statement(target.db)}).encode()
+    headers = dict(target.headers(), **{"Content-Type": "application/x-www-form-urlencoded"})
+    req = urllib.request.Request(f"{target.url}/query", data=body, method="POST",
+                                 headers=headers)
+    answer = _request(req, timeout_s)
+    try:
+        results = json.loads(answer or b"{}").get("results") or [{}]
+        error = results[0].get("error")
+    except (ValueError, AttributeError, IndexError):
+        error = f"unexpected answer {answer[:100]!r}"
+    if error:
+        raise _Rejected(str(error)[:200])
+
 
 def _post(target: InfluxTarget, body: bytes, timeout_s: float) -> None:
     """POST one batch; raises _Rejected (4xx) or OSError (down, slow, 5xx)."""
     req = urllib.request.Request(target.write_url(), data=body, method="POST",
                                  headers=target.headers())
     try:
+        _request(req, timeout_s)
+    except _Rejected as exc:
+        if target.db and exc.code == 404 and "database not found" in str(exc):
+            raise _NoDatabase(str(exc)) from None
+        raise
+
+
+def _request(req: urllib.request.Request, timeout_s: float) -> bytes:
+    """The answer's body; raises _Rejected (4xx, with ``code``) or OSError (down, slow, 5xx)."""
+    try:
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-            resp.read()
+            return resp.read(1 << 20)
     except urllib.error.HTTPError as exc:
         detail = exc.read()[:200].decode("utf-8", "replace").strip()
         msg = f"HTTP {exc.code}" + (f": {detail}" if detail else "")
         if 400 <= exc.code < 500 and exc.code not in (408, 429):
-            raise _Rejected(msg) from None
+            rejected = _Rejected(msg)
+            rejected.code = exc.code
+            raise rejected from None
         raise OSError(msg) from None
     except urllib.error.URLError as exc:
         reason = exc.reason
@@ -215,7 +267,8 @@ class InfluxExporter:
                  batch_points: int = DEFAULT_BATCH_POINTS, min_period_s: float = 1.0,
                  timeout_s: float = 5.0, max_backoff_s: float = 5.0,
                  close_timeout_s: float = 5.0, clock: Callable[[], float] = time.monotonic,
-                 post: Callable[[InfluxTarget, bytes, float], None] = _post):
+                 post: Callable[[InfluxTarget, bytes, float], None] = _post,
+                 create_database: Callable[[InfluxTarget, float], None] = _create_database):
         if max_points < 1:
             raise ValueError("max_points must be >= 1")
         self.engine = engine
@@ -228,6 +281,9 @@ class InfluxExporter:
         self.close_timeout_s = close_timeout_s
         self._clock = clock
         self._post = post
+        self._create_database = create_database
+        self.created_database = False  # this exporter ran CREATE DATABASE (1.x)
+        self._warned_no_database = False
         self._cond = threading.Condition()
         self._snaps: collections.deque = collections.deque()  # guarded by _cond
         self._lines: collections.deque = collections.deque()  # sender thread only
@@ -282,7 +338,12 @@ class InfluxExporter:
         batch = [self._lines[i] for i in range(n)]
         body = ("\n".join(batch) + "\n").encode("utf-8")
         try:
-            self._post(self.target, body, self.timeout_s)
+            try:
+                self._post(self.target, body, self.timeout_s)
+            except _NoDatabase:
+                if not self._make_database():
+                    return False  # the points wait (bounded) until the database exists
+                self._post(self.target, body, self.timeout_s)
         except _Rejected as exc:
             self.rejected_points += n
             self.dropped_points += n
@@ -299,6 +360,28 @@ class InfluxExporter:
         for _ in range(n):
             self._lines.popleft()
         return ok
+
+    def _make_database(self) -> bool:
+        """CREATE DATABASE after a 404; True when it exists now. Without the privilege,
+        ``last_error`` (and one warning, the first time) names the statement to run."""
+        db = self.target.db
+        try:
+            self._create_database(self.target, self.timeout_s)
+        except _Rejected as exc:
+            why = f"HTTP {exc.code}" if exc.code else str(exc)
+            self.last_error = (f"InfluxDB database {db!r} does not exist and this user cannot "
+                               f"create it ({why}); an admin must run: "
+                               f"{create_database_statement(db)}")
+            if not self._warned_no_database:
+                self._warned_no_database = True
+                log.warning("%s", self.last_error)
+            return False
+        except Exception as exc:  # down or slow in between: retried like a failed send
+            self.last_error = str(exc) or exc.__class__.__name__
+            return False
+        self.created_database = True
+        log.info("created InfluxDB database %r", db)
+        return True
 
     def _run(self) -> None:
         next_send = self._clock()

@@ -65,3 +65,33 @@ class Recorder:
         replace stays untouched; nothing else is ever removed)."""
         with self._lock:
             self.writer.discard()
+
+    @property
+    def paths(self) -> list[str]:
+        """Every file this recording has written (several with ``--rotate``)."""
+        return list(getattr(self.writer, "paths", [self.writer.path]))
+
+
+class NoFile:
+    """The recorder of ``record`` with an exporter and no ``-o``: it writes nothing (a
+    long-running node exporter with no ever-growing file)."""
+
+    path = None
+    error = None
+    last_written = None
+    paths: tuple[str, ...] = ()
+
+    def __init__(self):
+        self.failed = threading.Event()  # never set: nothing to fail
+
+    def start(self, snap: Snapshot | None) -> None:
+        pass
+
+    def __call__(self, snap: Snapshot) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def discard(self) -> None:
+        pass

@@ -12,7 +12,9 @@ each session's first row fixes ``wall - elapsed_s`` and later rows use ``elapsed
 are taken in order of start; a session's samples that end before the time already
 covered are dropped, a sample straddling it is cut by time. So eight files recorded
 together on one host count the machine once, while hosts add up. (A gap inside an
-earlier session is not filled from a later one: simple, and never counts twice.)
+earlier session is not filled from a later one: simple, and never counts twice.) The
+parts of one session that ``record --rotate`` wrote to several files are joined end to
+end first (:func:`_join_parts`), so they count as the one file they replace.
 
 **Segments**: per host, the markers of all its sessions in time order; a run of
 markers with the same label within :data:`MARKER_MERGE_S` (every rank of a job marking
@@ -42,6 +44,8 @@ MARKER_MERGE_S = 1.0
 #: segments shorter than this with no energy (a marker at the very start or end) are dropped
 MIN_SEGMENT_S = 1e-3
 J_PER_WH = 3600.0
+#: parts of one session (``record --rotate``) that meet within this (s) are joined
+PART_JOIN_S = 1e-3
 #: the segment after an API ``end`` marker, until the next marker
 GAP_LABEL = "(between phases)"
 
@@ -72,6 +76,18 @@ class _Series:
     @property
     def end(self) -> float:
         return self.t1[-1] if self.t1 else -math.inf
+
+    def joined(self, later: "_Series") -> "_Series":
+        """This series followed by ``later`` (the next part of the same session)."""
+        out = _Series(self.in_total, self.sid)
+        for name in ("t1", "iv", "e", "lost_t1", "lost_iv"):
+            getattr(out, name).extend(getattr(self, name))
+            getattr(out, name).extend(getattr(later, name))
+        out.provs = self.provs | later.provs
+        out.last_prov = later.last_prov
+        out.lost = self.lost + later.lost
+        out.g_per_j = self.g_per_j
+        return out
 
 
 @dataclass
@@ -286,11 +302,31 @@ def _split_lost(s: _Series, clip: float, cuts: list[float], lost: list[float]) -
             a, k = b, k + 1
 
 
+def _join_parts(series: list[_Series]) -> list[_Series]:
+    """The parts of one session written to several files (``record --rotate``) joined end
+    to end, as one file would hold them: times are rounded in the file, so a part may
+    start a microsecond before the last one ended, and clipping it (as for overlapping
+    sessions) would lose that sliver at every boundary. Parts that overlap by more than
+    :data:`PART_JOIN_S` (the same file given twice) are left to :func:`_kept`."""
+    out: list[_Series] = []
+    last: dict = {}  # (host, session) -> index in out of its latest part
+    for s in sorted(series, key=lambda s: (s.start, -len(s.t1))):
+        k = last.get(s.sid[0])
+        prev = out[k] if k is not None else None
+        if prev is not None and s.t1 and prev.t1 and s.t1[0] > prev.end \
+                and s.start >= prev.end - PART_JOIN_S:
+            out[k] = prev.joined(s)
+            continue
+        last[s.sid[0]] = len(out)
+        out.append(s)
+    return out
+
+
 def _kept(series: list[_Series]) -> list[tuple[_Series, int, float]]:
     """Each series' (start index, clip time): the part no earlier session covered."""
     out = []
     covered = -math.inf
-    for s in sorted(series, key=lambda s: (s.start, -len(s.t1))):
+    for s in sorted(_join_parts(series), key=lambda s: (s.start, -len(s.t1))):
         if not s.t1 or s.end <= covered:
             continue
         out.append((s, bisect.bisect_right(s.t1, covered), covered))
@@ -410,7 +446,8 @@ def _host_report(host: str, sessions: list[SessionData]) -> HostReport:
                                 sum(d.co2_g for d in doms.values() if d.in_total), prov,
                                 e / host_e if host_e > 0 else 0.0, doms))
     counted = {d.provenance for d in dom_totals.values() if d.in_total}
-    return HostReport(host, sorted({s.path for s in sessions}), len(sessions), start_t,
+    return HostReport(host, sorted({s.path for s in sessions}),
+                      len({s.session for s in sessions}), start_t,
                       max(start_t, end_t), host_e, host_co2, _provenance(counted, True),
                       dom_totals, segments, sessions)
 
