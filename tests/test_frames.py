@@ -241,7 +241,7 @@ def test_without_pandas_one_line_naming_the_extra(tmp_path, monkeypatch):
 
 
 def test_import_tuimeter_loads_neither_pandas_nor_ipython():
-    code = ("import sys, tuimeter; tuimeter.read_session; tuimeter.load_ipython_extension; "
+    code = ("import sys, tuimeter, tuimeter.frames, tuimeter.notebook; tuimeter.read_session; "
             "print([m for m in ('pandas', 'numpy', 'IPython') if m in sys.modules])")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
