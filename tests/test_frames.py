@@ -17,6 +17,7 @@ import pytest
 pd = pytest.importorskip("pandas")
 
 import tuimeter  # noqa: E402
+from tuimeter import frames  # noqa: E402
 from tests.fakes.scripted import FakeClock, rapl_like  # noqa: E402
 from tests.test_report import CARBON, T0, record  # noqa: E402
 from tuimeter.engine.sampler import Engine  # noqa: E402
@@ -156,9 +157,13 @@ def test_several_sessions_in_one_file(tmp_path, capsys):
     assert w["package-0_energy_j"].sum() == pytest.approx(host["domains"]["package-0"]["energy_j"])
 
 
-def test_bad_rows_are_skipped_with_a_warning(tmp_path):
+@pytest.mark.parametrize("chunk_rows", [None, 3])
+def test_bad_rows_are_skipped_with_a_warning(tmp_path, monkeypatch, chunk_rows):
     """A non-number, an inf, a bad in_total or pid: row skipped, a warning naming the line;
-    a truncated last line is the reader's warning. Nothing else is lost."""
+    a truncated last line is the reader's warning. Nothing else is lost, also when the
+    file is typed in chunks (bad rows in several of them)."""
+    if chunk_rows:
+        monkeypatch.setattr(frames, "CHUNK_ROWS", chunk_rows)
     f = record(tmp_path / "a.csv", ticks=3)
     lines = open(f).read().splitlines()
     cells = lines[2].split(",")
@@ -180,6 +185,7 @@ def test_bad_rows_are_skipped_with_a_warning(tmp_path):
     assert any("line 6: bad pid '-3'" in m for m in msgs)
     assert any("truncated last line" in m for m in msgs)
     assert len(df) == len(lines) - 1
+    assert df.equals(tuimeter.read_session(f))  # the good rows, as from the clean file
 
 
 def test_not_a_session_raises(tmp_path):

@@ -34,6 +34,8 @@ SESSION_TEXT = ("host", "session", "kind", "domain", "source", "provenance", "la
 #: the phase of ticks before a host's first marker (as in ``tuimeter report``)
 START_LABEL = "(start)"
 #: float columns of the report
+#: rows typed at a time (bounds the memory of rows still held as text)
+CHUNK_ROWS = 1 << 16
 REPORT_FLOATS = ("duration_s", "energy_j", "wh", "avg_w", "co2_g", "share", "lost_s")
 
 
@@ -52,10 +54,12 @@ def _warn(problems: list[str]) -> None:
 
 
 # -- typing string columns ---------------------------------------------------------------
-def _typed(pd, raw, floats: tuple, text: tuple, lines=None, path: str = ""):
+def _typed(pd, raw, floats: tuple, text: tuple, lines=None):
     """``raw`` (a DataFrame of str) with its columns typed; rows with a bad cell dropped.
 
-    Returns (frame, problems). ``lines``: the file line of each row, for the problems.
+    Returns (frame, bad, n_bad): ``bad`` lists (line, column, cell) of the first few bad
+    rows (``lines``: the file line of each row of ``raw``), ``n_bad`` counts them all.
+    Repeated text (hosts, domains, a tick's timestamp...) shares one string object.
     """
     import numpy as np
 
@@ -76,7 +80,8 @@ def _typed(pd, raw, floats: tuple, text: tuple, lines=None, path: str = ""):
             flag(~empty & ~np.isfinite(v.to_numpy()), col)
             out[col] = v
         elif col in text:
-            out[col] = s.astype("string")
+            codes, uniques = pd.factorize(s.to_numpy(dtype=object))
+            out[col] = pd.Series(uniques.take(codes), index=s.index, dtype="string")
         elif col in ("timestamp", "start"):
             v = pd.to_datetime(s.where(~empty), utc=True, format="ISO8601", errors="coerce")
             flag(v.isna().to_numpy() & (~empty | (col == "timestamp")), col)
@@ -89,17 +94,21 @@ def _typed(pd, raw, floats: tuple, text: tuple, lines=None, path: str = ""):
             flag(~empty & ~ok, col)
             out[col] = pd.to_numeric(s.where(ok), errors="coerce").astype("Int64")
     frame = pd.DataFrame(out, columns=list(raw.columns))
-    problems = []
-    if bad.any():
-        idx = np.flatnonzero(bad)
-        for i in idx[:MAX_PROBLEMS_LISTED]:
-            where = f"line {lines[i]}: " if lines is not None else ""
-            problems.append(f"{path}: {where}bad {why[i]} {raw.iloc[i][why[i]]!r}; row skipped")
-        if len(idx) > MAX_PROBLEMS_LISTED:
-            problems.append(f"{path}: {len(idx) - MAX_PROBLEMS_LISTED} more rows with a bad "
-                            f"value skipped")
+    idx = np.flatnonzero(bad)
+    listed = [(None if lines is None else lines[i], why[i], raw.iloc[i][why[i]])
+              for i in idx[:MAX_PROBLEMS_LISTED]]
+    if len(idx):
         frame = frame[~bad].reset_index(drop=True)
-    return frame, problems
+    return frame, listed, len(idx)
+
+
+def _bad_rows(path: str, listed: list, n_bad: int) -> list[str]:
+    """Problem lines for rows skipped for a bad cell: the first few, then a count."""
+    out = [f"{path}: {'' if line is None else f'line {line}: '}bad {col} {cell!r}; row skipped"
+           for line, col, cell in listed[:MAX_PROBLEMS_LISTED]]
+    if n_bad > MAX_PROBLEMS_LISTED:
+        out.append(f"{path}: {n_bad - MAX_PROBLEMS_LISTED} more rows with a bad value skipped")
+    return out
 
 
 # -- sessions ------------------------------------------------------------------------------
@@ -129,13 +138,28 @@ def read_session(path: str | os.PathLike, *, wide: bool = False):
     """
     pd = _pandas()
     rd = SessionReader(path)
+    chunks, listed, n_bad = [], [], 0
     rows, lines = [], []
+
+    def typed_chunk():  # a chunk at a time: the rows as str lists never all in memory
+        nonlocal n_bad
+        raw = pd.DataFrame(rows, columns=list(COLUMNS), dtype=object)
+        frame, bad, n = _typed(pd, raw, SESSION_FLOATS, SESSION_TEXT, lines)
+        chunks.append(frame)
+        listed.extend(bad)
+        n_bad += n
+        rows.clear()
+        lines.clear()
+
     for row in rd:
         rows.append(row)
         lines.append(rd.line)
-    raw = pd.DataFrame(rows, columns=list(COLUMNS), dtype=object)
-    df, problems = _typed(pd, raw, SESSION_FLOATS, SESSION_TEXT, lines, rd.path)
-    _warn(rd.problems + problems)
+        if len(rows) == CHUNK_ROWS:
+            typed_chunk()
+    if rows or not chunks:
+        typed_chunk()
+    df = chunks[0] if len(chunks) == 1 else pd.concat(chunks, ignore_index=True)
+    _warn(rd.problems + _bad_rows(rd.path, listed, n_bad))
     return _wide(pd, df) if wide else df
 
 
@@ -232,7 +256,7 @@ def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike]):
     _warn([p for f in files for p in ([f.error] if f.error else []) + f.problems])
     rep = build_report(usable)
     raw = pd.read_csv(io.StringIO(to_csv(rep)), dtype=str, keep_default_na=False)
-    df, problems = _typed(pd, raw[list(CSV_FIELDS)], REPORT_FLOATS,
-                          ("host", "label", "domain", "provenance"))
-    _warn(problems)
+    df, listed, n_bad = _typed(pd, raw[list(CSV_FIELDS)], REPORT_FLOATS,
+                               ("host", "label", "domain", "provenance"))
+    _warn(_bad_rows("report", listed, n_bad))
     return df
