@@ -1,25 +1,42 @@
 """tuimeter: live power and energy monitor for the terminal.
 
-Public API (imported lazily, so ``import tuimeter`` stays light)::
+Public API (imported lazily, so ``import tuimeter`` stays light: no pandas, no IPython)::
 
-    tuimeter.Meter      context manager measuring phases (tuimeter.api.Meter)
-    tuimeter.measure    decorator running a function under a Meter
-    tuimeter.mark       mark every running tuimeter session of this user (or the one in
-                        $TUIMETER_SESSION) -> MarkResult (true when all recorded it)
+    tuimeter.Meter         context manager measuring phases (tuimeter.api.Meter)
+    tuimeter.measure       decorator running a function under a Meter
+    tuimeter.mark          mark every running tuimeter session of this user (or the one
+                           in $TUIMETER_SESSION) -> MarkResult (true when all recorded it)
+    tuimeter.read_session  a session CSV as a pandas DataFrame (tuimeter.frames)
+    tuimeter.read_report   the report of session files as a DataFrame (tuimeter.frames)
+
+In IPython or Jupyter, ``%load_ext tuimeter`` adds the ``%%tuimeter`` cell magic.
 """
 
 __version__ = "0.1.0"
 
-__all__ = ["Meter", "Phase", "measure", "mark", "__version__"]
+_API = ("Meter", "Phase", "measure", "mark")
+_FRAMES = ("read_session", "read_report")
+__all__ = [*_API, *_FRAMES, "__version__"]
 
 
 def __getattr__(name: str):
-    if name in ("Meter", "Phase", "measure", "mark"):
+    if name in _API:
         from . import api
 
         return getattr(api, name)
+    if name in _FRAMES:
+        from . import frames
+
+        return getattr(frames, name)
     raise AttributeError(f"module 'tuimeter' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(list(globals()) + ["Meter", "Phase", "measure", "mark"])
+    return sorted(list(globals()) + [*_API, *_FRAMES])
+
+
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext tuimeter``: register the ``%%tuimeter`` cell magic (tuimeter.notebook)."""
+    from .notebook import load_ipython_extension as load
+
+    load(ipython)

@@ -78,6 +78,11 @@ class Phase:
             return None
         return self.energy_j / self.duration_s
 
+    def _repr_html_(self) -> str:
+        from .htmlrepr import phase_html
+
+        return phase_html(self)
+
 
 def mark(label: str, *, session: str | None = mark_client.FROM_ENV,
          timeout_s: float | None = None) -> MarkResult:
@@ -332,6 +337,12 @@ class Meter:
         """Energy of all phases together (J)."""
         vals = [p.energy_j for p in self.phases]
         return None if not vals or None in vals else sum(vals)
+
+    def _repr_html_(self) -> str:
+        """Jupyter: the phases so far as a table (labels escaped)."""
+        from .htmlrepr import meter_html
+
+        return meter_html(self)
 
     # -- own mode: phases from ticks ------------------------------------------------
     def _on_tick(self, snap) -> None:

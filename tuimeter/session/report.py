@@ -276,6 +276,12 @@ class Report:
     def problems(self) -> list[str]:
         return [p for f in self.files for p in ([f.error] if f.error else []) + f.problems]
 
+    def _repr_html_(self) -> str:
+        """Jupyter: segments per host and the total (labels escaped)."""
+        from ..htmlrepr import report_html
+
+        return report_html(self)
+
 
 def _boundaries(sessions: list[SessionData]) -> list[tuple[float, str]]:
     marks = sorted((m for s in sessions for m in s.markers), key=lambda m: m[0])
