@@ -17,6 +17,7 @@ HEADLESS = [
     "tuimeter.session.csvfile", "tuimeter.session.recorder", "tuimeter.session.measure",
     "tuimeter.session.markers", "tuimeter.session.report", "tuimeter.engine.attribution",
     "tuimeter.export", "tuimeter.export.prometheus", "tuimeter.export.influx", "tuimeter.api",
+    "tuimeter.text", "tuimeter.session.reader",
 ]
 
 
