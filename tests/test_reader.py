@@ -16,7 +16,7 @@ HEADER = ",".join(COLUMNS) + "\n"
 GOOD = ["2026-01-01T00:00:01.000000+00:00", "1", "1", "h", "s1", "sample", "pkg", "rapl", "1",
         "40", "40", "0.005", "measured", "", ""]
 #: text that some cell of a row from elsewhere may hold
-NASTY = ["", "nan", "inf", "-inf", "1e400", "-1", "0", "1e12", "1e13", "x", "12", "lost",
+NASTY = ["", "1.0", "0.0", "77.0", "nan", "inf", "-inf", "1e400", "-1", "0", "1e12", "1e13", "x", "12", "lost",
          "measured", "2", "\x1b[2J", "2026-01-01T00:00:02+00:00", "1_000", " 5", "٣"]
 
 

@@ -46,6 +46,8 @@ SAMPLE_PROVENANCES = frozenset({"measured", "estimated", "attributed", "interpol
 MAX_NUMBER = 1e12
 #: a process id is below this (Linux allows 2**22; 32 bits are enough everywhere)
 MAX_PID = 2**32
+#: an ``in_total`` cell (pandas writes a column with empty cells as floats: ``1.0``)
+IN_TOTAL = {"1": True, "0": False, "1.0": True, "0.0": False}
 #: cell text echoed in a problem is cut to this many characters
 ECHO_MAX = 40
 
@@ -129,11 +131,13 @@ def wall_s(text: str) -> float:
 
 
 def pid_of(text: str) -> int | None:
+    """An empty cell or a process id (``77``, or ``77.0`` as pandas writes it)."""
     if text == "":
         return None
-    if not (text.isascii() and text.isdigit()) or int(text) >= MAX_PID:
+    digits = text[:-2] if text.endswith(".0") else text
+    if not (digits.isascii() and digits.isdigit()) or int(digits) >= MAX_PID:
         raise BadRow(f"pid {_echo(text)} is not a process id")
-    return int(text)
+    return int(digits)
 
 
 def parse_row(cells: list[str], line: int = 0) -> Row:
@@ -152,7 +156,7 @@ def parse_row(cells: list[str], line: int = 0) -> Row:
     if cells[5] == "sample":
         if not cells[6]:
             raise BadRow("a sample with no domain")
-        if cells[8] not in ("0", "1"):
+        if cells[8] not in IN_TOTAL:
             raise BadRow(f"in_total {_echo(cells[8])} is not 0 or 1")
         prov = cells[12]
         if prov not in SAMPLE_PROVENANCES:
@@ -162,7 +166,7 @@ def parse_row(cells: list[str], line: int = 0) -> Row:
             raise BadRow("a lost sample with an energy_j")
     return _new_row(Row, (line, wall_s(cells[0]), number(cells[1], "elapsed_s"),
                           number(cells[2], "interval_s"), cells[3], cells[4], cells[5],
-                          cells[6], cells[7], cells[8] == "1",
+                          cells[6], cells[7], IN_TOTAL.get(cells[8], False),
                           optional_number(cells[9], "power_w"), energy,
                           optional_number(cells[11], "co2_g"), cells[12], cells[13],
                           pid_of(cells[14])))
@@ -193,6 +197,7 @@ class SessionReader:
         self.rows = 0  # good rows read (of every kind)
         self.bad = 0  # rows skipped as malformed
         self._raw = None
+        self._read_to = 0  # bytes read, once the file is closed
         self._pending: tuple[int, str] | None = None  # the last bad row, not listed yet
 
     @property
@@ -201,9 +206,9 @@ class SessionReader:
         buffer more than the rows returned)."""
         raw = self._raw
         try:
-            return raw.tell() if raw is not None else 0
-        except (OSError, ValueError):  # closed: read to the end
-            return os.path.getsize(self.path)
+            return raw.tell() if raw is not None else self._read_to
+        except (OSError, ValueError):  # closed meanwhile
+            return self._read_to
 
     def problem(self, message: str, line: int | None = None) -> None:
         """Note a problem at ``line`` (or about the whole file)."""
@@ -267,6 +272,7 @@ class SessionReader:
             check_header(self.path, header)
             yield from self._rows(reader, base)
             last_line = base + reader.line_num
+            self._read_to = raw.tell()
         self._raw = None
         self._finish(last_line, ends_nl)
 
@@ -276,7 +282,7 @@ class SessionReader:
         :func:`parse_row`, the definition, which names what is wrong (or accepts it).
         The inline checks only ever accept what parse_row accepts."""
         kinds, top, sample_provs = self.kinds, MAX_NUMBER, SAMPLE_PROVENANCES
-        iso, new = _dt.datetime.fromisoformat, _new_row
+        iso, new, in_total = _dt.datetime.fromisoformat, _new_row, IN_TOTAL
         last_ts = last_el = last_iv = None  # the rows of a tick share these cells
         wall = elapsed = interval = 0.0
         passed = 0  # rows of other kinds or sessions (counted as read, not returned)
@@ -312,14 +318,15 @@ class SessionReader:
                     co2 = float(c) if c else 0.0
                     if not (0.0 <= power <= top and 0.0 <= energy <= top and 0.0 <= co2 <= top):
                         raise ValueError
-                    if kind == "sample" and (not cells[6] or cells[8] not in ("0", "1")
+                    if kind == "sample" and (not cells[6] or cells[8] not in in_total
                                              or cells[12] not in sample_provs
                                              or (e and cells[12] == "lost")):
                         raise ValueError
                     if cells[14]:
                         raise ValueError
                     row = new(Row, (line, wall, elapsed, interval, cells[3], cells[4], kind,
-                                    cells[6], cells[7], cells[8] == "1", power if p else None,
+                                    cells[6], cells[7], in_total.get(cells[8], False),
+                                    power if p else None,
                                     energy if e else None, co2 if c else None, cells[12],
                                     cells[13], None))
                 except (ValueError, OverflowError, OSError):
