@@ -18,6 +18,7 @@ import time
 import warnings
 
 from . import __version__
+from .text import safe_text
 
 EXIT_BAD_INPUT = 2
 
@@ -30,7 +31,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
-    print(f"tuimeter: error: {message}", file=sys.stderr)
+    print(f"tuimeter: error: {safe_text(message)}", file=sys.stderr)  # it may quote input
     return code
 
 

@@ -12,6 +12,7 @@ import tempfile
 from ..cli import (_Parser, _check_target, _measure_options, _positive_float,
                    _split_command, _start_marker_server, add_measure_options, fail,
                    open_measurement, summary_line)
+from ..text import safe_text
 
 
 #: ``tuimeter --help`` ends with the other commands, one line each
@@ -44,7 +45,7 @@ def parser() -> argparse.ArgumentParser:
 def _say(message: str) -> None:
     """A line on stderr; a terminal that has gone away (SSH dropped) is not an error."""
     try:
-        print(message, file=sys.stderr)
+        print(safe_text(message), file=sys.stderr)  # job and file names are anyone's
     except OSError:
         pass
 
