@@ -400,3 +400,20 @@ async def test_the_ui_says_which_session_it_replays(tmp_path):
         assert "demo0000001" in shown() and "--session" in shown()
         await pilot.press("q")
     session.close()
+
+
+@pytest.mark.asyncio
+async def test_the_ui_says_which_rows_it_skipped(tmp_path):
+    """The reader's warnings (file and line) reach the replay's user as notifications."""
+    from tuimeter.tui.run import replay_app as make_replay_app
+
+    path = tmp_path / "bad.csv"
+    path.write_text(",".join(RECORDED.columns) + "\n" + BAD_ROWS)
+    clock = FakeClock()
+    app = make_replay_app(str(path), clock)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await tick(pilot, clock, 8)
+        shown = " ".join(str(n.message) for n in app._notifications)
+        assert f"{path}: line 5: malformed row (energy_j 'nan'" in shown
+        assert "2 more malformed rows skipped" in shown
+        await pilot.press("q")

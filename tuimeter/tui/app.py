@@ -154,6 +154,7 @@ class TuimeterApp(App[Snapshot | None]):
         self._job_exited_at: float | None = None
         self._replay_done = False
         self._problems_shown = 0  # a replay's malformed rows already notified
+        self._sessions_asked = False  # the replayed file's sessions scan has started
         self._record_error_shown = False
         self.set_reactive(TuimeterApp.interval_s, engine.interval_s)
 
@@ -180,7 +181,8 @@ class TuimeterApp(App[Snapshot | None]):
         if snap is not None:
             self._draw(SnapshotReady(snap, ()))
         self.engine.subscribe(self.feed)
-        if self.replay is not None:
+        if self.replay is not None and not self.start_engine:
+            self._sessions_asked = True  # nothing ticks by itself: no frame to wait for
             self._find_sessions()
         if not self.is_headless:
             self._watch_the_terminal()
@@ -224,7 +226,7 @@ class TuimeterApp(App[Snapshot | None]):
     @work(thread=True, group="sessions")
     def _find_sessions(self) -> None:
         """Which sessions the replayed file holds (a scan of the whole file: not on the
-        UI thread, and the replay does not wait for it)."""
+        UI thread, and started once the first frame is out, so it never delays it)."""
         self.replay.find_sessions()
         try:
             self.call_from_thread(self._say_which_session)
@@ -264,6 +266,9 @@ class TuimeterApp(App[Snapshot | None]):
         self._check_recorder()
         if self.replay is not None:
             self._say_replay_problems()
+            if not self._sessions_asked:
+                self._sessions_asked = True
+                self.call_after_refresh(self._find_sessions)  # after this frame
         if self.replay is not None and not self._replay_done and self.replay.finished(snap.elapsed_s):
             self._replay_done = True
             self._stop_engine(final_tick=False)
