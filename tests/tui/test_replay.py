@@ -417,3 +417,20 @@ async def test_the_ui_says_which_rows_it_skipped(tmp_path):
         assert f"{path}: line 5: malformed row (energy_j 'nan'" in shown
         assert "2 more malformed rows skipped" in shown
         await pilot.press("q")
+
+
+def test_a_pipe_replays_once_and_is_not_scanned(tmp_path):
+    """`--replay <(zcat s.csv.gz)`: a pipe streams like a file; the sessions scan (which
+    would open it a second time and take rows from the replay) leaves it alone."""
+    import os
+    import threading
+
+    fifo = tmp_path / "pipe.csv"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes(DEMO.read_bytes()), daemon=True)
+    writer.start()
+    engine, snaps, sensor = _play(fifo, speed=10.0)
+    writer.join(10)
+    assert sensor.find_sessions() == ["demo0000001"]
+    got = {d.domain.id: d.total_energy_j for d in snaps[-1].domains}
+    assert got == pytest.approx(_per_domain_joules(RECORDED), rel=1e-9)

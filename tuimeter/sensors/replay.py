@@ -53,6 +53,7 @@ import bisect
 import dataclasses
 import os
 import re
+import stat
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -184,6 +185,11 @@ class ReplaySensor(Sensor):
         self._eof = False
         self._t0: float | None = None
         self._last_read: float | None = None
+        try:  # a pipe (--replay <(zcat s.csv.gz)) streams too, but cannot be read twice
+            self._regular = stat.S_ISREG(os.stat(self.path).st_mode)
+        except OSError as exc:
+            raise ReplayError(f"cannot read {safe_text(self.path)}: "
+                              f"{safe_text(exc.strerror or exc)}") from None
         self._reader = SessionReader(self.path, session=session, start=self._start_of(session))
         self._rows = iter(self._reader)
         self._read_first_ticks()
@@ -217,8 +223,10 @@ class ReplaySensor(Sensor):
 
     # -- reading ------------------------------------------------------------------
     def _start_of(self, session: str | None) -> tuple[int, int] | None:
-        """Where the session row of ``session`` is (byte offset, lines before it)."""
-        if session is None:
+        """Where the session row of ``session`` is (byte offset, lines before it); None
+        to read from the start (no session asked for, or not a file one can seek in:
+        then the rows of other sessions are passed over)."""
+        if session is None or not self._regular:
             return None
         try:
             found = find_sessions(self.path, stop_at=session)
@@ -327,9 +335,10 @@ class ReplaySensor(Sensor):
 
     def find_sessions(self) -> list[str]:
         """Every session id in the file, in file order (sets :attr:`sessions`). Scans the
-        whole file (about a second a gigabyte): call it off the UI thread."""
+        whole file (about a second a gigabyte): call it off the UI thread. A pipe is
+        read once, by the replay: only its session is known."""
         try:
-            found = [sid for sid, _, _ in find_sessions(self.path)]
+            found = [sid for sid, _, _ in find_sessions(self.path)] if self._regular else []
         except OSError:
             found = []
         if self.session_id is not None and self.session_id not in found:

@@ -203,7 +203,7 @@ class SessionReader:
     @property
     def bytes_read(self) -> int:
         """How far into the file reading has got, bytes (reads are buffered: up to a
-        buffer more than the rows returned)."""
+        buffer more than the rows returned); 0 for a pipe."""
         raw = self._raw
         try:
             return raw.tell() if raw is not None else self._read_to
@@ -243,8 +243,10 @@ class SessionReader:
         except OSError as exc:
             raise SessionFormatError(self.path, None, exc.strerror or str(exc)) from None
         try:
-            ends_nl = self._ends_with_newline(raw)
-            raw.seek(0)
+            ends_nl = True  # a pipe cannot be looked at ahead: its last line is not judged
+            if raw.seekable():
+                ends_nl = self._ends_with_newline(raw)
+                raw.seek(0)
             buffered = io.BufferedReader(raw, 1 << 16)
             if self.start is None:
                 return raw, buffered, ends_nl, 0, None
@@ -272,7 +274,7 @@ class SessionReader:
             check_header(self.path, header)
             yield from self._rows(reader, base)
             last_line = base + reader.line_num
-            self._read_to = raw.tell()
+            self._read_to = self.bytes_read
         self._raw = None
         self._finish(last_line, ends_nl)
 
