@@ -18,6 +18,7 @@ HEADLESS = [
     "tuimeter.session.markers", "tuimeter.session.report", "tuimeter.engine.attribution",
     "tuimeter.export", "tuimeter.export.prometheus", "tuimeter.export.influx", "tuimeter.api",
     "tuimeter.doctor", "tuimeter.doctor.render",
+    "tuimeter.text", "tuimeter.session.reader",
 ]
 
 

@@ -177,7 +177,8 @@ def test_malformed_middle_row_and_bad_number(tmp_path):
     f.write_text("\n".join(lines) + "\n")
     res = load_file(str(f))
     assert any("line 4: malformed row" in p for p in res.problems)
-    assert any("line 6: bad value" in p for p in res.problems)
+    assert any("line 6: malformed row (elapsed_s 'zzz' is not a number)" in p
+               for p in res.problems)
 
 
 def test_empty_session_says_no_samples(tmp_path, capsys):
@@ -238,7 +239,8 @@ def test_bad_timestamp_in_first_row_is_skipped_not_fatal(tmp_path):
     lines[1] = "yesterday" + lines[1][lines[1].index(","):]
     f.write_text("\n".join(lines) + "\n")
     res = load_file(str(f))
-    assert any("line 2: bad value" in p for p in res.problems)
+    assert any("line 2: malformed row (timestamp 'yesterday' is not an ISO 8601 time)" in p
+               for p in res.problems)
     assert build_report([res]).energy_j == pytest.approx(135.0)
 
 
@@ -308,3 +310,98 @@ def test_csv_format_prints_full_precision(tmp_path, capsys):
     [pkg] = [r for r in rows if r["domain"] == "package-0" and r["segment"] == "1"]
     assert "e+" not in pkg["energy_j"]
     assert float(pkg["energy_j"]) == pytest.approx(43204221.23, abs=1e-3)
+
+
+def _hostile(tmp_path):
+    """A session whose host and marker labels hold terminal escapes and formulas (written
+    by another tool, or by someone else's recorder: report reads any file)."""
+    f = tmp_path / "hostile.csv"
+    record(f, host="\x1b]0;owned\x07node", ticks=4,
+           marks={0: "\x1b[2J\x1b[31mEVIL", 2: "=HYPERLINK(\"http://x\",\"click\")"})
+    return str(f)
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "csv"])
+def test_report_escapes_terminal_controls_from_the_file(tmp_path, capsys, fmt):
+    """Guards escape injection: ESC in a CSV's label and host was printed raw by the
+    table and markdown reports (clearing the screen, setting the window title). It is
+    shown as a visible \\x1b, and no control character reaches the terminal."""
+    assert cmd_report([_hostile(tmp_path), "--format", fmt]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "\\x1b[2J\\x1b[31mEVIL" in out
+    assert "\\x1b]0;owned\\x07node" in out
+
+
+def test_report_json_keeps_the_text_exact_and_escaped(tmp_path, capsys):
+    """JSON escapes control characters itself (\\u001b): the label reads back exactly,
+    and the output holds no raw ESC."""
+    assert cmd_report([_hostile(tmp_path), "--format", "json"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out
+    doc = json.loads(out)
+    assert doc["hosts"][0]["host"] == "\x1b]0;owned\x07node"
+    assert [s["label"] for s in doc["segments"]][:2] == ["\x1b[2J\x1b[31mEVIL",
+                                                       "=HYPERLINK(\"http://x\",\"click\")"]
+
+
+def test_report_csv_neutralises_formulas_in_text_cells_only(tmp_path, capsys):
+    """Guards CSV formula injection: `report --format csv` is meant for spreadsheets, so
+    a text cell (label, host, domain) starting with = + - @ gets a leading ' and opens
+    as text; numbers stay numbers."""
+    f = tmp_path / "f.csv"
+    record(f, host="-node", ticks=4, marks={0: "@SUM(A1)", 2: "+cmd|' /C calc'!A0"})
+    assert cmd_report([str(f), "--format", "csv"]) == 0
+    rows = list(__import__("csv").DictReader(capsys.readouterr().out.splitlines()))
+    labels = {r["label"] for r in rows}
+    assert {"'@SUM(A1)", "'+cmd|' /C calc'!A0"} <= labels
+    assert {r["host"] for r in rows} == {"'-node", "(all hosts)"}
+    for r in rows:
+        for key in ("label", "host", "domain"):
+            assert not r[key].startswith(("=", "+", "-", "@")), r
+        float(r["energy_j"])  # a number, not a quoted string
+    total = [r for r in rows if r["host"] == "(all hosts)"][0]
+    assert float(total["energy_j"]) == pytest.approx(180.0)
+
+
+def _third_package_row_with(tmp_path, col: int, text: str) -> tuple[str, int]:
+    """A 6-tick session (package-0 40 W, dram 5 W counted) with cell ``col`` of the
+    third package-0 sample replaced by ``text``: (path, its line number)."""
+    f = tmp_path / "s.csv"
+    record(f, ticks=6)
+    lines = f.read_text().splitlines()
+    line = [i + 1 for i, l in enumerate(lines) if ",sample,package-0," in l][2]
+    cells = lines[line - 1].split(",")
+    cells[col] = text
+    lines[line - 1] = ",".join(cells)
+    f.write_text("\n".join(lines) + "\n")
+    return str(f), line
+
+
+@pytest.mark.parametrize("cell", ["nan", "inf", "-inf", "1e400", "-4324", "1e13", "NaN"])
+def test_impossible_energy_is_a_malformed_row_named_with_file_and_line(tmp_path, capsys, cell):
+    """Guards totals of NaN / inf / negative joules (and a bare NaN in the JSON): an
+    energy_j that is not a finite number from 0 up is no reading; the row is skipped
+    with a warning naming file and line, the rest is reported, and the JSON is strict."""
+    f, line = _third_package_row_with(tmp_path, 10, cell)
+    assert cmd_report([f, "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    assert f"tuimeter: warning: {f}: line {line}: malformed row (energy_j" in captured.err
+    doc = json.loads(captured.out, parse_constant=lambda c: pytest.fail(f"bare {c} in JSON"))
+    assert doc["total"]["energy_j"] == pytest.approx(45.0 * 6 - 40.0)
+
+
+@pytest.mark.parametrize("col, cell", [(9, "-1"), (9, "nan"), (11, "inf"), (1, "nan"),
+                                       (1, "-3"), (2, "1e400"), (2, "-1"), (14, "-7")])
+def test_impossible_numbers_in_other_cells_are_malformed_too(tmp_path, col, cell):
+    """power_w, co2_g, elapsed_s, interval_s and pid follow the same rule."""
+    f, line = _third_package_row_with(tmp_path, col, cell)
+    res = load_file(f)
+    assert [p for p in res.problems if f"line {line}: malformed row" in p]
+    assert build_report([res]).energy_j == pytest.approx(45.0 * 6 - 40.0)
+
+
+def test_a_big_but_possible_number_is_kept(tmp_path):
+    """The ceiling is far above any machine: a 4 MW domain for 10 s still reports."""
+    f = record(tmp_path / "a.csv", ticks=10, power={"package-0": 4e6})
+    assert load_file(f).problems == []

@@ -18,6 +18,7 @@ import time
 import warnings
 
 from . import __version__
+from .text import safe_text
 
 EXIT_BAD_INPUT = 2
 
@@ -30,7 +31,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
-    print(f"tuimeter: error: {message}", file=sys.stderr)
+    print(f"tuimeter: error: {safe_text(message)}", file=sys.stderr)  # it may quote input
     return code
 
 
@@ -335,7 +336,7 @@ def _run_recording(engine, recorder, args, command: list[str] | None, exporters:
         """Wipe the whole progress line (however long) before any other stderr line."""
         with progress_lock:
             if show_progress and progress_len[0]:
-                say("\r" + " " * progress_len[0] + "\r", end="")
+                say("\r" + " " * progress_len[0] + "\r", end="", raw=True)
             progress_len[0] = None
 
     engine.open()
@@ -471,10 +472,12 @@ class _Caught:
             signal.signal(s, h)
 
 
-def say(message: str, end: str = "\n") -> None:
-    """A line on stderr; a terminal that has gone away (SSH dropped) is not an error."""
+def say(message: str, end: str = "\n", *, raw: bool = False) -> None:
+    """A line on stderr; a terminal that has gone away (SSH dropped) is not an error.
+    The message is escaped (it may hold file, command and job names: anyone's text)
+    unless ``raw`` (our own control characters, e.g. wiping the progress line)."""
     try:
-        sys.stderr.write(message + end)
+        sys.stderr.write((message if raw else safe_text(message)) + end)
         sys.stderr.flush()
     except (OSError, ValueError):
         pass

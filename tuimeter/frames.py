@@ -24,9 +24,11 @@ import warnings
 from typing import Iterable
 
 from .session.csvfile import COLUMNS
-from .session.reader import MAX_PROBLEMS_LISTED, SessionReader
+from .session.reader import MAX_PROBLEMS_LISTED, Row, SessionReader
 
 EXTRA_HINT = "pip install 'tuimeter[pandas]'"
+#: every row kind of the session CSV (the reader passes over kinds not asked for)
+ALL_KINDS = frozenset({"session", "sample", "total", "marker", "event", "job", "process"})
 #: float columns of the session CSV
 SESSION_FLOATS = ("elapsed_s", "interval_s", "power_w", "energy_j", "co2_g")
 #: text columns of the session CSV (pandas ``string`` dtype; an empty cell is "")
@@ -137,30 +139,43 @@ def read_session(path: str | os.PathLike, *, wide: bool = False):
     session; smaller problems are warnings (see the module docstring).
     """
     pd = _pandas()
-    rd = SessionReader(path)
-    chunks, listed, n_bad = [], [], 0
-    rows, lines = [], []
-
-    def typed_chunk():  # a chunk at a time: the rows as str lists never all in memory
-        nonlocal n_bad
-        raw = pd.DataFrame(rows, columns=list(COLUMNS), dtype=object)
-        frame, bad, n = _typed(pd, raw, SESSION_FLOATS, SESSION_TEXT, lines)
-        chunks.append(frame)
-        listed.extend(bad)
-        n_bad += n
-        rows.clear()
-        lines.clear()
-
-    for row in rd:
+    rd = SessionReader(path, kinds=ALL_KINDS)
+    chunks, rows = [], []
+    for row in rd:  # rows checked by the reader every command uses; typed a chunk at a time
         rows.append(row)
-        lines.append(rd.line)
         if len(rows) == CHUNK_ROWS:
-            typed_chunk()
+            chunks.append(_frame(pd, rows))
+            rows.clear()
     if rows or not chunks:
-        typed_chunk()
+        chunks.append(_frame(pd, rows))
     df = chunks[0] if len(chunks) == 1 else pd.concat(chunks, ignore_index=True)
-    _warn(rd.problems + _bad_rows(rd.path, listed, n_bad))
+    _warn(rd.problems)
     return _wide(pd, df) if wide else df
+
+
+def _frame(pd, rows: list[Row]):
+    """Checked rows (:class:`~tuimeter.session.reader.Row`) as a typed DataFrame with the
+    session CSV's columns. Repeated text (hosts, domains...) shares one string object."""
+    import numpy as np
+
+    cols = dict(zip(Row._fields, zip(*rows))) if rows else {f: () for f in Row._fields}
+    out = {}
+    wall = np.asarray(cols["wall_s"], dtype="float64")
+    # the file's timestamps have microseconds: a float holds them to 0.25 us, so rounding
+    # gives back the exact value written
+    out["timestamp"] = pd.Series(pd.to_datetime(wall, unit="s", utc=True)).dt.round("us")
+    for col in SESSION_FLOATS:
+        out[col] = pd.Series(np.asarray([np.nan if v is None else v for v in cols[col]],
+                                        dtype="float64"))
+    for col in SESSION_TEXT:
+        codes, uniques = pd.factorize(np.asarray(cols[col], dtype=object))
+        out[col] = pd.Series(np.asarray(uniques, dtype=object).take(codes), dtype="string") \
+            if len(codes) else pd.Series([], dtype="string")
+    sample = (out["kind"] == "sample").to_numpy(dtype=bool)
+    out["in_total"] = pd.Series(pd.array([v if s else pd.NA for v, s in
+                                          zip(cols["in_total"], sample)], dtype="boolean"))
+    out["pid"] = pd.Series(pd.array(list(cols["pid"]), dtype="Int64"))
+    return pd.DataFrame(out, columns=list(COLUMNS))
 
 
 def _wall_s(pd, df):

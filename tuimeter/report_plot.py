@@ -11,6 +11,7 @@ import shutil
 import sys
 
 from .session.report import Report, power_series
+from .text import safe_text
 
 
 def plot_report(rep: Report, width: int | None = None, height: int | None = None,
@@ -30,11 +31,11 @@ def plot_report(rep: Report, width: int | None = None, height: int | None = None
         if h.duration_s <= 0:
             continue
         times, watts = power_series(h, points=min(400, max(20, int(h.duration_s))))
-        plt.plot([t - t0 for t in times], watts, label=h.host if len(rep.hosts) > 1 else None,
+        plt.plot([t - t0 for t in times], watts, label=safe_text(h.host) if len(rep.hosts) > 1 else None,
                  marker="braille")
         for s in (s for s in h.segments if s.label != "(start)"):
             plt.vline(s.start_t - t0)
-            plt.text(s.label[:20], s.start_t - t0, max(watts or [0]))
+            plt.text(safe_text(s.label)[:20], s.start_t - t0, max(watts or [0]))
     plt.title(f"total power (W), {rep.energy_j:.1f} J over {rep.duration_s:.1f} s")
     plt.xlabel("seconds since start")
     text = plt.build()

@@ -32,7 +32,8 @@ def gpu_sensor() -> ScriptedSensor:
                           {"gpu0": 150.0})
 
 
-def make_app(tmp_path: Path, *, job=None, sensors=None, **kw):
+def make_app(tmp_path: Path, *, job=None, sensors=None, host="test-host", attributor=None,
+             **kw):
     """An app over scripted sensors on a fake clock, recording to tmp_path/session.csv.
 
     The engine thread is not started: tests call :func:`tick`.
@@ -40,7 +41,7 @@ def make_app(tmp_path: Path, *, job=None, sensors=None, **kw):
     clock = FakeClock()
     sensors = sensors if sensors is not None else [rapl_like(), gpu_sensor()]
     engine = Engine(sensors, CARBON, 1.0, clock=clock, wallclock=lambda: 1_800_000_000 + clock(),
-                    cpu_clock=lambda: 0.0, host="test-host")
+                    cpu_clock=lambda: 0.0, host=host, attributor=attributor)
     recorder = open_recorder(str(tmp_path / "session.csv"), engine.host)
     open_session(engine, recorder)
     app = TuimeterApp(engine, recorder=recorder, job=job, start_engine=False,
@@ -80,3 +81,20 @@ async def wait_for(pilot, condition, tries: int = 200) -> bool:
             return True
         await pilot.pause(0.05)
     return condition()
+
+
+def screen_text(app) -> tuple[str, str]:
+    """What the screen shows now, as (the text of every cell, the bytes a terminal
+    would be sent): cursor moves and Rich's own styling codes are in the second only."""
+    import io
+
+    from rich.console import Console
+
+    width, height = app.size
+    console = Console(width=width, height=height, file=io.StringIO(), force_terminal=True,
+                      color_system="truecolor", legacy_windows=False)
+    update = app.screen._compositor.render_update(full=True,
+                                                  screen_stack=app._background_screens)
+    text = "".join(s.text for s in console.render(update) if not s.control)
+    console.print(update)
+    return text, console.file.getvalue()

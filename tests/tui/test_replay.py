@@ -103,41 +103,128 @@ def test_bad_files_are_one_line_errors(tmp_path):
 
 
 def test_unreadable_contents_are_one_line_errors(tmp_path):
-    """A binary file, bytes that are not UTF-8, or a cell past the csv module's limit
-    (a corrupt or wrong file given to --replay) is a one-line ReplayError naming the
-    file, not a traceback from the csv or codecs module."""
+    """A binary file or a cell past the csv module's limit (a corrupt or wrong file given
+    to --replay) is a one-line ReplayError naming the file, not a traceback from the csv
+    or codecs module. Bytes that are not UTF-8 are read as the report reads them
+    (replaced), not refused."""
     head = ",".join(RECORDED.columns) + "\n"
     binary = tmp_path / "bin.csv"
     binary.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 4)
-    latin = tmp_path / "latin.csv"
-    latin.write_bytes(head.encode() + "2026-01-01T00:00:01+00:00,1,1,h,s,sample,pkg,rapl,1,"
-                      "1,1,,measured,caf\xe9,\n".encode("latin-1"))
     huge = tmp_path / "huge.csv"
     huge.write_text(head + '2026-01-01T00:00:01+00:00,1,1,h,s,sample,pkg,rapl,1,1,1,,measured,"'
                     + "x" * 200_000 + '",\n')
-    for path in (binary, latin, huge):
+    for path in (binary, huge):
         with pytest.raises(ReplayError) as info:
             ReplaySensor(path)
         assert str(path) in str(info.value) and "\n" not in str(info.value)
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes(head.encode() + "2026-01-01T00:00:01+00:00,1,1,h\xe9,s,sample,pkg,rapl,"
+                      "1,1,1,,measured,,\n".encode("latin-1"))
+    assert ReplaySensor(latin).host == "h\ufffd"
 
 
-def test_non_finite_cells_are_missing_values(tmp_path):
-    """`nan`/`inf` (written by another tool, or a hand edit) are not readings: a nan energy
-    is a lost interval instead of turning the domain's energy into nan for the rest of
-    the replay, and an `inf` pid or elapsed time is not a traceback."""
-    head = ",".join(RECORDED.columns) + "\n"
-    row = "2026-01-01T00:00:{t:02d}+00:00,{el},1,h,s,{kind},pkg,rapl,1,,{e},,measured,{label},{pid}\n"
-    path = tmp_path / "nan.csv"
-    path.write_text(head
-                    + row.format(t=1, el=1, kind="sample", e="10", label="", pid="")
-                    + row.format(t=2, el=2, kind="sample", e="nan", label="", pid="")
-                    + row.format(t=3, el="inf", kind="sample", e="10", label="", pid="")
-                    + row.format(t=3, el=3, kind="sample", e="10", label="", pid="")
-                    + row.format(t=3, el=2.5, kind="marker", e="", label="m", pid="inf"))
-    sensor = ReplaySensor(path)
-    assert [m.pid for m in sensor.markers] == [None]
-    assert sensor._tracks[0].lost == [False, True, False]
-    assert sensor._tracks[0].cum_j == [10.0, 10.0, 20.0]
+#: a session with one of each malformed row the report skips (line numbers in comments)
+BAD_ROWS = """\
+2026-01-01T00:00:00+00:00,0,0,h,s,session,,,,,,,,tuimeter schema 1,
+2026-01-01T00:00:01+00:00,1,1,h,s,sample,pkg,rapl,1,10,10,,measured,,
+2026-01-01T00:00:01+00:00,1,1,h,s,sample,dram,rapl,1,1,1,,measured,,
+2026-01-01T00:00:02+00:00,2,1,h,s,sample,pkg,rapl,1,,nan,,measured,,
+2026-01-01T00:00:02+00:00,2,1,h,s,sample,dram,rapl,1,1,1,,measured,,
+2026-01-01T00:00:03+00:00,3,1,h,s,sample,pkg,rapl,1,-5,-5,,measured,,
+2026-01-01T00:00:03+00:00,3,1,h,s,sample,dram,rapl,1,1,1,,measured,,
+2026-01-01T00:00:04+00:00,4,1,h,s,sample,pkg,rapl,1,1e400,1e400,,measured,,
+2026-01-01T00:00:04+00:00,inf,1,h,s,sample,dram,rapl,1,1,1,,measured,,
+2026-01-01T00:00:04+00:00,4.5,0,h,s,marker,,cli,,,,,,bad pid,inf
+2026-01-01T00:00:04+00:00,4.5,0,h,s,marker,,cli,,,,,,good,
+2026-01-01T00:00:05+00:00,5,1,h,s,sample,pkg,rapl,1,1000,1000,,measured,,,extra
+2026-01-01T00:00:05+00:00,5,1,h,s,sample
+2026-01-01T00:00:05+00:00,5,1,h,s,sample,dram,rapl,1,1,1,,measured,,
+2026-01-01T00:00:06+00:00,6,1,h,s,sample,pkg,rapl,1,10,10,,measured,,
+2026-01-01T00:00:06+00:00,6,1,h,s,sample,dram,rapl,1,1,1,,measured,,
+"""
+
+
+def test_replay_keeps_the_rows_the_report_keeps(tmp_path):
+    """Guards one reader for both: replay accepted 16-cell and 5-cell rows the report
+    skipped, turned nan into a lost interval and summed negative energy. The same bad
+    file through both: the same joules per domain, the same markers, and the same
+    problems naming the same lines."""
+    from tuimeter.session.report import build_report, load_file
+
+    path = tmp_path / "bad.csv"
+    path.write_text(",".join(RECORDED.columns) + "\n" + BAD_ROWS)
+    res = load_file(str(path))
+    (host,) = build_report([res]).hosts
+    reported = {d: v.energy_j for d, v in host.domains.items()}
+    assert reported == {"pkg": 20.0, "dram": 5.0}
+    assert [s.label for s in host.segments] == ["(start)", "good"]
+    engine, snaps, sensor = _play(path)
+    assert {d.domain.id: d.total_energy_j for d in snaps[-1].domains} == reported
+    assert [m.label for m in snaps[-1].markers] == ["good"]
+    assert sensor.problems == res.problems
+    assert [p.split(": ")[1] for p in res.problems] == [
+        "line 5", "line 7", "line 9", "line 10", "line 11", "2 more malformed rows skipped"]
+
+
+def _play(path, speed: float = 1.0):
+    clock = FakeClock()
+    engine, sensor = make_replay(str(path), speed=speed, clock=clock, cpu_clock=lambda: 0.0)
+    engine.open()
+    snaps = []
+    engine.subscribe(snaps.append)
+    player = ReplayPlayer(engine, sensor)
+    while not player.finished:
+        clock.advance(1.0)
+        player.run_due()
+    return engine, snaps, sensor
+
+
+def _write_long_session(path, ticks: int, domains: int = 4) -> None:
+    """A session of ``ticks`` 1 s ticks (a marker every 100), quickly."""
+    lines = [",".join(RECORDED.columns),
+             "2026-01-01T00:00:00+00:00,0,0,big,b1,session,,,,,,,,tuimeter schema 1,"]
+    for t in range(1, ticks + 1):
+        ts = f"2026-01-01T{t // 3600:02d}:{t // 60 % 60:02d}:{t % 60:02d}+00:00"
+        if t % 100 == 50:
+            lines.append(f"{ts},{t - 0.5},0,big,b1,marker,,cli,,,,,,m{t},")
+        for d in range(domains):
+            lines.append(f"{ts},{t},1,big,b1,sample,package-{d},rapl,1,{d + 1},{d + 1},,"
+                         f"measured,,")
+        lines.append(f"{ts},{t},1,big,b1,total,total,,,10,10,,measured,,")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_replay_streams_the_file(tmp_path):
+    """Guards replay memory (a 1.09 GB session took 69 s and 1.21 GB before the first
+    frame: the whole file was loaded). The replay reads as it plays: when the first
+    snapshot is out it has read only the file's start, and while it plays it holds a few
+    intervals per domain, however long the recording; every joule still comes back."""
+    path = tmp_path / "long.csv"
+    ticks = 20_000
+    _write_long_session(path, ticks)
+    size = path.stat().st_size
+    assert size > 3_000_000
+    clock = FakeClock()
+    engine, sensor = make_replay(str(path), clock=clock, cpu_clock=lambda: 0.0)
+    engine.open()
+    snaps = []
+    engine.subscribe(snaps.append)
+    player = ReplayPlayer(engine, sensor)
+    clock.advance(1.0)
+    player.run_due()
+    assert len(snaps) == 1
+    assert sensor.bytes_read < 200_000 < size  # the start of the file, not all of it
+    held = []
+    for _ in range(ticks // 1000):
+        clock.advance(1000.0)
+        player.run_due()
+        held.append(max(len(t.ivs) for t in sensor._tracks.values()))
+        held.append(len(sensor._bounds) + len(sensor._markers))
+    assert player.finished and sensor.bytes_read == size
+    assert max(held) <= 4
+    assert {d.domain.id: d.total_energy_j for d in snaps[-1].domains} == pytest.approx(
+        {f"package-{d}": (d + 1.0) * ticks for d in range(4)})
+    assert len(snaps[-1].markers) == ticks // 100
 
 
 def test_kind_from_domain_id():
@@ -288,9 +375,9 @@ def test_a_file_with_several_sessions_replays_one(tmp_path):
     another, and an unknown ID is a one-line error naming the ones there are."""
     path, second = _two_sessions(tmp_path)
     sensor = ReplaySensor(path)
-    assert sensor.sessions == ["demo0000001", "second00001"]
     assert sensor.session_id == "demo0000001"
-    assert sensor.duration_s == 120.0
+    assert sensor.find_sessions() == ["demo0000001", "second00001"]
+    assert sensor.sessions == ["demo0000001", "second00001"]
     assert _replayed_joules(path) == pytest.approx(_per_domain_joules(RECORDED), rel=1e-9)
     assert _replayed_joules(path, "second00001") == pytest.approx(
         _per_domain_joules(second), rel=1e-9)
@@ -309,9 +396,11 @@ async def test_the_ui_says_which_session_it_replays(tmp_path):
     assert problem is None
     app = session.app
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.pause()
-        shown = " ".join(str(n.message) for n in app._notifications)
-        assert "2 sessions" in shown and "demo0000001" in shown and "--session" in shown
+        def shown() -> str:
+            return " ".join(str(n.message) for n in app._notifications)
+
+        assert await wait_for(pilot, lambda: "2 sessions" in shown())
+        assert "demo0000001" in shown() and "--session" in shown()
         await pilot.press("q")
     session.close()
 
@@ -336,3 +425,37 @@ def test_replay_keeps_bridged_energy_and_lost_intervals(tmp_path):
             if d.status is Status.LOST}
     assert lost == _lost_ticks(df)
     assert snaps[6].domain("package-0").bridged_s == pytest.approx(4.0)
+
+
+@pytest.mark.asyncio
+async def test_the_ui_says_which_rows_it_skipped(tmp_path):
+    """The reader's warnings (file and line) reach the replay's user as notifications."""
+    from tuimeter.tui.run import replay_app as make_replay_app
+
+    path = tmp_path / "bad.csv"
+    path.write_text(",".join(RECORDED.columns) + "\n" + BAD_ROWS)
+    clock = FakeClock()
+    app = make_replay_app(str(path), clock)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await tick(pilot, clock, 8)
+        shown = " ".join(str(n.message) for n in app._notifications)
+        assert f"{path}: line 5: malformed row (energy_j 'nan'" in shown
+        assert "2 more malformed rows skipped" in shown
+        await pilot.press("q")
+
+
+def test_a_pipe_replays_once_and_is_not_scanned(tmp_path):
+    """`--replay <(zcat s.csv.gz)`: a pipe streams like a file; the sessions scan (which
+    would open it a second time and take rows from the replay) leaves it alone."""
+    import os
+    import threading
+
+    fifo = tmp_path / "pipe.csv"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes(DEMO.read_bytes()), daemon=True)
+    writer.start()
+    engine, snaps, sensor = _play(fifo, speed=10.0)
+    writer.join(10)
+    assert sensor.find_sessions() == ["demo0000001"]
+    got = {d.domain.id: d.total_energy_j for d in snaps[-1].domains}
+    assert got == pytest.approx(_per_domain_joules(RECORDED), rel=1e-9)

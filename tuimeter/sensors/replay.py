@@ -1,4 +1,4 @@
-"""Replay a recorded session CSV as if its sensors were live.
+"""Replay a recorded session CSV as if its sensors were live, streaming the file.
 
 The ``sample`` rows of a session give, per domain and interval, the energy used; summed
 they are each domain's cumulative energy at the end of every interval. :class:`ReplaySensor`
@@ -6,29 +6,44 @@ serves that cumulative energy (linear inside an interval: the interval's average
 all the file knows) at session time, so the ordinary engine and UI show the recording with
 its original domains, provenance and lost periods.
 
+Rows come through :class:`~tuimeter.session.reader.SessionReader`, the reader
+``tuimeter report`` uses: a replay keeps exactly the rows a report keeps (this sensor sits
+above the session layer for that reason, and needs nothing else from it).
+
+Streaming: the file is read as the replay advances, never loaded. At any time the sensor
+holds the intervals around the current session time (the one being played, and the next
+two recorded ticks read ahead) and the energy before them as one number per domain, so
+memory does not grow with the file, and the first frame needs only its first ticks: a
+gigabyte session starts as fast as a small one. Domains are those of the first ticks
+(a recorder writes a row for every domain at every tick); rows of a domain first seen
+later are not replayed.
+
 Time: the engine must run on :attr:`ReplaySensor.session_clock`, a clock that advances
 ``speed`` session seconds per second of ``clock``. Power is then energy per *session*
 second (right at any speed), and elapsed times and markers land where they were recorded.
 ``wallclock`` gives the original wall time of the session (start timestamp + elapsed).
 
-Markers: ``markers`` holds the session's markers; when ``on_marker`` is set, each is handed
-to it (``on_marker(label, source, pid, at_s)``) from the first read at or after its time,
-with ``at_s`` its recorded instant on the engine's clock, so the caller can pass it to
-``Engine.add_marker(..., at_s=at_s)`` and it lands where it was recorded, however late the
-read (a long interval, a high ``--speed``, a starved sampler thread).
+Markers: when ``on_marker`` is set, each marker is handed to it (``on_marker(label,
+source, pid, at_s)``) from the first read at or after its time, with ``at_s`` its recorded
+instant on the engine's clock, so the caller can pass it to ``Engine.add_marker(...,
+at_s=at_s)`` and it lands where it was recorded, however late the read (a long interval,
+a high ``--speed``, a starved sampler thread).
 
-Ticks: :attr:`ReplaySensor.boundaries_s` are the recorded tick times. Ticking the engine
-at exactly those times (``origin_s + t``, see ``tuimeter.tui.player``) reproduces every
-recorded interval: its energy, and its loss. A read at a recorded boundary closes the
-interval that ends there (LOST if that one was lost); a second read at the *same* instant
-opens the next one (its start value), so the engine has the base of an interval that
-follows a lost one, and no recorded joule is dropped.
+Ticks: :meth:`ReplaySensor.next_boundary` gives the recorded tick times in order, the
+last one the recording's end. Ticking the engine at exactly those times (``origin_s + t``,
+see ``tuimeter.tui.player``) reproduces every recorded interval: its energy, and its loss.
+A read at a recorded boundary closes the interval that ends there (LOST if that one was
+lost); a second read at the *same* instant opens the next one (its start value), so the
+engine has the base of an interval that follows a lost one, and no recorded joule is
+dropped.
 
 Several sessions in one file (``@measure(output=...)`` appends, or concatenated files):
-one is replayed, the first unless ``session`` names another; :attr:`sessions` lists them
-all, so the caller can say which was chosen.
+one is replayed, the first unless ``session`` names another (found by a byte scan for its
+``session`` row, then read from there); :meth:`ReplaySensor.find_sessions` lists them all
+(a scan of the whole file: call it off the UI thread), so the caller can say which was
+chosen.
 
-``total``, ``job``, ``process``, ``event`` and ``session`` rows are not replayed: the engine
+``total``, ``job``, ``process`` and ``event`` rows are not replayed: the engine
 recomputes the total from the domains' ``in_total`` flags. Never imports the UI.
 """
 
@@ -36,17 +51,18 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import csv
-import datetime as _dt
-import math
 import os
 import re
+import stat
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
 from ..model import CarbonInfo, Domain, DomainKind, Link, Provenance, Reading, SensorStatus, Status
 from ..session.csvfile import bridged_span_s
+from ..session.reader import BadRow, SessionFormatError, SessionReader, find_sessions, number
+from ..text import safe_text
 from .base import Sensor, SensorUnavailable
 
 
@@ -54,6 +70,8 @@ from .base import Sensor, SensorUnavailable
 CLOCK_ORIGIN_S = 1000.0
 #: a read this close to a recorded boundary (session s) is at the boundary (float error)
 BOUNDARY_EPS_S = 1e-6
+#: recorded ticks read before the replay starts: its domains, and its interval
+FIRST_TICKS = 10
 
 
 class ReplayError(ValueError):
@@ -69,42 +87,52 @@ class ReplayMarker:
 
 
 class _Track:
-    """One domain's cumulative energy over session time."""
+    """One domain's recorded intervals around the replay's time: those that end before
+    the last read are dropped, their energy kept in ``base_j``."""
 
-    __slots__ = ("domain", "ends_s", "starts_s", "cum_j", "lost", "bridged")
+    __slots__ = ("domain", "ivs", "base_j", "base_lost", "cum_j")
 
     def __init__(self, domain: Domain):
         self.domain = domain
-        self.starts_s: list[float] = []  # interval start, session s
-        self.ends_s: list[float] = []  # interval end, session s
-        self.cum_j: list[float] = []  # cumulative energy at each interval end, J
-        self.lost: list[bool] = []  # the interval was recorded as lost
-        self.bridged: list[bool] = []  # its energy was bridged across the lost ones before
+        #: (start s, end s, cumulative energy at the end J, lost, bridged), in file order;
+        #: a bridged interval's energy spans the lost ones before it, as it was recorded
+        self.ivs: deque[tuple[float, float, float, bool, bool]] = deque()
+        self.base_j = 0.0  # cumulative energy at the end of the last interval dropped
+        self.base_lost = False  # the last interval dropped was lost
+        self.cum_j = 0.0  # cumulative energy at the end of the last interval read
+
+    def add(self, start_s: float, end_s: float, energy_j: float | None,
+            bridged: bool = False) -> None:
+        self.cum_j += energy_j or 0.0
+        self.ivs.append((start_s, end_s, self.cum_j, energy_j is None, bridged))
 
     def energy_at(self, t_s: float, opening: bool = False) -> tuple[float | None, Status, Link]:
         """Cumulative energy at session time ``t_s``. At a recorded boundary (within
         BOUNDARY_EPS_S) it is the end of the interval that ends there, or, with
         ``opening``, the start of the next one. A bridged interval is known only at its
         end, which bridges the lost ones before it, as it was recorded."""
-        i = bisect.bisect_left(self.ends_s, t_s - BOUNDARY_EPS_S)
-        if i < len(self.ends_s) and abs(self.ends_s[i] - t_s) <= BOUNDARY_EPS_S:
+        ivs = self.ivs
+        while ivs and ivs[0][1] < t_s - BOUNDARY_EPS_S:  # passed: never read again
+            _, _, self.base_j, self.base_lost, _ = ivs.popleft()
+        i = 0
+        if ivs and abs(ivs[0][1] - t_s) <= BOUNDARY_EPS_S:
             if not opening:
-                if self.lost[i]:
+                _, _, cum, lost, bridged = ivs[0]
+                if lost:
                     return None, Status.LOST, Link.CONTINUOUS
-                return (self.cum_j[i], Status.OK,
-                        Link.BRIDGED if self.bridged[i] else Link.CONTINUOUS)
-            i += 1
-            t_s = self.starts_s[i] if i < len(self.starts_s) else t_s
-        if i >= len(self.ends_s):  # after the recording: energy stays where it ended
-            return (self.cum_j[-1] if self.cum_j else 0.0), Status.OK, Link.CONTINUOUS
-        if self.lost[i] or (self.bridged[i] and i > 0 and self.lost[i - 1]):
+                return cum, Status.OK, Link.BRIDGED if bridged else Link.CONTINUOUS
+            i = 1
+            t_s = ivs[1][0] if len(ivs) > 1 else t_s
+        if i >= len(ivs):  # after the recording: energy stays where it ended
+            return (ivs[-1][2] if ivs else self.base_j), Status.OK, Link.CONTINUOUS
+        start, end, cum, lost, bridged = ivs[i]
+        prev_lost = ivs[i - 1][3] if i > 0 else self.base_lost
+        if lost or (bridged and prev_lost):
             return None, Status.LOST, Link.CONTINUOUS
-        before = self.cum_j[i - 1] if i > 0 else 0.0
-        start, end = self.starts_s[i], self.ends_s[i]
+        before = ivs[i - 1][2] if i > 0 else self.base_j
         if t_s <= start + BOUNDARY_EPS_S or end <= start:
             return before, Status.OK, Link.CONTINUOUS
-        return (before + (self.cum_j[i] - before) * (t_s - start) / (end - start), Status.OK,
-                Link.CONTINUOUS)
+        return before + (cum - before) * (t_s - start) / (end - start), Status.OK, Link.CONTINUOUS
 
 
 _KINDS = (("/core", DomainKind.CORE), ("/uncore", DomainKind.UNCORE), ("dram", DomainKind.DRAM),
@@ -122,21 +150,13 @@ def kind_of(domain_id: str) -> DomainKind:
     return DomainKind.OTHER
 
 
-def _float(text: str) -> float | None:
-    """A finite number, or None (empty, not a number, nan, inf: the writer leaves a
-    missing value empty, so anything else is not a reading)."""
+def _provenance(row_provenance: str, source: str) -> Provenance:
+    """A domain's provenance from a sample row; a lost row does not say, so it is
+    guessed from the sensor (the estimate is estimated, every other sensor measures)."""
     try:
-        x = float(text) if text != "" else None
+        return Provenance(row_provenance)
     except ValueError:
-        return None
-    return x if x is not None and math.isfinite(x) else None
-
-
-def _parse_ts(text: str) -> float | None:
-    try:
-        return _dt.datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        return None
+        return Provenance.ESTIMATED if source == "estimate" else Provenance.MEASURED
 
 
 _CARBON = re.compile(r"carbon ([0-9.eE+-]+) g/kWh \((.*?)\)(?:;|$)")
@@ -160,15 +180,28 @@ class ReplaySensor(Sensor):
         self.host = ""
         self.start_timestamp = 0.0  # wall clock of the recording's start, s since epoch
         self.carbon: CarbonInfo | None = None
-        self.markers: list[ReplayMarker] = []
-        #: every session id in the file, in file order; ``session_id`` is the one replayed
-        self.sessions: list[str] = []
+        #: every session id in the file, in file order, once :meth:`find_sessions` ran
+        self.sessions: list[str] | None = None
+        #: the session replayed (the first in the file unless one was asked for)
         self.session_id: str | None = session
-        self._tracks: list[_Track] = []
+        self._tracks: dict[str, _Track] = {}
+        self._opened = False  # the engine has the domains: no new ones
+        self._markers: list[ReplayMarker] = []  # read, not handed on yet, by time
+        self._bounds: deque[float] = deque()  # recorded tick times read, not passed yet
+        self._prev_bound: float | None = None  # the last two recorded tick times read
+        self._last_bound: float | None = None
+        self._first_row = True
+        self._eof = False
         self._t0: float | None = None
         self._last_read: float | None = None
-        self._next_marker = 0
-        self._load()
+        try:  # a pipe (--replay <(zcat s.csv.gz)) streams too, but cannot be read twice
+            self._regular = stat.S_ISREG(os.stat(self.path).st_mode)
+        except OSError as exc:
+            raise ReplayError(f"cannot read {safe_text(self.path)}: "
+                              f"{safe_text(exc.strerror or exc)}") from None
+        self._reader = SessionReader(self.path, session=session, start=self._start_of(session))
+        self._rows = iter(self._reader)
+        self._read_first_ticks()
 
     # -- clocks -------------------------------------------------------------------
     def session_clock(self) -> float:
@@ -183,147 +216,165 @@ class ReplaySensor(Sensor):
         return self.start_timestamp + self.session_clock() - CLOCK_ORIGIN_S
 
     @property
-    def duration_s(self) -> float:
-        """Length of the recording, session seconds."""
-        return max((t.ends_s[-1] for t in self._tracks if t.ends_s), default=0.0)
-
-    @property
-    def boundaries_s(self) -> list[float]:
-        """The recorded tick times (session s since the start), sorted, the last one the
-        recording's end: tick there and every recorded interval comes back as it was."""
-        ends = sorted({e for t in self._tracks for e in t.ends_s if e > 0})
-        out: list[float] = []
-        for e in ends:  # one tick per boundary, float noise merged
-            if not out or e - out[-1] > BOUNDARY_EPS_S:
-                out.append(e)
-        return out
-
-    @property
-    def interval_s(self) -> float:
-        """The recorded sampling interval (the most common one), seconds."""
-        gaps = [round(b - a, 6) for a, b in zip([0.0] + self.boundaries_s, self.boundaries_s)]
-        return max(set(gaps), key=gaps.count) if gaps else 1.0
-
-    @property
     def origin_s(self) -> float | None:
         """The engine-clock time of session second 0 (set by the first read)."""
         return self._t0
 
-    # -- loading ------------------------------------------------------------------
-    def _load(self) -> None:
-        try:
-            fh = open(self.path, newline="", encoding="utf-8")
-        except OSError as exc:
-            raise ReplayError(f"cannot read {self.path}: {exc.strerror or exc}") from None
-        tracks: dict[str, _Track] = {}
-        with fh:
-            reader = csv.DictReader(fh)
-            try:
-                first_ts = self._read_rows(reader, tracks)
-            except (UnicodeDecodeError, csv.Error) as exc:  # binary, not UTF-8, corrupt
-                raise ReplayError(f"{self.path} is not a tuimeter session CSV ({exc})"
-                                  ) from None
-            except OSError as exc:
-                raise ReplayError(f"cannot read {self.path}: {exc.strerror or exc}") from None
-        if self.session_id is not None and self.session_id not in self.sessions:
-            raise ReplayError(f"{self.path} has no session {self.session_id} (it has "
-                              f"{', '.join(self.sessions) or 'none'})")
-        if not tracks:
-            raise ReplayError(f"{self.path} has no sample rows to replay")
-        self._tracks = list(tracks.values())
-        self.markers.sort(key=lambda m: m.elapsed_s)
-        if first_ts is not None:
-            self.start_timestamp = first_ts[0] - first_ts[1]
+    @property
+    def problems(self) -> list[str]:
+        """Rows skipped so far as malformed, and why (file and line, escaped)."""
+        return self._reader.problems
 
-    def _read_rows(self, reader: csv.DictReader, tracks: dict[str, _Track]
-                   ) -> tuple[float, float] | None:
-        """Read every row into ``tracks``, markers and session details; returns the first
-        row's (timestamp, elapsed) or None."""
-        first_ts: tuple[float, float] | None = None  # (timestamp, elapsed)
-        need = {"elapsed_s", "interval_s", "kind", "domain", "energy_j"}
-        if reader.fieldnames is None or not need <= set(reader.fieldnames):
-            raise ReplayError(f"{self.path} is not a tuimeter session CSV "
-                              f"(needs columns {', '.join(sorted(need))})")
-        for row in reader:
-            kind = row.get("kind", "")
-            elapsed = _float(row.get("elapsed_s", ""))
-            if elapsed is None:  # a repeated header (concatenated files), a bad row
-                continue
-            sid = row.get("session", "") or ""
-            if sid not in self.sessions:
-                self.sessions.append(sid)
-            if self.session_id is None:
-                self.session_id = sid  # the first session in the file
-            if sid != self.session_id:
-                continue
-            if not self.host:
-                self.host = row.get("host", "") or ""
-            if first_ts is None:
-                ts = _parse_ts(row.get("timestamp", ""))
-                if ts is not None:
-                    first_ts = (ts, elapsed)
-            if kind == "session":
-                self._read_session_row(row.get("label", ""))
-            elif kind == "marker":
-                pid = _float(row.get("pid", ""))
-                self.markers.append(ReplayMarker(elapsed, row.get("label", ""),
-                                                 row.get("source", "") or "api",
-                                                 None if pid is None else int(pid)))
-            elif kind == "sample":
-                self._add_sample(tracks, row, elapsed)
-        return first_ts
+    @property
+    def bytes_read(self) -> int:
+        """How far into the file the replay has read, bytes."""
+        return self._reader.bytes_read
+
+    # -- reading ------------------------------------------------------------------
+    def _start_of(self, session: str | None) -> tuple[int, int] | None:
+        """Where the session row of ``session`` is (byte offset, lines before it); None
+        to read from the start (no session asked for, or not a file one can seek in:
+        then the rows of other sessions are passed over)."""
+        if session is None or not self._regular:
+            return None
+        try:
+            found = find_sessions(self.path, stop_at=session)
+        except OSError as exc:
+            raise ReplayError(f"cannot read {safe_text(self.path)}: "
+                              f"{safe_text(exc.strerror or exc)}") from None
+        for sid, offset, lines in found:
+            if sid == session:
+                return offset, lines
+        raise ReplayError(f"{safe_text(self.path)} has no session {safe_text(session)} (it "
+                          f"has {safe_text(', '.join(s for s, _, _ in found)) or 'none'})")
+
+    def _read_first_ticks(self) -> None:
+        try:
+            while not self._eof and len(self._bounds) < FIRST_TICKS:
+                self._next_row()
+        except SessionFormatError as exc:
+            if exc.line is None:  # could not open or read it at all
+                raise ReplayError(f"cannot read {safe_text(self.path)}: "
+                                  f"{safe_text(exc.message)}") from None
+            raise ReplayError(str(exc)) from None
+        if not self._tracks:
+            why = f" ({self.problems[0]})" if self.problems else ""
+            raise ReplayError(f"{safe_text(self.path)} has no sample rows to replay{why}")
+        gaps = [round(b - a, 6) for a, b in zip([0.0, *self._bounds], self._bounds)]
+        #: the recorded sampling interval (the most common one in the first ticks), s
+        self.interval_s = max(set(gaps), key=gaps.count) if gaps else 1.0
+
+    def _next_row(self) -> None:
+        """Take in the next row of the replayed session (sets ``_eof`` at the end)."""
+        try:
+            row = next(self._rows)
+        except StopIteration:
+            self._eof = True
+            return
+        if self._first_row:
+            self._first_row = False
+            if self.session_id is None:  # the first session in the file
+                self.session_id = self._reader.session = row.session
+            self.host = row.host
+            self.start_timestamp = row.wall_s - row.elapsed_s
+        kind = row.kind
+        if kind == "sample":
+            self._add_sample(row)
+        elif kind == "marker":
+            bisect.insort(self._markers, ReplayMarker(row.elapsed_s, row.label,
+                                                      row.source or "api", row.pid),
+                          key=lambda m: m.elapsed_s)
+        elif kind == "session" and self.carbon is None:
+            self._read_session_row(row.label)
+
+    def _add_sample(self, row) -> None:
+        lost = row.energy_j is None
+        track = self._tracks.get(row.domain)
+        if track is None:
+            if self._opened:  # the engine has its domains: one first seen now is not shown
+                return
+            track = self._tracks[row.domain] = _Track(Domain(
+                id=row.domain, name=row.domain, kind=kind_of(row.domain),
+                source=row.source or "replay", provenance=_provenance(row.provenance, row.source),
+                in_total=row.in_total, label="replayed"))
+        elif not lost and not self._opened and all(iv[3] for iv in track.ivs):
+            # the first rows were lost: the first good one says what the domain is
+            track.domain = dataclasses.replace(
+                track.domain, provenance=_provenance(row.provenance, row.source))
+        end = row.elapsed_s
+        track.add(end - row.interval_s, end, row.energy_j,
+                  bridged=bool(row.label) and bridged_span_s(row.label) is not None)
+        if end > 0 and (self._last_bound is None or end - self._last_bound > BOUNDARY_EPS_S):
+            self._bounds.append(end)  # a new recorded tick
+            self._prev_bound, self._last_bound = self._last_bound, end
 
     def _read_session_row(self, label: str) -> None:
         m = _CARBON.search(label)
-        if m and _float(m.group(1)):
-            pue = _PUE.search(label)
-            self.carbon = CarbonInfo(g_per_kwh=float(m.group(1)),
-                                     pue=float(pue.group(1)) if pue else 1.0,
+        if not m:
+            return
+        pue_m = _PUE.search(label)
+        try:
+            g_per_kwh = number(m.group(1), "carbon")
+            pue = number(pue_m.group(1), "pue") if pue_m else 1.0
+        except BadRow:  # not a number we can use: the caller's default applies
+            return
+        if g_per_kwh > 0 and pue >= 1.0:
+            self.carbon = CarbonInfo(g_per_kwh=g_per_kwh, pue=pue,
                                      source=f"{m.group(2)}, as recorded")
 
-    @staticmethod
-    def _add_sample(tracks: dict[str, _Track], row: dict, elapsed: float) -> None:
-        did = row.get("domain", "")
-        prov_text = row.get("provenance", "")
-        lost = prov_text == "lost"
-        track = tracks.get(did)
-        if track is None:
-            try:
-                prov = Provenance(prov_text)
-            except ValueError:
-                prov = Provenance.MEASURED
-            track = tracks[did] = _Track(Domain(
-                id=did, name=did, kind=kind_of(did), source=row.get("source", "") or "replay",
-                provenance=prov, in_total=row.get("in_total", "1") != "0",
-                label="replayed"))
-        elif not lost and track.domain.provenance.value != prov_text:
-            try:  # the first rows were lost: take the provenance from the first good one
-                prov = Provenance(prov_text)
-                if all(track.lost):
-                    track.domain = dataclasses.replace(track.domain, provenance=prov)
-            except ValueError:
-                pass
-        interval = _float(row.get("interval_s", "")) or 0.0
-        energy = _float(row.get("energy_j", ""))
-        before = track.cum_j[-1] if track.cum_j else 0.0
-        track.starts_s.append(elapsed - interval)
-        track.ends_s.append(elapsed)
-        track.cum_j.append(before + (energy or 0.0))
-        track.lost.append(lost or energy is None)
-        track.bridged.append(bridged_span_s(row.get("label", "") or "") is not None)
+    def _read_ahead(self, t_s: float) -> None:
+        """Read until two recorded ticks after ``t_s`` are known, so the interval that
+        holds ``t_s`` and the one after it are complete (or to the end of the file)."""
+        limit = t_s + BOUNDARY_EPS_S
+        while not self._eof and (self._prev_bound is None or self._prev_bound <= limit):
+            self._next_row()
+
+    def next_boundary(self, after_s: float | None = None) -> float | None:
+        """The first recorded tick time (session s) after ``after_s`` (the first of all
+        when None), reading on as needed; None once the recording has no more."""
+        limit = -float("inf") if after_s is None else after_s + BOUNDARY_EPS_S
+        bounds = self._bounds
+        while True:
+            while bounds and bounds[0] <= limit:
+                bounds.popleft()
+            if bounds:
+                return bounds[0]
+            if self._eof:
+                return None
+            self._next_row()
+
+    def find_sessions(self) -> list[str]:
+        """Every session id in the file, in file order (sets :attr:`sessions`). Scans the
+        whole file (about a second a gigabyte): call it off the UI thread. A pipe is
+        read once, by the replay: only its session is known."""
+        try:
+            found = [sid for sid, _, _ in find_sessions(self.path)] if self._regular else []
+        except OSError:
+            found = []
+        if self.session_id is not None and self.session_id not in found:
+            found.insert(0, self.session_id)  # a session without a session row
+        self.sessions = found
+        return found
 
     # -- Sensor -------------------------------------------------------------------
     def is_available(self) -> SensorStatus:
-        return SensorStatus(self.name, True, os.path.basename(self.path))
+        return SensorStatus(self.name, True, safe_text(os.path.basename(self.path)))
 
     def status(self) -> SensorStatus:
         speed = "" if self.speed == 1 else f" at {self.speed:g}x"
-        return SensorStatus(self.name, True, f"{os.path.basename(self.path)}{speed}")
+        return SensorStatus(self.name, True, f"{safe_text(os.path.basename(self.path))}{speed}")
 
     def open(self):
         if not self._tracks:
-            raise SensorUnavailable(f"{self.path} has no samples")
-        return [t.domain for t in self._tracks]
+            raise SensorUnavailable(f"{safe_text(self.path)} has no samples")
+        self._opened = True
+        return [t.domain for t in self._tracks.values()]
+
+    def close(self) -> None:
+        close = getattr(self._rows, "close", None)
+        if close is not None:
+            close()  # the reader's generator closes the file
+        self._eof = True
 
     def read(self, now_s: float):
         if self._t0 is None:
@@ -331,23 +382,28 @@ class ReplaySensor(Sensor):
         t = now_s - self._t0
         opening = now_s == self._last_read  # the second read at a boundary opens the next
         self._last_read = now_s
+        self._read_ahead(t)
+        while self._bounds and self._bounds[0] < t - BOUNDARY_EPS_S:  # passed
+            self._bounds.popleft()
         self._emit_markers(t)
         out = []
-        for track in self._tracks:
+        for track in self._tracks.values():
             energy, status, link = track.energy_at(t, opening)
             out.append(Reading(track.domain.id, now_s, energy, status=status, link=link,
                                note="lost in the recording" if status is Status.LOST else ""))
         return out
 
     def _emit_markers(self, t_s: float) -> None:
-        if self.on_marker is None:
-            return
-        while self._next_marker < len(self.markers) and \
-                self.markers[self._next_marker].elapsed_s <= t_s + 1e-9:
-            m = self.markers[self._next_marker]
-            self._next_marker += 1
-            self.on_marker(m.label, m.source, m.pid, self._t0 + m.elapsed_s)
+        markers = self._markers
+        n = 0
+        while n < len(markers) and markers[n].elapsed_s <= t_s + 1e-9:
+            n += 1
+        due, self._markers = markers[:n], markers[n:]
+        if self.on_marker is not None:
+            for m in due:
+                self.on_marker(m.label, m.source, m.pid, self._t0 + m.elapsed_s)
 
     def finished(self, elapsed_s: float) -> bool:
-        """Whether the session time ``elapsed_s`` is at or past the recording's end."""
-        return elapsed_s >= self.duration_s - 1e-9
+        """Whether the session time ``elapsed_s`` is at or past the recording's end
+        (known once the file has been read to its end)."""
+        return self._eof and (self._last_bound is None or elapsed_s >= self._last_bound - 1e-9)

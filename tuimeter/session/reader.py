@@ -1,31 +1,55 @@
-"""Read a session CSV row by row, with errors that name the file and the line.
+"""Read a session CSV row by row: the one place where rows are parsed and checked.
 
-Streaming (one row in memory at a time) with the ``csv`` module: a 24-hour session is a
-million rows and must not be loaded whole. Rows come out as lists of strings in
-:data:`~tuimeter.session.csvfile.COLUMNS` order; the caller parses only the cells it
-needs (that is where the time goes).
+``tuimeter report`` and ``tuimeter --replay`` both read through :class:`SessionReader`,
+so they keep exactly the same rows. Streaming (one row in memory at a time) with the
+``csv`` module: a 24-hour session is a million rows and must not be loaded whole.
+Rows come out as :class:`Row` tuples, numbers parsed, of the kinds asked for; rows of
+other kinds (``total``, ``job``, ``process``, ``event``: nobody reading through here
+needs them) are passed over without being parsed.
 
 What is wrong with a file is reported, never hidden, and never stops what can be read:
 
 * not a session at all (missing, empty, another header): :class:`SessionFormatError`
   before any row;
-* a row with the wrong number of cells: skipped, one problem line each (the first few);
+* a row with the wrong number of cells, or a cell that is not what the schema says
+  (see :func:`parse_row`: an impossible number such as ``nan``, ``inf``, ``1e400`` or
+  ``-5``, a timestamp that is not ISO 8601, a sample with no domain): skipped, one
+  problem line each (the first few, then a count), naming file and line;
 * a last line cut short (a recorder killed mid-write leaves no final newline): skipped,
   with a problem that says so;
 * a NUL byte or broken quoting: the rest of the file is skipped, with a problem.
+
+Problems echo the file's content only through :func:`~tuimeter.text.safe_text`: they go
+to terminals.
 """
 
 from __future__ import annotations
 
 import csv
+import datetime as _dt
+import io
 import os
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
+from ..text import safe_text
 from .csvfile import COLUMNS
 
 #: malformed rows reported one by one; the rest are counted
 MAX_PROBLEMS_LISTED = 5
 N_COLUMNS = len(COLUMNS)
+#: the row kinds read by default (the report and the replay need no others)
+READ_KINDS = frozenset({"session", "sample", "marker"})
+#: provenance words of a sample row (``lost``: its sensor could not be read)
+SAMPLE_PROVENANCES = frozenset({"measured", "estimated", "attributed", "interpolated", "lost"})
+#: the largest number a cell may hold (W, J, g, s): no machine comes near a terawatt or a
+#: terajoule in one interval, and sums of millions of such cells stay finite
+MAX_NUMBER = 1e12
+#: a process id is below this (Linux allows 2**22; 32 bits are enough everywhere)
+MAX_PID = 2**32
+#: an ``in_total`` cell (pandas writes a column with empty cells as floats: ``1.0``)
+IN_TOTAL = {"1": True, "0": False, "1.0": True, "0.0": False}
+#: cell text echoed in a problem is cut to this many characters
+ECHO_MAX = 40
 
 
 class SessionFormatError(Exception):
@@ -35,8 +59,35 @@ class SessionFormatError(Exception):
         self.path = path
         self.line = line
         self.message = message
-        where = f"{path}: line {line}: " if line else f"{path}: "
+        where = f"{safe_text(path)}: line {line}: " if line else f"{safe_text(path)}: "
         super().__init__(where + message)
+
+
+class BadRow(ValueError):
+    """A row that breaks the schema; ``str()`` says which cell and why."""
+
+
+class Row(NamedTuple):
+    """One checked row. Numbers are floats in the units of their names, ``None`` where
+    the cell was empty; a sample row with ``energy_j`` None was lost (its sensor could
+    not be read). Text cells are as in the file (escape them before showing them)."""
+
+    line: int  # line number in the file
+    wall_s: float  # ``timestamp``, seconds since the epoch
+    elapsed_s: float
+    interval_s: float
+    host: str
+    session: str
+    kind: str
+    domain: str
+    source: str
+    in_total: bool  # sample rows: adds into the machine total
+    power_w: float | None
+    energy_j: float | None
+    co2_g: float | None
+    provenance: str
+    label: str
+    pid: int | None
 
 
 def check_header(path: str, header: list[str] | None) -> None:
@@ -50,71 +101,307 @@ def check_header(path: str, header: list[str] | None) -> None:
             path, 1, f"not a tuimeter session (expected columns {','.join(COLUMNS)})")
 
 
-class SessionReader:
-    """Iterate the rows of one session file; problems collect in :attr:`problems`.
+def _echo(text: str) -> str:
+    cut = text if len(text) <= ECHO_MAX else text[:ECHO_MAX] + "..."
+    return "'" + safe_text(cut) + "'"
 
-    ``line`` is the line number of the row last returned (for the caller's own messages,
-    e.g. a cell that is not a number: :meth:`problem`).
+
+def number(text: str, name: str) -> float:
+    """A cell that must hold a number from 0 to MAX_NUMBER (not nan, inf, negative)."""
+    try:
+        x = float(text)
+    except ValueError:
+        raise BadRow(f"{name} {_echo(text)} is not a number") from None
+    if not 0.0 <= x <= MAX_NUMBER:  # also false for nan; 1e400 reads as inf
+        raise BadRow(f"{name} {_echo(text)} is not a number from 0 to {MAX_NUMBER:g}")
+    return x
+
+
+def optional_number(text: str, name: str) -> float | None:
+    """An empty cell (a missing value) or a :func:`number`."""
+    return None if text == "" else number(text, name)
+
+
+def wall_s(text: str) -> float:
+    """An ISO 8601 timestamp as seconds since the epoch."""
+    try:
+        return _dt.datetime.fromisoformat(text).timestamp()
+    except (ValueError, OverflowError, OSError):
+        raise BadRow(f"timestamp {_echo(text)} is not an ISO 8601 time") from None
+
+
+def pid_of(text: str) -> int | None:
+    """An empty cell or a process id (``77``, or ``77.0`` as pandas writes it)."""
+    if text == "":
+        return None
+    digits = text[:-2] if text.endswith(".0") else text
+    if not (digits.isascii() and digits.isdigit()) or int(digits) >= MAX_PID:
+        raise BadRow(f"pid {_echo(text)} is not a process id")
+    return int(digits)
+
+
+def parse_row(cells: list[str], line: int = 0) -> Row:
+    """Check one row's cells (in COLUMNS order) and parse them; raises BadRow saying
+    which cell is wrong. This is the definition of a good row:
+
+    ``timestamp`` is ISO 8601; ``elapsed_s`` and ``interval_s`` are numbers from 0 to
+    MAX_NUMBER, and so are ``power_w``, ``energy_j`` and ``co2_g`` where not empty
+    (``nan``, ``inf``, ``1e400``, negative: not readings); ``pid`` is empty or a process
+    id; a sample has a domain, ``in_total`` 0 or 1, a known provenance, and no energy
+    when it says ``lost``.
+    """
+    if len(cells) != N_COLUMNS:
+        raise BadRow(f"{len(cells)} cells, expected {N_COLUMNS}")
+    energy = optional_number(cells[10], "energy_j")
+    if cells[5] == "sample":
+        if not cells[6]:
+            raise BadRow("a sample with no domain")
+        if cells[8] not in IN_TOTAL:
+            raise BadRow(f"in_total {_echo(cells[8])} is not 0 or 1")
+        prov = cells[12]
+        if prov not in SAMPLE_PROVENANCES:
+            raise BadRow(f"provenance {_echo(prov)} is not one of "
+                         f"{', '.join(sorted(SAMPLE_PROVENANCES))}")
+        if prov == "lost" and energy is not None:
+            raise BadRow("a lost sample with an energy_j")
+    return _new_row(Row, (line, wall_s(cells[0]), number(cells[1], "elapsed_s"),
+                          number(cells[2], "interval_s"), cells[3], cells[4], cells[5],
+                          cells[6], cells[7], IN_TOTAL.get(cells[8], False),
+                          optional_number(cells[9], "power_w"), energy,
+                          optional_number(cells[11], "co2_g"), cells[12], cells[13],
+                          pid_of(cells[14])))
+
+
+_new_row = tuple.__new__  # Row(...) without the Python-level __new__: the hot path
+
+
+class SessionReader:
+    """Iterate the checked rows of one session file; problems collect in
+    :attr:`problems` as they are found (a bad row is listed once the next row is read,
+    or at the end, when it may turn out to be a truncated last line).
+
+    ``kinds``: the row kinds returned (others are passed over unparsed). ``session``: if
+    set, rows of other sessions are passed over unparsed too; it may be set while
+    iterating (a replay picks the first session it meets). ``start``: (byte offset,
+    number of lines before it) to start reading at a row other than the first, e.g.
+    one found by :func:`find_sessions`; the header is still checked.
     """
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, kinds=READ_KINDS, session: str | None = None,
+                 start: tuple[int, int] | None = None):
         self.path = os.fspath(path)
+        self.kinds = frozenset(kinds)
+        self.session = session
+        self.start = start
         self.problems: list[str] = []
-        self.rows = 0  # rows returned
-        self._csv = None
+        self.rows = 0  # good rows read (of every kind)
+        self.bad = 0  # rows skipped as malformed
+        self._raw = None
+        self._read_to = 0  # bytes read, once the file is closed
+        self._pending: tuple[int, str] | None = None  # the last bad row, not listed yet
 
     @property
-    def line(self) -> int:
-        return self._csv.line_num if self._csv is not None else 0
+    def bytes_read(self) -> int:
+        """How far into the file reading has got, bytes (reads are buffered: up to a
+        buffer more than the rows returned); 0 for a pipe."""
+        raw = self._raw
+        try:
+            return raw.tell() if raw is not None else self._read_to
+        except (OSError, ValueError):  # closed meanwhile
+            return self._read_to
 
     def problem(self, message: str, line: int | None = None) -> None:
-        """Note a problem at ``line`` (default: the current line)."""
-        line = self.line if line is None else line
-        self.problems.append(f"{self.path}: line {line}: {message}")
+        """Note a problem at ``line`` (or about the whole file)."""
+        where = "" if line is None else f" line {line}:"
+        self.problems.append(f"{safe_text(self.path)}:{where} {message}")
 
-    def _ends_with_newline(self) -> bool:
+    def _bad_row(self, line: int, why: str) -> None:
+        self._flush_pending()
+        self.bad += 1
+        self._pending = (line, why)
+
+    def _flush_pending(self) -> None:
+        if self._pending is not None:
+            line, why = self._pending
+            self._pending = None
+            if self.bad <= MAX_PROBLEMS_LISTED:
+                self.problem(f"malformed row ({why}); skipped", line)
+
+    def _ends_with_newline(self, fh) -> bool:
         try:
-            with open(self.path, "rb") as fh:
-                fh.seek(0, os.SEEK_END)
-                if fh.tell() == 0:
-                    return True
-                fh.seek(-1, os.SEEK_END)
-                return fh.read(1) == b"\n"
+            end = fh.seek(0, os.SEEK_END)
+            if end == 0:
+                return True
+            fh.seek(end - 1)
+            return fh.read(1) == b"\n"
         except OSError:
             return True
 
-    def __iter__(self) -> Iterator[list[str]]:
+    def _open(self):
         try:
-            fh = open(self.path, newline="", encoding="utf-8", errors="replace")
+            raw = open(self.path, "rb", buffering=0)
         except OSError as exc:
             raise SessionFormatError(self.path, None, exc.strerror or str(exc)) from None
-        with fh:
-            ends_nl = self._ends_with_newline()
-            reader = self._csv = csv.reader(fh)
+        try:
+            ends_nl = True  # a pipe cannot be looked at ahead: its last line is not judged
+            if raw.seekable():
+                ends_nl = self._ends_with_newline(raw)
+                raw.seek(0)
+            buffered = io.BufferedReader(raw, 1 << 16)
+            if self.start is None:
+                return raw, buffered, ends_nl, 0, None
+            header = buffered.readline(1 << 20).decode("utf-8", "replace")
+            offset, lines_before = self.start
+            buffered.seek(offset)
+            return raw, buffered, ends_nl, lines_before, next(csv.reader([header]), None)
+        except OSError as exc:
+            raw.close()
+            raise SessionFormatError(self.path, None, exc.strerror or str(exc)) from None
+
+    def __iter__(self) -> Iterator[Row]:
+        raw, buffered, ends_nl, base, header = self._open()
+        self._raw = raw
+        text = io.TextIOWrapper(buffered, encoding="utf-8", errors="replace", newline="")
+        with text:
+            reader = csv.reader(text)
             try:
-                header = next(reader, None)
+                if header is None:
+                    header = next(reader, None)
             except csv.Error as exc:
                 raise SessionFormatError(self.path, 1, f"not a tuimeter session ({exc})") from None
+            except OSError as exc:
+                raise SessionFormatError(self.path, None, exc.strerror or str(exc)) from None
             check_header(self.path, header)
-            bad: list[tuple[int, int]] = []  # (line, cells)
-            try:
-                for row in reader:
-                    if len(row) == N_COLUMNS:
-                        self.rows += 1
-                        yield row
-                    elif row:  # a blank line is nothing
-                        bad.append((reader.line_num, len(row)))
-            except csv.Error as exc:
-                self.problem(f"unreadable ({exc}); the rest of the file is skipped")
-            last_line = reader.line_num
-        self._report_bad(bad, last_line, ends_nl)
+            yield from self._rows(reader, base)
+            last_line = base + reader.line_num
+            self._read_to = self.bytes_read
+        self._raw = None
+        self._finish(last_line, ends_nl)
 
-    def _report_bad(self, bad: list[tuple[int, int]], last_line: int, ends_nl: bool) -> None:
-        if bad and bad[-1][0] == last_line and not ends_nl:
-            line, _cells = bad.pop()
-            self.problem("truncated last line (was the recorder killed?); ignored", line)
-        for line, cells in bad[:MAX_PROBLEMS_LISTED]:
-            self.problem(f"malformed row ({cells} cells, expected {N_COLUMNS}); skipped", line)
-        if len(bad) > MAX_PROBLEMS_LISTED:
-            self.problems.append(f"{self.path}: {len(bad) - MAX_PROBLEMS_LISTED} more "
-                                 f"malformed rows skipped")
+    def _rows(self, reader, base: int) -> Iterator[Row]:
+        """The good rows. The common row is checked inline (a million rows a minute of
+        CPU is the budget); any row that fails a check, or has a pid, goes to
+        :func:`parse_row`, the definition, which names what is wrong (or accepts it).
+        The inline checks only ever accept what parse_row accepts."""
+        kinds, top, sample_provs = self.kinds, MAX_NUMBER, SAMPLE_PROVENANCES
+        iso, new, in_total = _dt.datetime.fromisoformat, _new_row, IN_TOTAL
+        last_ts = last_el = last_iv = None  # the rows of a tick share these cells
+        wall = elapsed = interval = 0.0
+        passed = 0  # rows of other kinds or sessions (counted as read, not returned)
+        try:
+            for cells in reader:
+                if len(cells) != N_COLUMNS:
+                    if cells:  # a blank line is nothing
+                        self._bad_row(base + reader.line_num,
+                                      f"{len(cells)} cells, expected {N_COLUMNS}")
+                    continue
+                kind = cells[5]
+                if kind not in kinds or (self.session is not None
+                                         and cells[4] != self.session):
+                    passed += 1
+                    continue
+                line = base + reader.line_num
+                p, e, c = cells[9], cells[10], cells[11]
+                try:
+                    if cells[0] != last_ts:
+                        wall, last_ts = iso(cells[0]).timestamp(), cells[0]
+                    if cells[1] != last_el:
+                        x = float(cells[1])
+                        if not 0.0 <= x <= top:
+                            raise ValueError
+                        elapsed, last_el = x, cells[1]
+                    if cells[2] != last_iv:
+                        x = float(cells[2])
+                        if not 0.0 <= x <= top:
+                            raise ValueError
+                        interval, last_iv = x, cells[2]
+                    power = float(p) if p else 0.0
+                    energy = float(e) if e else 0.0
+                    co2 = float(c) if c else 0.0
+                    if not (0.0 <= power <= top and 0.0 <= energy <= top and 0.0 <= co2 <= top):
+                        raise ValueError
+                    if kind == "sample" and (not cells[6] or cells[8] not in in_total
+                                             or cells[12] not in sample_provs
+                                             or (e and cells[12] == "lost")):
+                        raise ValueError
+                    if cells[14]:
+                        raise ValueError
+                    row = new(Row, (line, wall, elapsed, interval, cells[3], cells[4], kind,
+                                    cells[6], cells[7], in_total.get(cells[8], False),
+                                    power if p else None,
+                                    energy if e else None, co2 if c else None, cells[12],
+                                    cells[13], None))
+                except (ValueError, OverflowError, OSError):
+                    try:
+                        row = parse_row(cells, line)
+                    except BadRow as exc:
+                        self._bad_row(line, str(exc))
+                        continue
+                if self._pending is not None:
+                    self._flush_pending()
+                self.rows += 1
+                yield row
+        except csv.Error as exc:
+            self.problem(f"unreadable ({safe_text(exc)}); the rest of the file is skipped",
+                         base + reader.line_num)
+        except OSError as exc:
+            self.problem(f"read failed ({safe_text(exc.strerror or exc)}); the rest of the "
+                         f"file is skipped")
+        finally:
+            self.rows += passed
+
+    def _finish(self, last_line: int, ends_nl: bool) -> None:
+        pending = self._pending
+        if pending is not None and pending[0] == last_line and not ends_nl:
+            self._pending = None
+            self.bad -= 1
+            self.problem("truncated last line (was the recorder killed?); ignored", last_line)
+        self._flush_pending()
+        if self.bad > MAX_PROBLEMS_LISTED:
+            self.problems.append(f"{safe_text(self.path)}: {self.bad - MAX_PROBLEMS_LISTED} "
+                                 f"more malformed rows skipped")
+
+
+#: a session row holds this (its ``kind`` cell): what :func:`find_sessions` looks for
+_SESSION_CELL = b",session,"
+_CHUNK = 1 << 20
+
+
+def find_sessions(path: str | os.PathLike, stop_at: str | None = None
+                  ) -> list[tuple[str, int, int]]:
+    """The sessions of a file from their ``session`` rows: (id, byte offset of the row,
+    lines before it), in file order; stops after the session ``stop_at`` if given.
+
+    A byte scan for ``,session,`` (each hit parsed as a row), not a CSV parse: a
+    gigabyte takes about a second, with memory of one chunk. A session that has no
+    session row is not listed. Raises OSError."""
+    found: list[tuple[str, int, int]] = []
+    seen: set[str] = set()
+    with open(path, "rb") as fh:
+        carry = b""  # a partial line left from the previous chunk
+        offset = 0  # file offset of carry[0]
+        lines = 0  # newlines before carry[0]
+        while True:
+            chunk = fh.read(_CHUNK)
+            buf = carry + chunk
+            end = buf.rfind(b"\n") + 1 if chunk else len(buf)
+            pos = buf.find(_SESSION_CELL, 0, end)
+            while pos >= 0:
+                start = buf.rfind(b"\n", 0, pos) + 1
+                stop = buf.find(b"\n", pos, end)
+                stop = end if stop < 0 else stop
+                cells = next(csv.reader([buf[start:stop].decode("utf-8", "replace")]), [])
+                if len(cells) == N_COLUMNS and cells[5] == "session" and cells[4] not in seen:
+                    seen.add(cells[4])
+                    found.append((cells[4], offset + start, lines + buf.count(b"\n", 0, start)))
+                    if cells[4] == stop_at:
+                        return found
+                pos = buf.find(_SESSION_CELL, stop, end)
+            if not chunk:
+                return found
+            lines += buf.count(b"\n", 0, end)
+            offset += end
+            carry = buf[end:]
+            if len(carry) > _CHUNK:  # one line longer than a chunk is no session row
+                offset += len(carry)
+                carry = b""

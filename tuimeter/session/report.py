@@ -31,12 +31,12 @@ its energy over the time it was measured (duration - lost_s).
 from __future__ import annotations
 
 import bisect
-import datetime as _dt
 import math
 from array import array
 from dataclasses import dataclass, field
 
 from .csvfile import bridged_span_s
+from ..text import safe_text
 from .reader import SessionFormatError, SessionReader
 
 #: markers with the same label closer than this (s) on one host are one boundary
@@ -110,68 +110,48 @@ class FileResult:
     rows: int = 0
 
 
-def _wall(ts: str) -> float:
-    return _dt.datetime.fromisoformat(ts).timestamp()
-
-
 def load_file(path: str) -> FileResult:
-    """Read one session file in one pass. Never raises for bad content."""
+    """Read one session file in one pass. Never raises for bad content: rows the reader
+    finds malformed are skipped and listed in ``problems``."""
     res = FileResult(path)
     rd = SessionReader(path)
     sessions: dict[tuple, SessionData] = {}
     cur = None
     key = (None, None)
-    last_el, el = None, 0.0
-    last_iv, iv = None, 0.0
-    bad_numbers = 0
     try:
-        for row in rd:
-            kind = row[5]
-            try:
-                if row[3] != key[0] or row[4] != key[1]:
-                    new_key = (row[3], row[4])
-                    found = sessions.get(new_key)
-                    if found is None:  # may raise on a bad first row: nothing changes then
-                        found = SessionData(row[3], row[4], path, _wall(row[0]) - float(row[1]))
-                        sessions[new_key] = found
-                    key, cur = new_key, found
-                    last_el = last_iv = None
-                if kind == "sample":
-                    if row[1] != last_el:
-                        last_el = row[1]
-                        el = float(last_el) + cur.offset
-                    if row[2] != last_iv:
-                        last_iv = row[2]
-                        iv = float(last_iv)
-                    s = cur.series.get(row[6])
-                    if s is None:
-                        s = cur.series[row[6]] = _Series(row[8] == "1", (key, path))
-                    energy = row[10]
-                    if energy:
-                        span = bridged_span_s(row[13]) if row[13] else None
-                        if span:  # its energy is that of the lost rows before it too
-                            while s.lost_t1 and s.lost_t1[-1] > el - span + 1e-6:
-                                s.lost_t1.pop()
-                                s.lost_iv.pop()
-                                s.lost -= 1
-                        s.e.append(float(energy))
-                        s.t1.append(el)
-                        s.iv.append(span or iv)
-                        if row[12] != s.last_prov:
-                            s.last_prov = row[12]
-                            s.provs.add(row[12])
-                        if cur.g_per_j is None and row[11] and s.e[-1] > 0:
-                            cur.g_per_j = float(row[11]) / s.e[-1]
-                    else:
-                        s.lost += 1
-                        s.lost_t1.append(el)
-                        s.lost_iv.append(iv)
-                elif kind == "marker":
-                    cur.markers.append((float(row[1]) + cur.offset, row[13], row[7]))
-            except ValueError as exc:
-                bad_numbers += 1
-                if bad_numbers <= 5:
-                    rd.problem(f"bad value ({exc}); row skipped")
+        for (_line, wall, elapsed, interval, host, sid, kind, domain, source, in_total,
+             _power, energy, co2, prov, label, _pid) in rd:
+            if host != key[0] or sid != key[1]:
+                key = (host, sid)
+                cur = sessions.get(key)
+                if cur is None:
+                    cur = sessions[key] = SessionData(host, sid, path, wall - elapsed)
+            if kind == "sample":
+                s = cur.series.get(domain)
+                if s is None:
+                    s = cur.series[domain] = _Series(in_total, (key, path))
+                if energy is not None:
+                    el = elapsed + cur.offset
+                    span = bridged_span_s(label) if label else None
+                    if span:  # its energy is that of the lost rows before it too
+                        while s.lost_t1 and s.lost_t1[-1] > el - span + 1e-6:
+                            s.lost_t1.pop()
+                            s.lost_iv.pop()
+                            s.lost -= 1
+                    s.e.append(energy)
+                    s.t1.append(el)
+                    s.iv.append(span or interval)
+                    if prov != s.last_prov:
+                        s.last_prov = prov
+                        s.provs.add(prov)
+                    if cur.g_per_j is None and co2 is not None and energy > 0:
+                        cur.g_per_j = co2 / energy
+                else:
+                    s.lost += 1
+                    s.lost_t1.append(elapsed + cur.offset)
+                    s.lost_iv.append(interval)
+            elif kind == "marker":
+                cur.markers.append((elapsed + cur.offset, label, source))
     except SessionFormatError as exc:
         res.error = str(exc)
     res.problems = rd.problems
@@ -181,7 +161,7 @@ def load_file(path: str) -> FileResult:
         for s in sess.series.values():
             s.g_per_j = sess.g_per_j or 0.0
     if not res.error and not any(s.t1 for sess in res.sessions for s in sess.series.values()):
-        res.problems.append(f"{path}: no samples (an empty session)")
+        res.problems.append(f"{safe_text(path)}: no samples (an empty session)")
     return res
 
 

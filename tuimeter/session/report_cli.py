@@ -17,6 +17,7 @@ import io
 import json
 import sys
 
+from ..text import safe_text, spreadsheet_cell
 from .report import J_PER_WH, Report, avg_w, build_report, load_file
 
 FORMATS = ("table", "csv", "json", "markdown")
@@ -106,11 +107,15 @@ def _full(x: float | None) -> str:
 
 
 def to_csv(rep: Report) -> str:
+    """The long rows for spreadsheets: text from the files (host, label, domain) made
+    :func:`~tuimeter.text.spreadsheet_cell` safe (no formula runs when it is opened),
+    numbers in full precision."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_FIELDS)
+    cell = spreadsheet_cell
     for host, seg, label, start, dur, dom, it, e, avg, co2, share, prov, lost in _rows(rep):
-        w.writerow((host, seg, label, start, _full(dur), dom, it, _full(e),
+        w.writerow((cell(host), seg, cell(label), start, _full(dur), cell(dom), it, _full(e),
                     _full(e / J_PER_WH), _full(avg), _full(co2), _full(share), prov,
                     _full(lost)))
     return buf.getvalue()
@@ -124,16 +129,16 @@ def _table_lines(rep: Report, md: bool) -> list[str]:
     head = ("segment", "duration s", "energy J", "Wh", "avg W", "g CO2e", "share", "provenance")
     lines = []
     for h in rep.hosts:
-        lines.append(f"{'## ' if md else ''}host {h.host}: {len(h.files)} file(s), "
+        lines.append(f"{'## ' if md else ''}host {safe_text(h.host)}: {len(h.files)} file(s), "
                      f"{h.sessions} session(s), {_iso(h.start_t)} .. {_iso(h.end_t)}")
         body = []
         for s in h.segments:
-            body.append((f"{s.index}. {s.label}", s.duration_s, s.energy_j,
+            body.append((f"{s.index}. {safe_text(s.label)}", s.duration_s, s.energy_j,
                          avg_w(s.domains, s.duration_s), s.co2_g, s.share,
                          _prov(s.provenance, s.lost_s)))
             for d, v in s.domains.items():
                 mark = "" if v.in_total else " (not added)"
-                body.append((f"   {d}{mark}", s.duration_s, v.energy_j,
+                body.append((f"   {safe_text(d)}{mark}", s.duration_s, v.energy_j,
                              _avg(v.energy_j, s.duration_s - v.lost_s), v.co2_g, None,
                              _prov(v.provenance, v.lost_s)))
         body.append(("host total", h.duration_s, h.energy_j, avg_w(h.domains, h.duration_s),
@@ -169,7 +174,9 @@ def _grid(head: tuple, cells: list[tuple], md: bool) -> list[str]:
 
 def render(rep: Report, fmt: str) -> str:
     if fmt == "json":
-        return json.dumps(to_json(rep), indent=2) + "\n"
+        # strict JSON: the reader keeps nan and inf out, and a bare NaN is not JSON;
+        # text from the files is escaped by JSON itself (\u001b, ASCII only)
+        return json.dumps(to_json(rep), indent=2, allow_nan=False) + "\n"
     if fmt == "csv":
         return to_csv(rep)
     return "\n".join(_table_lines(rep, md=fmt == "markdown")) + "\n"

@@ -33,6 +33,7 @@ from textual.widgets import Footer
 from ..model import Snapshot
 from ..session import files
 from ..session.files import NewFile
+from ..text import safe_text
 from .format import fmt_duration, fmt_interval
 from .job import JobWatcher
 from .messages import SnapshotFeed, SnapshotReady
@@ -150,6 +151,8 @@ class TuimeterApp(App[Snapshot | None]):
         self._finished = False
         self._job_exited_at: float | None = None
         self._replay_done = False
+        self._problems_shown = 0  # a replay's malformed rows already notified
+        self._sessions_asked = False  # the replayed file's sessions scan has started
         self._record_error_shown = False
         self._quit_requested = False  # see request_quit
         self.set_reactive(TuimeterApp.interval_s, engine.interval_s)
@@ -177,7 +180,9 @@ class TuimeterApp(App[Snapshot | None]):
         if snap is not None:
             self._draw(SnapshotReady(snap, ()))
         self.engine.subscribe(self.feed)
-        self._say_which_session()
+        if self.replay is not None and not self.start_engine:
+            self._sessions_asked = True  # nothing ticks by itself: no frame to wait for
+            self._find_sessions()
         if not self.is_headless:
             self._watch_the_terminal()
         if self.start_engine:
@@ -222,17 +227,41 @@ class TuimeterApp(App[Snapshot | None]):
         must."""
         self._quit_requested = True
 
+    def say(self, message: str, **kw) -> None:
+        """A notification that may hold text from outside (labels, process and file
+        names, session ids): escaped, and never read as markup."""
+        self.notify(safe_text(message), markup=False, **kw)
+
+    @work(thread=True, group="sessions")
+    def _find_sessions(self) -> None:
+        """Which sessions the replayed file holds (a scan of the whole file: not on the
+        UI thread, and started once the first frame is out, so it never delays it)."""
+        self.replay.find_sessions()
+        try:
+            self.call_from_thread(self._say_which_session)
+        except RuntimeError:  # the app has ended meanwhile
+            pass
+
     def _say_which_session(self) -> None:
         """A file with several sessions replays one: say which, and how to pick another."""
         replay = self.replay
-        if replay is None or len(replay.sessions) < 2:
+        sessions = replay.sessions if replay is not None else None
+        if not sessions or len(sessions) < 2:
             return
-        n = len(replay.sessions)
-        which = replay.sessions.index(replay.session_id) + 1
-        self.notify(f"{os.path.basename(replay.path)} holds {n} sessions: replaying "
-                    f"{'the first' if which == 1 else f'number {which}'} "
-                    f"({replay.session_id}); --session ID picks another "
-                    f"({', '.join(replay.sessions)})", severity="warning", timeout=30)
+        n = len(sessions)
+        which = sessions.index(replay.session_id) + 1
+        self.say(f"{os.path.basename(replay.path)} holds {n} sessions: replaying "
+                 f"{'the first' if which == 1 else f'number {which}'} "
+                 f"({replay.session_id}); --session ID picks another "
+                 f"({', '.join(sessions)})", severity="warning", timeout=30)
+
+    def _say_replay_problems(self) -> None:
+        """Rows of the replayed file skipped as malformed, as the reader finds them."""
+        problems = self.replay.problems
+        if len(problems) > self._problems_shown:
+            new = problems[self._problems_shown:]
+            self._problems_shown = len(problems)
+            self.say("; ".join(new), severity="warning", timeout=15)
 
     def on_resize(self, event: events.Resize) -> None:
         """Below 32 lines, the process table and status line give their rows to the chart."""
@@ -244,6 +273,11 @@ class TuimeterApp(App[Snapshot | None]):
         snap = message.snapshot
         self._check_job(snap)
         self._check_recorder()
+        if self.replay is not None:
+            self._say_replay_problems()
+            if not self._sessions_asked:
+                self._sessions_asked = True
+                self.call_after_refresh(self._find_sessions)  # after this frame
         if self.replay is not None and not self._replay_done and self.replay.finished(snap.elapsed_s):
             self._replay_done = True
             self._stop_engine(final_tick=False)
@@ -275,11 +309,11 @@ class TuimeterApp(App[Snapshot | None]):
         if self.replay is None:
             return ""
         speed = "" if self.replay.speed == 1 else f" {self.replay.speed:g}x"
-        sessions = self.replay.sessions
-        if len(sessions) > 1:
+        sessions = self.replay.sessions  # None until the file has been scanned
+        if sessions and len(sessions) > 1:
             speed += f" [{sessions.index(self.replay.session_id) + 1}/{len(sessions)}]"
         done = ": replay finished" if self._replay_done else ""
-        return f"REPLAY {os.path.basename(self.replay.path)}{speed}{done}"
+        return f"REPLAY {safe_text(os.path.basename(self.replay.path))}{speed}{done}"
 
     def _cpu_percent(self, snap: Snapshot) -> float | None:
         pct = snap.monitor_cpu_percent
@@ -328,7 +362,7 @@ class TuimeterApp(App[Snapshot | None]):
         code = state.exit_code if state.exit_code is not None else (
             snap.job.exit_code if snap.job is not None else None)
         how = "" if code is None else f" with code {code}"
-        self.notify(f"job {state.pid} ({state.name}) exited{how}", timeout=10)
+        self.say(f"job {state.pid} ({state.name}) exited{how}", timeout=10)
         if self.paused:  # the job panel says so even while the display is paused
             self.query_one(JobPanel).show(state, snap.job, self._job_exited_at)
 
@@ -336,7 +370,7 @@ class TuimeterApp(App[Snapshot | None]):
         rec = self.recorder
         if rec is not None and rec.failed.is_set() and not self._record_error_shown:
             self._record_error_shown = True
-            self.notify(f"recording stopped: {rec.error}", severity="error", timeout=30)
+            self.say(f"recording stopped: {rec.error}", severity="error", timeout=30)
 
     # -- keys ---------------------------------------------------------------------
     def action_mark(self) -> None:
@@ -357,7 +391,7 @@ class TuimeterApp(App[Snapshot | None]):
             self.notify("the session has ended: no more markers", severity="warning")
             return
         marker = self.engine.add_marker(label, source="key", at_s=at_s)
-        self.notify(f"marker '{label}' at {fmt_duration(marker.elapsed_s)}")
+        self.say(f"marker '{label}' at {fmt_duration(marker.elapsed_s)}")
 
     def action_pause(self) -> None:
         self.paused = not self.paused
@@ -414,12 +448,11 @@ class TuimeterApp(App[Snapshot | None]):
             dst = export_file(directory)
             copy_complete_rows(src, dst)
         except OSError as exc:
-            self.call_from_thread(self.notify, f"export failed: {exc.strerror or exc}",
+            self.call_from_thread(self.say, f"export failed: {exc.strerror or exc}",
                                   severity="error")
             return
         self.exports.append(dst.path)
-        self.call_from_thread(self.notify, f"exported to {os.path.abspath(dst.path)}",
-                              timeout=15)
+        self.call_from_thread(self.say, f"exported to {os.path.abspath(dst.path)}", timeout=15)
 
     async def action_quit(self) -> None:
         self.exit(self.finish())

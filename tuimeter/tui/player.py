@@ -3,11 +3,14 @@
 The engine's own sampler thread ticks every ``interval_s`` of *its* clock but waits in
 real seconds, and a tick that spans part of a lost interval is lost as a whole; a replay
 must instead give back each recorded interval as it was. So a replay is driven from here:
-at each recorded boundary ``t`` (``ReplaySensor.boundaries_s``, the last one the
+at each recorded boundary ``t`` (``ReplaySensor.next_boundary``, the last one the
 recording's end) the engine ticks at exactly ``origin + t`` of the session clock, then
 polls once more at the same instant (the sensor's start value of the next interval: the
 base after a lost interval). A player that falls behind (a slow disk at ``--speed 100``)
 ticks the late boundaries back to back: the replay is slower, never different.
+
+The boundaries come one at a time, as the sensor streams the file: the player holds only
+the next one, so a day-long recording costs it no more than a minute.
 
 :meth:`run_due` does the ticks that are due now (tests call it after advancing a fake
 clock); :meth:`start` runs it on a daemon thread until the end or :meth:`stop`.
@@ -33,8 +36,8 @@ class ReplayPlayer:
     def __init__(self, engine: "Engine", sensor: "ReplaySensor"):
         self.engine = engine
         self.sensor = sensor
-        self.times_s = sensor.boundaries_s
-        self._next = 0
+        #: the next recorded tick time to play (session s), None once all are played
+        self.next_s: float | None = sensor.next_boundary()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()  # run_due from the thread and from stop/finish
@@ -42,7 +45,7 @@ class ReplayPlayer:
     @property
     def finished(self) -> bool:
         """Every recorded interval has been ticked."""
-        return self._next >= len(self.times_s)
+        return self.next_s is None
 
     def _at(self, t_s: float) -> float:
         origin = self.sensor.origin_s
@@ -53,9 +56,12 @@ class ReplayPlayer:
         done = 0
         with self._lock:
             now = self.sensor.session_clock()
-            while not self.finished and not self._stop.is_set() and self._at(self.times_s[self._next]) <= now + 1e-9:
-                at = self._at(self.times_s[self._next])
-                self._next += 1  # first: a tick that fails is not retried forever
+            while (self.next_s is not None and not self._stop.is_set()
+                   and self._at(self.next_s) <= now + 1e-9):
+                t_s = self.next_s
+                at = self._at(t_s)
+                # first: a tick that fails is not retried forever
+                self.next_s = self.sensor.next_boundary(t_s)
                 self.engine.tick(at)
                 self.engine.poll(at)  # same instant again: the next interval's start
                 done += 1
@@ -75,7 +81,7 @@ class ReplayPlayer:
                 log.exception("replay tick failed")
             if self.finished:
                 break
-            wait = (self._at(self.times_s[self._next]) - self.sensor.session_clock()) / speed
+            wait = (self._at(self.next_s) - self.sensor.session_clock()) / speed
             if wait > 0:
                 self._stop.wait(min(wait, MAX_WAIT_S))
 

@@ -14,6 +14,7 @@ from textual.widgets import Input, Static
 
 from ..labels import check_label
 from ..model import CarbonInfo, SensorStatus
+from ..text import safe_text
 from .widgets._sensor_status import status_text
 
 KEYS = (
@@ -54,9 +55,10 @@ def help_text(sensors: Sequence[SensorStatus], session_path: str | None,
     text.append(status_text(sensors))
     if carbon is not None:
         text.append("\n\nCarbon\n", style="bold underline")
-        text.append(f"  {carbon.g_per_kwh:g} g CO2e/kWh, PUE {carbon.pue:g}: {carbon.source}")
+        text.append(f"  {carbon.g_per_kwh:g} g CO2e/kWh, PUE {carbon.pue:g}: "
+                    f"{safe_text(carbon.source)}")
     text.append("\n\nSession file\n", style="bold underline")
-    text.append(f"  {session_path or 'not recorded (use -o FILE)'}\n")
+    text.append(f"  {safe_text(session_path or 'not recorded (use -o FILE)')}\n")
     return text
 
 

@@ -9,6 +9,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
 from ...model import Domain, DomainSample, Snapshot, Status, Totals
+from ...text import safe_text
 from ..format import badge, fmt_energy, fmt_power, provenance_badge
 from ._power_chart import series_marker
 from ._spark_line import SparkLine
@@ -49,7 +50,7 @@ class DomainRow(Horizontal):
     def __init__(self, key: str, name: str, marker: str = " ", **kw) -> None:
         super().__init__(**kw)
         self.key = key
-        self._label = f"{marker} {name}"
+        self._label = f"{marker} {safe_text(name)}"  # a replayed file names its domains
         self._cells: tuple[Static, SparkLine, Static, Static] | None = None
 
     def compose(self) -> ComposeResult:

@@ -6,13 +6,14 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ...model import JobSample
+from ...text import safe_text
 from ..format import fmt_co2, fmt_duration, fmt_energy, fmt_power, fmt_wh
 from ..job import JobState
 
 
 def job_text(state: JobState, job: JobSample | None, exited_at_s: float | None) -> Text:
     text = Text()
-    text.append(f"JOB {state.pid} {state.name}", style="bold")
+    text.append(f"JOB {state.pid} {safe_text(state.name)}", style="bold")  # any user's name
     if state.running and (job is None or job.running):
         detail = "" if state.status in ("running", "") else f" ({state.status})"
         text.append(f"  running{detail}")

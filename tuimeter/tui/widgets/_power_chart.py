@@ -11,6 +11,7 @@ from textual.strip import Strip
 from textual_plotext import PlotextPlot
 
 from ...model import Snapshot
+from ...text import safe_text
 
 #: one plot character per series, so series differ without colour (NO_COLOR, mono SSH);
 #: none of them appears in axis numbers, box drawing or the words plotext writes
@@ -130,7 +131,8 @@ class PowerChart(PlotextPlot):
             top = max((w for d in snap.domains for w in d.history_w[-len(times_s):]
                        if w is not None), default=1.0)
             plt.ylim(0, top * 1.1 if top > 0 else 1.0)
-            shown = [(m.elapsed_s, m.label) for m in snap.markers if lo <= m.elapsed_s <= hi]
+            shown = [(m.elapsed_s, safe_text(m.label)) for m in snap.markers
+                     if lo <= m.elapsed_s <= hi]
             for x, _ in shown:
                 plt.vertical_line(x)
             for x, label in marker_labels(shown, lo, hi, n_points):

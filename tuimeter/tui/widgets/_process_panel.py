@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from ...model import Snapshot
+from ...text import safe_text
 from ..format import fmt_energy, fmt_power
 
 #: rows shown at most (the table scrolls no further: it is a glance, not a process list)
@@ -57,6 +59,7 @@ class ProcessPanel(Vertical):
             return
         table.clear()
         for p in snap.processes[:MAX_ROWS]:
-            table.add_row(str(p.pid), p.name[:24], f"{100 * p.cpu_share:.1f}",
+            # any user names their processes: escaped, and a Text (a str cell is markup)
+            table.add_row(str(p.pid), Text(safe_text(p.name)[:24]), f"{100 * p.cpu_share:.1f}",
                           f"{100 * p.gpu_share:.1f}", fmt_power(p.power_w),
                           fmt_energy(p.total_energy_j))

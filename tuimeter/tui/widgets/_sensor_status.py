@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ...model import SensorStatus
+from ...text import safe_text
 
 
 #: a short reason is cut to this many characters at most
@@ -49,19 +50,19 @@ def status_text(sensors: Sequence[SensorStatus], detail: bool = True, extra: str
         text.append(" | ")
         if not detail:
             text.append(f"{s.name}: ", style="bold")
-            text.append(short_reason(s.reason))
+            text.append(safe_text(short_reason(s.reason)))
             continue
         text.append(f"{s.name} unavailable", style="bold")
-        text.append(f": {s.reason}")
+        text.append(f": {safe_text(s.reason)}")  # reasons quote files, errors, paths
         if s.fix:
-            text.append(f" Fix: {s.fix}")
+            text.append(f" Fix: {safe_text(s.fix)}")
     if missing and not detail:
         fixes = sum(1 for s in missing if s.fix)
         text.append(" (? for the fixes)" if fixes > 1 else " (? for the fix)" if fixes
                     else " (? for details)")
     if extra:  # exporter trouble: server down, points dropped
         text.append(" | ")
-        text.append(extra, style="bold")
+        text.append(safe_text(extra), style="bold")  # a server's own error text
     return text
 
 

@@ -6,6 +6,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ...model import Snapshot
+from ...text import safe_text
 from ..format import fmt_duration, fmt_interval
 
 
@@ -19,7 +20,7 @@ class TopBar(Static):
         text = Text()
         text.append("tuimeter", style="bold")
         if snap is not None:
-            text.append(f" {snap.host}  {fmt_duration(snap.elapsed_s)}")
+            text.append(f" {safe_text(snap.host)}  {fmt_duration(snap.elapsed_s)}")
         text.append(f"  every {fmt_interval(interval_s)}")
         if mode:
             text.append(f"  {mode}", style="bold")

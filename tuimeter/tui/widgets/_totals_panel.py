@@ -6,6 +6,7 @@ from textual.content import Content
 from textual.widgets import Static
 
 from ...model import Snapshot
+from ...text import safe_text
 from ..format import fmt_co2, fmt_duration, fmt_energy, fmt_power, fmt_wh, provenance_badge
 
 
@@ -21,7 +22,8 @@ def totals_text(snap: Snapshot) -> Content:
         ("", fmt_wh(t.total_energy_j)),
         ("CO2e", fmt_co2(t.total_co2_g)),
         ("Grid", f"{c.g_per_kwh:g} g/kWh, PUE {c.pue:g}"),
-        ("", c.source.split(";")[0] + (" (see --country)" if c.is_default else "")),
+        # a replay's source is the recorded file's text
+        ("", safe_text(c.source.split(";")[0]) + (" (see --country)" if c.is_default else "")),
     ]
     parts: list = []
     for i, (name, value) in enumerate(lines):

@@ -1,0 +1,51 @@
+"""safe_text and spreadsheet_cell: untrusted text made safe to show, or to open in a
+spreadsheet."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tuimeter.text import safe_text, spreadsheet_cell
+
+
+@pytest.mark.parametrize("raw, shown", [
+    ("\x1b[2J\x1b[31mEVIL", "\\x1b[2J\\x1b[31mEVIL"),  # C0: ESC
+    ("\x1b]8;;http://x\x07link", "\\x1b]8;;http://x\\x07link"),  # OSC hyperlink, BEL
+    ("a\x9bb\x85c", "a\\x9bb\\x85c"),  # C1: CSI, NEL
+    ("del\x7f", "del\\x7f"),
+    ("two\nlines\tand\rcr\x00", "two\\nlines\\tand\\rcr\\x00"),
+    ("caf" + os.fsdecode(b"\xe9"), "caf\\xe9"),  # not UTF-8, surrogate-escaped: the byte
+    ("lone \ud800", "lone \\ud800"),
+    ("abc\u202edcba", "abc\\u202edcba"),  # a bidi override reorders what follows
+    ("line\u2028sep", "line\\u2028sep"),
+])
+def test_controls_become_visible_escapes(raw, shown):
+    assert safe_text(raw) == shown
+    assert safe_text(shown) == shown  # escaping twice changes nothing
+    shown.encode("utf-8")  # printable: no surrogate left to make print() raise
+
+
+@pytest.mark.parametrize("text", ["train, epoch 2", "café 日本 👍", "C:\\path\\x1b", "", "[b]x[/b]"])
+def test_ordinary_text_is_unchanged(text):
+    assert safe_text(text) == text
+
+
+def test_anything_is_made_text():
+    assert safe_text(42) == "42"
+    assert safe_text(OSError("bad \x1b")) == "bad \\x1b"
+
+
+@pytest.mark.parametrize("raw, cell", [
+    ("=HYPERLINK(\"http://x\",\"y\")", "'=HYPERLINK(\"http://x\",\"y\")"),
+    ("+cmd|' /C calc'!A0", "'+cmd|' /C calc'!A0"),
+    ("-2+3", "'-2+3"),
+    ("@SUM(A1:A9)", "'@SUM(A1:A9)"),
+    ("\t=1", "\\t=1"),  # escaped first: no longer starts with a tab
+    ("epoch 2", "epoch 2"),
+    ("a=b", "a=b"),
+    ("", ""),
+])
+def test_spreadsheet_cells_never_start_a_formula(raw, cell):
+    assert spreadsheet_cell(raw) == cell
