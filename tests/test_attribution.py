@@ -505,10 +505,12 @@ def test_procfs_scanner_matches_psutil():
     slow = PsutilScanner().scan()[me]
     after = time.process_time()
     assert fast.ppid == slow.ppid == os.getppid()
-    # both read this process's CPU time as it grows: in order, within the kernel's 10 ms
-    # clock ticks, and inside what process_time() saw around them (whatever the load)
-    tick = 0.011
-    assert before - tick <= fast.cpu_s <= slow.cpu_s + tick <= after + 2 * tick
+    # both read this process's CPU time as it grows: in order and inside what
+    # process_time() saw around them, whatever the load; /proc counts in 10 ms clock ticks
+    # and may trail the exact clock by a few of them
+    tick, lag = 0.011, 0.05
+    assert before - lag <= fast.cpu_s <= slow.cpu_s + tick
+    assert slow.cpu_s <= after + tick
     assert ProcFsScanner().read_one(me).start == fast.start
     assert ProcFsScanner().machine_cpu_s() == pytest.approx(machine_s(), rel=0.01)
 
