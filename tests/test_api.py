@@ -9,6 +9,7 @@ import pytest
 
 import tuimeter
 from tests.fakes.scripted import FakeClock, rapl_like
+from tests.test_record_cli import wait_for
 from tuimeter import api
 from tuimeter.engine import sampler
 from tuimeter.engine.sampler import Engine
@@ -270,19 +271,52 @@ def test_measure_keeps_the_meter_when_the_function_raises():
     assert boom.last_meter.phases[0].energy_j == pytest.approx(45.0)
 
 
+#: for the processes of the multi-rank tests: files in the working directory as barriers,
+#: waited for with a bound (never a fixed sleep)
+_BARRIER = """
+import glob, os, sys, time
+
+def touch(name):
+    open(name, "w").close()
+
+def count(pattern):
+    return len(glob.glob(pattern))
+
+def wait_until(condition, what):
+    deadline = time.monotonic() + 60
+    while not condition():
+        if time.monotonic() > deadline:
+            sys.exit(f"timed out waiting for {what}")
+        time.sleep(0.01)
+"""
+
+
 def test_ranks_starting_together_elect_one_sampler(tmp_path):
-    """Four processes entering Meter at once: one samples, three attach (lock file)."""
+    """Four processes entering Meter at once: one samples, three attach (lock file).
+
+    They enter together (each waits for a ``go`` file once it has imported tuimeter) and
+    none leaves before all four are in, so a rank can never find the sampler gone."""
     import subprocess
     import sys
 
-    code = ("import time, tuimeter\n"
-            "with tuimeter.Meter(interval_s=0.2, gpu=False, powercap_root='/nonexistent',"
-            " carbon_intensity=100) as m:\n"
-            "    time.sleep(0.2 if m.attached else 4.0)\n"
-            "print('attached' if m.attached else 'own')\n")
-    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-             for _ in range(4)]
-    modes = sorted(p.communicate(timeout=60)[0].strip() for p in procs)
+    code = _BARRIER + (
+        "import tuimeter\n"
+        "touch(f'ready-{os.getpid()}'); wait_until(lambda: os.path.exists('go'), 'go')\n"
+        "with tuimeter.Meter(interval_s=0.2, gpu=False, powercap_root='/nonexistent',"
+        " carbon_intensity=100) as m:\n"
+        "    touch(f'entered-{os.getpid()}')\n"
+        "    wait_until(lambda: count('entered-*') == 4, 'every rank to enter')\n"
+        "print('attached' if m.attached else 'own')\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, stdout=subprocess.PIPE,
+                              text=True) for _ in range(4)]
+    try:
+        wait_for(lambda: len(list(tmp_path.glob("ready-*"))) == 4, 60, "every rank to start")
+        (tmp_path / "go").touch()
+        modes = sorted(p.communicate(timeout=60)[0].strip() for p in procs)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
     assert modes == ["attached", "attached", "attached", "own"]
 
 
@@ -371,22 +405,51 @@ def test_meter_refuses_an_interval_below_the_minimum(tmp_path):
     assert not out.exists()
 
 
-_RANK = """
-import json, os, sys, time, warnings
+_RANK = _BARRIER + """
+import csv, json, warnings
 import tuimeter
 warnings.simplefilter("always")
 rank = int(sys.argv[1])
+
+def session_rows():
+    [path] = glob.glob("rank*.csv")  # only the sampler writes its file
+    with open(path) as fh:
+        text = fh.read()
+    return list(csv.DictReader(text[:text.rfind("\\n") + 1].splitlines()))
+
+def marker(label, pid):
+    found = [r for r in session_rows() if r["kind"] == "marker" and r["label"] == label
+             and r["pid"] == str(pid)]
+    return float(found[0]["elapsed_s"]) if found else None
+
+def ticks_after(t):
+    return len({r["elapsed_s"] for r in session_rows()
+                if r["kind"] == "total" and float(r["elapsed_s"]) > t})
+
 with warnings.catch_warnings(record=True) as seen:
     with tuimeter.Meter(output=f"rank{rank}.csv", label="work", interval_s=0.1, gpu=False,
                         powercap_root="/nonexistent", carbon_intensity=100) as m:
+        touch(f"entered-{rank}")
+        wait_until(lambda: count("entered-*") == 4, "every rank to enter")
         if m.attached:
-            time.sleep(1.5)
+            # the sampler has left its `with` and marked its own end: what follows is
+            # measured only because it keeps sampling for the ranks attached to it
+            wait_until(lambda: os.path.exists("sampler"), "the sampler to leave")
+            sampler = int(open("sampler").read())
+            wait_until(lambda: marker("end", sampler) is not None, "the sampler's end")
+            local_t0 = time.monotonic()
             m.mark("tail")
-            time.sleep(0.8)
+            wait_until(lambda: marker("tail", os.getpid()) is not None, "the tail marker")
+            wait_until(lambda: ticks_after(marker("tail", os.getpid())) >= 2,
+                       "two ticks in the tail")
         else:
-            time.sleep(0.3)  # the sampler's own work ends long before the others'
-print(json.dumps({"attached": m.attached,
-                  "phases": [[p.label, p.duration_s, p.energy_j, p.provenance] for p in m.phases],
+            with open("sampler.tmp", "w") as fh:
+                fh.write(str(os.getpid()))
+            os.replace("sampler.tmp", "sampler")
+    local_s = time.monotonic() - local_t0 if m.attached else None
+print(json.dumps({"attached": m.attached, "pid": os.getpid(), "local_tail_s": local_s,
+                  "phases": [[p.label, p.start_s, p.duration_s, p.energy_j, p.provenance]
+                             for p in m.phases],
                   "warnings": [str(w.message) for w in seen if "ended" in str(w.message)]}))
 """
 
@@ -395,7 +458,10 @@ def test_sampler_that_leaves_first_keeps_measuring_until_every_rank_ends(tmp_pat
     """Guards multi-rank phases: the rank elected sampler leaves its `with` first, yet it
     keeps sampling until every attached rank has sent "end", so their last phase is
     measured (a number, from whole ticks; no warning) and its file holds their end
-    markers; its own last phase still ends when it left."""
+    markers; its own last phase still ends when it left.
+
+    Ordered by barriers, not sleeps: every rank is in before the sampler leaves, and the
+    ranks start their last phase only once the sampler has marked its own end."""
     import json
     import subprocess
     import sys
@@ -411,40 +477,46 @@ def test_sampler_that_leaves_first_keeps_measuring_until_every_rank_ends(tmp_pat
     owner = [r for r in results if not r["attached"]]
     ranks = [r for r in results if r["attached"]]
     assert len(owner) == 1 and len(ranks) == 3
-    for r in ranks:
-        assert r["warnings"] == []
-        (work, _, work_j, _), (tail, tail_s, tail_j, tail_prov) = r["phases"]
-        assert (work, tail) == ("work", "tail")
-        assert work_j is not None and tail_j is not None and tail_j > 0
-        assert tail_prov == "estimated" and tail_s == pytest.approx(0.8, abs=0.3)
-    [(label, own_s, own_j, _)] = owner[0]["phases"]
-    assert own_s < 1.0 and own_j is not None
     [csv_path] = [p for p in tmp_path.glob("rank*.csv")]
     rows = list(csv.DictReader(csv_path.open()))
     marker_rows = [r for r in rows if r["kind"] == "marker"]
-    assert sum(r["label"] == "end" for r in marker_rows) == 4  # three ranks + the sampler
-    last_end = max(float(r["elapsed_s"]) for r in marker_rows if r["label"] == "end")
-    assert max(float(r["elapsed_s"]) for r in rows) >= last_end  # sampled up to the last end
+    ends = {int(r["pid"]): float(r["elapsed_s"]) for r in marker_rows if r["label"] == "end"}
+    assert set(ends) == {r["pid"] for r in results}  # three ranks + the sampler
+    sampler_end = ends[owner[0]["pid"]]
+    for r in ranks:
+        assert r["warnings"] == []
+        (work, *_), (tail, tail_t0, tail_s, tail_j, tail_prov) = r["phases"]
+        assert (work, tail) == ("work", "tail")
+        assert tail_t0 > sampler_end  # wholly after the sampler left
+        assert tail_j is not None and tail_j > 0 and tail_prov == "estimated"
+        assert 0 < tail_s <= r["local_tail_s"]  # between its marks, as the rank saw them
+    [(label, own_t0, own_s, own_j, _)] = owner[0]["phases"]
+    assert own_j is not None
+    assert own_t0 + own_s == pytest.approx(sampler_end, abs=1e-5)  # ends when it left, not later
+    assert sampler_end < min(e for pid, e in ends.items() if pid != owner[0]["pid"])
+    assert max(float(r["elapsed_s"]) for r in rows) >= max(ends.values())  # sampled to the end
 
 
 def test_sampler_does_not_wait_for_a_rank_that_died(tmp_path):
     """Guards against a hung exit: an attached rank that started a phase and died without
-    sending "end" counts as ended, so the sampling meter stops promptly."""
+    sending "end" counts as ended, so the sampling meter stops without waiting out
+    ``wait_attached_s`` (which would warn that it stopped with a meter still running)."""
     import subprocess
     import sys
-    import time
 
     eng, clock = make_engine()
     code = ("import os, tuimeter\n"
             "m = tuimeter.Meter(label='doomed'); m.start()\n"
             "assert m.attached\n"
             "os._exit(0)\n")
-    with api.Meter(label="owner", engine=eng, autostart=False, wait_attached_s=30.0) as owner:
-        subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
-        clock.advance(1.0)
-        eng.tick()
-        t0 = time.monotonic()
-    assert time.monotonic() - t0 < 10.0
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with api.Meter(label="owner", engine=eng, autostart=False,
+                       wait_attached_s=30.0) as owner:
+            subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+            clock.advance(1.0)
+            eng.tick()
+    assert [str(w.message) for w in seen if "stopped measuring" in str(w.message)] == []
     assert owner.phases[0].energy_j == pytest.approx(45.0)
 
 

@@ -67,6 +67,22 @@ def test_marker_rows_have_label_time_and_pid(tmp_path):
     assert int(m.pid.iloc[0]) == 42
 
 
+def test_timestamps_are_the_wall_time_at_the_end_of_each_interval(tmp_path):
+    """Guards the timestamp's value, not only its format: the session started at wall time
+    1.8e9; every row is stamped start + elapsed_s, where a tick's elapsed_s is the end of
+    its interval (the first ends 1 s in) and a marker's is its instant."""
+    path, _, rec = record(tmp_path, marker_at=2)
+    rec.close()
+    df = pd.read_csv(path)
+    start = pd.Timestamp(1_800_000_000, unit="s", tz="UTC")
+    assert (pd.to_datetime(df.timestamp) == start + pd.to_timedelta(df.elapsed_s, unit="s")).all()
+    totals = df[df.kind == "total"]
+    assert list(totals.elapsed_s) == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert (totals.interval_s == 1.0).all()
+    assert df[df.kind == "session"].timestamp.iloc[0] == "2027-01-15T08:00:00.000000+00:00"
+    assert df[df.kind == "marker"].timestamp.iloc[0] == "2027-01-15T08:00:03.000000+00:00"
+
+
 def test_each_tick_is_on_disk_before_the_next(tmp_path):
     """Flushed every tick: a reader sees every completed tick while the session runs."""
     path, eng, rec = record(tmp_path, ticks=3)

@@ -55,6 +55,7 @@ class FakeProc:
         self.argv: list[str] | None = None
         self.returncode: int | None = None
         self.terminated = False
+        self.terminations = 0
         self._exit_code = exit_code
         if data is None:  # live: the test writes with .write(), EOF on terminate()/end()
             read_fd, self._write_fd = os.pipe()
@@ -84,6 +85,7 @@ class FakeProc:
 
     def terminate(self) -> None:
         self.terminated = True
+        self.terminations += 1
         self.returncode = -15
         self.end()
 
@@ -349,12 +351,23 @@ def test_is_available_never_raises() -> None:
 
 
 def test_close_is_idempotent() -> None:
-    """close() twice, or before open(), is harmless."""
-    sensor = make_sensor(FakeProc(stream("apple_m1_idle.plist")))
+    """close() before open() starts and stops nothing; close() on a running powermetrics
+    terminates it once and ends the reader thread; a second close() terminates nothing
+    more, raises nothing and reports no loss."""
+    proc = FakeProc()  # live: only terminate() ends its stream
+    proc.write(stream("apple_m4_three_samples.plist").split(b"\0")[0])
+    sensor = make_sensor(proc)
     sensor.close()
+    assert proc.argv is None and proc.terminations == 0
+    before = set(threading.enumerate())
     sensor.open()
+    [reader] = [t for t in set(threading.enumerate()) - before
+                if t.name == "powermetrics-reader"]
     sensor.close()
+    assert proc.terminations == 1 and not reader.is_alive()
     sensor.close()
+    assert proc.terminations == 1
+    assert sensor.drain_events() == [] and sensor.status().available
 
 
 def test_odd_samples_give_no_energy_instead_of_crashing() -> None:

@@ -134,18 +134,27 @@ def test_metrics_per_domain_machine_and_monitor(exporter_on):
 
 
 def test_counters_follow_the_latest_snapshot_without_work_on_the_sampling_path(exporter_on):
-    """A scrape reads the latest snapshot: two ticks later the counter has grown by 2 ticks."""
+    """A scrape reads the latest snapshot: two ticks later each counter has grown by 2
+    ticks, the domain's and the machine's energy and CO2e (counters since the session
+    started, not the last interval's energy, which a single tick cannot tell apart)."""
     eng, clock = _engine()
     exp = exporter_on(eng)
     for _ in range(3):
         clock.advance(1.0)
         eng.tick()
-    first = _value(_scrape(exp), "tuimeter_energy_joules_total", domain="package-0")
+    first = _scrape(exp)
+    assert _value(first, "tuimeter_energy_joules_total",
+                  domain="package-0") == pytest.approx(3 * 40.0)
+    assert _value(first, "tuimeter_machine_energy_joules_total") == pytest.approx(3 * 45.0)
     for _ in range(2):
         clock.advance(1.0)
         eng.tick()
-    assert _value(_scrape(exp), "tuimeter_energy_joules_total",
-                  domain="package-0") == pytest.approx(first + 80.0)
+    later = _scrape(exp)
+    assert _value(later, "tuimeter_energy_joules_total",
+                  domain="package-0") == pytest.approx(5 * 40.0)
+    assert _value(later, "tuimeter_machine_energy_joules_total") == pytest.approx(5 * 45.0)
+    # 225 J at 360 g/kWh
+    assert _value(later, "tuimeter_machine_co2e_grams_total") == pytest.approx(225 * 1e-4)
 
 
 def test_job_metrics_when_a_job_is_followed(exporter_on):
@@ -188,14 +197,30 @@ def test_scrape_before_the_engine_opens_is_not_an_error(exporter_on):
     assert _value(m, "tuimeter_markers_total") == 0
 
 
+def _can_listen(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past TIME_WAIT, not LISTEN
+        try:
+            s.bind(("127.0.0.1", port))
+            s.listen()
+        except OSError:
+            return False
+        return True
+
+
 def test_close_frees_the_port():
+    """The exporter holds its (real) port and serves on it until close; after close the
+    port can be listened on again and nothing answers there. A second close is a no-op."""
     eng, _ = _engine()
     exp = PrometheusExporter(eng, "127.0.0.1", 0)
     port = exp.port
+    assert port != 0 and not _can_listen(port)
+    assert _value(_scrape(exp), "tuimeter_markers_total") == 0
     exp.close()
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(("127.0.0.1", port))
+    assert _can_listen(port)
+    with pytest.raises(OSError):
+        _scrape(exp)
+    exp.close()
 
 
 # -- the command line ------------------------------------------------------------------

@@ -24,8 +24,9 @@ T0 = 1_800_000_000.0
 def record(path, host="h", start=0.0, ticks=10, interval=1.0, marks=(), power=None, lost=(),
            bridged=False):
     """Record ``ticks`` ticks from wall time T0+start; ``marks``: {tick index: label, or
-    (label, source)}; ``lost``: tick indices at which package-0 cannot be read; ``bridged``:
-    its counter runs on meanwhile and bridges the lost ticks when it reads again.
+    (label, source)}, where an index such as 1.5 is a marker half-way through the second
+    tick; ``lost``: tick indices at which package-0 cannot be read; ``bridged``: its
+    counter runs on meanwhile and bridges the lost ticks when it reads again.
 
     rapl_like: package-0 40 W + dram 5 W counted (45 W); core 25 W and psys 60 W not.
     """
@@ -40,14 +41,23 @@ def record(path, host="h", start=0.0, ticks=10, interval=1.0, marks=(), power=No
     rec.start(eng.snapshot)
     eng.subscribe(rec)
     marks = dict(marks)
+
+    def mark(at):
+        label, source = marks[at] if isinstance(marks[at], tuple) else (marks[at], "cli")
+        eng.add_marker(label, source)
+
     for i in range(ticks):
         if i in marks:
-            label, source = marks[i] if isinstance(marks[i], tuple) else (marks[i], "cli")
-            eng.add_marker(label, source)
+            mark(i)
         sensor.lost = {"package-0"} if i in lost else set()
         if i - 1 in lost and i not in lost and not bridged:
             eng.poll()  # back at the start of this interval: it is measured in full
-        clock.advance(interval)
+        done_s = 0.0
+        for at in sorted(k for k in marks if i < k < i + 1):  # inside this tick
+            clock.advance((at - i) * interval - done_s)
+            done_s = (at - i) * interval
+            mark(at)
+        clock.advance(interval - done_s)
         eng.tick()
     rec.close()
     return str(path)
@@ -74,10 +84,16 @@ def test_segments_between_markers(tmp_path):
 
 
 def test_marker_inside_a_tick_splits_by_time(tmp_path):
-    """A marker between ticks apportions the straddling sample by time."""
-    f = record(tmp_path / "a.csv", ticks=4, interval=2.0, marks={})
-    rep = report(f)
-    assert rep.energy_j == pytest.approx(360.0)
+    """A marker between ticks apportions the straddling sample by time: ticks every 2 s
+    at 45 W, a marker 1 s into the second tick (at 3 s) gives 3 s and 5 s of 45 W, not
+    the whole straddling tick to either side (4 s and 4 s, or 2 s and 6 s)."""
+    f = record(tmp_path / "a.csv", ticks=4, interval=2.0, marks={1.5: "mid"})
+    (host,) = report(f).hosts
+    start, mid = host.segments
+    assert mid.label == "mid" and mid.start_t == pytest.approx(T0 + 3.0)
+    assert (start.duration_s, mid.duration_s) == (pytest.approx(3.0), pytest.approx(5.0))
+    assert start.energy_j == pytest.approx(3 * 45.0) and mid.energy_j == pytest.approx(5 * 45.0)
+    assert host.energy_j == pytest.approx(360.0)
 
 
 def test_json_structure(tmp_path, capsys):
@@ -196,9 +212,16 @@ def test_plot_without_tty(tmp_path, capsys):
 
 
 def test_report_json_is_pure_with_plot(tmp_path, capsys):
+    """--plot with --format json: stdout is the same JSON as without --plot, and the plot
+    is drawn on stderr (not dropped, not mixed into the JSON)."""
     f = record(tmp_path / "a.csv", ticks=5)
+    assert cmd_report([f, "--format", "json"]) == 0
+    plain = capsys.readouterr()
     assert cmd_report([f, "--plot", "--format", "json"]) == 0
-    json.loads(capsys.readouterr().out)
+    plotted = capsys.readouterr()
+    assert plotted.out == plain.out
+    assert json.loads(plotted.out)["total"]["energy_j"] == pytest.approx(225.0)
+    assert "total power (W)" in plotted.err and "seconds since start" in plotted.err
 
 
 def test_to_json_shares_per_host(tmp_path):

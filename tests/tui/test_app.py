@@ -469,6 +469,32 @@ def _chart_lines(app) -> list[str]:
     return ["".join(seg.text for seg in chart.render_line(y)) for y in range(chart.size.height)]
 
 
+@pytest.mark.asyncio
+async def test_chart_is_built_for_the_width_it_is_drawn_at():
+    """Guards the chart thinned and labelled for the width it had when a snapshot was
+    shown, not the one it is drawn at: a frame that falls due before the first layout
+    (width 0) drew 10 points a series, and a resize while paused kept the old width's
+    points (the snapshot tests' flake). Shown at 80 columns, paused, widened to 160: the
+    same chart as one shown at 160."""
+    from tests.fakes.scripted import FakeClock
+
+    from .conftest import replay_app
+
+    charts = []
+    for sizes in (((160, 48),), ((80, 24), (160, 48))):
+        clock = FakeClock()
+        app = replay_app(clock)
+        async with app.run_test(size=sizes[0]) as pilot:
+            await tick(pilot, clock, 90)
+            await pilot.press("p")
+            for size in sizes[1:]:
+                await pilot.resize_terminal(*size)
+                await pilot.pause()
+            charts.append(_chart_lines(app))
+            await pilot.press("q")
+    assert charts[0] == charts[1]
+
+
 def test_marker_labels_are_cut_before_the_next_marker():
     """Guards overlapping marker labels (`marmarepoch 2, "fa`): a label ends a column
     before the next marker, is cut to fit, and is dropped when under 3 characters."""

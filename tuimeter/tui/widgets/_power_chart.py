@@ -109,15 +109,28 @@ class PowerChart(PlotextPlot):
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
         self._version = 0
+        self._data: tuple[Snapshot, Sequence[float]] | None = None
         self._cache_key: tuple | None = None
         self._cache: list[Strip] = []
 
     def show(self, snap: Snapshot, times_s: Sequence[float]) -> None:
+        """Chart this snapshot. The plot is built when drawn, for the width it has then:
+        a frame shown before the first layout (or before a resize) is not thinned and
+        labelled for another width."""
+        self._data = (snap, times_s)
+        self._version += 1
+        self.refresh()
+
+    def _build(self, width: int) -> None:
+        """Load the shown snapshot into the figure, thinned to ``width`` columns."""
         plt = self.plt
         plt.clear_data()
         plt.xlabel("elapsed s")
         plt.ylabel("W")
-        n_points = max(self.size.width - 8, 10)  # about the plot area's columns
+        if self._data is None:
+            return
+        snap, times_s = self._data
+        n_points = max(width - 8, 10)  # about the plot area's columns
         if times_s:
             for i, d in enumerate(snap.domains):
                 hist = d.history_w[-len(times_s):]
@@ -137,8 +150,6 @@ class PowerChart(PlotextPlot):
                 plt.vertical_line(x)
             for x, label in marker_labels(shown, lo, hi, n_points):
                 plt.text(label, x, top * 1.05, alignment="left")
-        self._version += 1
-        self.refresh()
 
     def _plot_lines(self) -> "list[str] | str":
         """The figure's characters, top line first: plotext's matrix read directly, not
@@ -162,6 +173,7 @@ class PowerChart(PlotextPlot):
         key = (self._version, self.size, style)
         if key != self._cache_key:
             w, h = self.size
+            self._build(w)
             self._plot.plotsize(w, h)
             self._plot._set_size(w, h)  # as PlotextPlot.render does (textual-plotext #5)
             self._plot.theme("clear")
