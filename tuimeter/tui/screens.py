@@ -31,7 +31,7 @@ KEYS = (
 LEGEND = (
     ("[measured]", "read from a hardware counter or power sensor"),
     ("[estimated]", "a model (TDP x load, W per GiB): not a measurement"),
-    ("[LOST]", "the sensor failed; no energy is counted while lost"),
+    ("[LOST]", "unreadable now; a counter that ran on is bridged when it reads again"),
     ("(part)", "inside another domain (core in package): not added to the total"),
     ("(whole)", "the whole platform (psys holds package and dram): not added"),
     ("* + # @", "the chart character of each domain (left of its name)"),
