@@ -133,5 +133,6 @@ register(SensorEntry("powermetrics", ("darwin",), frozenset({CPU, MEMORY, GPU, S
                      "tuimeter.sensors.powermetrics:PowermetricsSensor", measures_cpu=True))
 register(SensorEntry("nvml", ("linux", "win32"), frozenset({GPU}), ("gpu",),
                      "tuimeter.sensors.nvml:NvmlSensor"))
+register(SensorEntry("amdsmi", ("linux",), frozenset({GPU}), ("amdgpu",), "tuimeter.sensors.amdsmi:AmdSmiSensor"))
 register(SensorEntry("estimate", (), frozenset({CPU, MEMORY}), ("estimate/",),
                      "tuimeter.sensors.estimate:EstimateSensor", fallback=True))
