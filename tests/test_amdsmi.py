@@ -14,7 +14,7 @@ from tests.fakes.fake_amdsmi import FakeAmdGpu, make_fake_amdsmi
 from tests.fakes.fake_pynvml import FakeGpu, make_fake_pynvml
 from tests.fakes.scripted import FakeClock, rapl_like
 from tuimeter.engine.sampler import Engine
-from tuimeter.model import CarbonInfo, DomainKind, Link, Provenance, SensorStatus, Status
+from tuimeter.model import CarbonInfo, DomainKind, Link, Provenance, Status
 from tuimeter.sensors import registry
 from tuimeter.sensors.amdsmi import NO_GPU, NOT_INSTALLED, AmdSmiSensor
 from tuimeter.sensors.capabilities import GpuProcessSource
@@ -225,7 +225,3 @@ async def test_the_ui_domain_table_shows_the_amd_gpu(monkeypatch, tmp_path):
         row = " ".join(text(s) for s in rows["amdgpu0"].query(Static))
         assert "[measured]" in row and "250.0 W" in row
         await pilot.press("q")
-
-
-def test_statuses_name_the_sensor():
-    assert SensorStatus("amdsmi", False, NO_GPU).describe().startswith("amdsmi: unavailable")
