@@ -13,10 +13,12 @@ ROOT = Path(__file__).resolve().parents[1]
 HEADLESS = [
     "tuimeter", "tuimeter.model", "tuimeter.carbon", "tuimeter.cli",
     "tuimeter.sensors.rapl", "tuimeter.sensors.nvml", "tuimeter.sensors.powermetrics",
-    "tuimeter.sensors.estimate", "tuimeter.sensors.discover", "tuimeter.engine.sampler",
+    "tuimeter.sensors.estimate", "tuimeter.sensors.discover", "tuimeter.sensors.registry",
+    "tuimeter.sensors.capabilities", "tuimeter.sensors.amdsmi", "tuimeter.engine.sampler",
     "tuimeter.session.csvfile", "tuimeter.session.recorder", "tuimeter.session.measure",
     "tuimeter.session.markers", "tuimeter.session.report", "tuimeter.engine.attribution",
     "tuimeter.export", "tuimeter.export.prometheus", "tuimeter.export.influx", "tuimeter.api",
+    "tuimeter.export.points", "tuimeter.export.base", "tuimeter.export.registry",
     "tuimeter.doctor", "tuimeter.doctor.render",
     "tuimeter.text", "tuimeter.session.reader",
 ]

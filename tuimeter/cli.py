@@ -115,7 +115,10 @@ def add_measure_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pue", type=_pue, metavar="PUE", help="power usage effectiveness (>= 1)")
     p.add_argument("--powercap-root", metavar="DIR",
                    help="powercap folder (default /sys/class/powercap, or $TUIMETER_POWERCAP_ROOT)")
-    p.add_argument("--no-gpu", action="store_true", help="do not use NVML")
+    from .sensors.registry import gpu_sensor_names
+
+    p.add_argument("--no-gpu", action="store_true",
+                   help=f"do not use the GPU sensors ({', '.join(gpu_sensor_names())})")
     p.add_argument("--no-attribution", action="store_true",
                    help="do not attribute power to processes")
     p.add_argument("--no-socket", action="store_true",
@@ -191,15 +194,16 @@ def _fmt_progress(snap) -> str:
 
 def unavailable_lines(statuses) -> list[str]:
     """One line per sensor that cannot be used: ``tuimeter: rapl unavailable: <reason>.
-    Fix: <fix>``. A machine without the NVIDIA driver gets the short reason alone."""
-    from .sensors.nvml import NO_DRIVER_REASON
+    Fix: <fix>``. A machine that simply has none of a sensor's hardware (no NVIDIA driver,
+    no AMD GPU: the sensor's ``absent_reasons``) gets the short reason alone."""
+    from .sensors.registry import is_absent
 
     lines = []
     for s in statuses:
         if s.available:
             continue
         line = f"tuimeter: {s.name} unavailable: {s.reason.rstrip('. ')}"
-        if s.fix and s.reason != NO_DRIVER_REASON:
+        if s.fix and not is_absent(s):
             line += f". Fix: {s.fix}"
         lines.append(line)
     return lines

@@ -62,6 +62,10 @@ DEFAULT_HISTORY_LEN = 600
 MAX_MARKERS_KEPT = 1000
 
 
+class DomainClash(RuntimeError):
+    """Two domains with one id at :meth:`Engine.open` (a sensor without its own prefix)."""
+
+
 class SessionEnded(RuntimeError):
     """A marker arrived after the engine stopped: no tick will ever write it."""
 
@@ -177,8 +181,7 @@ class Engine:
             self._statuses[sensor.name] = sensor.status()
             for d in domains:
                 if d.id in self._by_id:
-                    log.warning("duplicate domain id %s from %s ignored", d.id, sensor.name)
-                    continue
+                    self._refuse_clash(d, sensor)
                 st = _DomainState(d, sensor, self.history_len)
                 self._states.append(st)
                 self._by_id[d.id] = st
@@ -190,6 +193,20 @@ class Engine:
         factor = co2_g(1.0, self.carbon)
         self._snapshot = self._build_snapshot(now, 0.0, (), (), ((), None, None), None,
                                               self._domain_samples(factor), factor)
+
+    def _refuse_clash(self, domain: Domain, sensor: Sensor) -> None:
+        """Two domains with one id: close what was opened and raise DomainClash (dropping
+        one would lose its joules silently, and every reader keys domains by id)."""
+        other = self._by_id[domain.id].sensor
+        for s in self._open_sensors:
+            try:
+                s.close()
+            except Exception:  # closing on the way out; the clash is the error to report
+                log.exception("sensor %s failed to close", s.name)
+        self._open_sensors, self._states, self._by_id = [], [], {}
+        whose = "twice by sensor" if other is sensor else f"by sensors {other.name!r} and"
+        raise DomainClash(f"domain id {domain.id!r} is given {whose} {sensor.name!r}: each "
+                          f"sensor needs its own id prefix (tuimeter/sensors/registry.py)")
 
     @property
     def domains(self) -> list[Domain]:

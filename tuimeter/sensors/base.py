@@ -36,7 +36,13 @@ class SensorUnavailable(Exception):
 
 
 class Sensor(abc.ABC):
+    """A source of readings. Registered in :mod:`tuimeter.sensors.registry` (one entry);
+    optional abilities are mixins from :mod:`tuimeter.sensors.capabilities`."""
+
     name: str = "sensor"
+    #: unavailable reasons that only mean "none of this hardware here" (shown in one short
+    #: line without the fix: most machines have no GPU of a given vendor)
+    absent_reasons: tuple[str, ...] = ()
 
     @abc.abstractmethod
     def is_available(self) -> SensorStatus:
