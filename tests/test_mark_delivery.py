@@ -70,8 +70,9 @@ def recorders(tmp_path, monkeypatch):
     r.close()
 
 
-#: seconds sessions have to answer in these tests: a loaded machine can take seconds (3 s was seen to fail at a load of 40), and a
-#: live session answers at once anyway (only stopped ones make a client wait this long)
+#: seconds sessions have to answer in these tests: a loaded machine can take seconds (3 s
+#: failed once at a load of 40), and a live session answers at once anyway (only stopped
+#: ones make a client wait this long)
 PATIENCE = "8"
 
 
