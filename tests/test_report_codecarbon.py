@@ -230,3 +230,26 @@ def test_session_carbon_reads_what_the_writer_wrote(tmp_path):
         (tmp_path / "s.csv").unlink()
     assert session_carbon("tuimeter schema 1; carbon 56 g/kWh (test)").pue is None
     assert session_carbon("tuimeter schema 1; carbon nan g/kWh (test); pue 1") is None
+
+
+def test_replay_takes_the_recorded_carbon_settings(tmp_path):
+    """The replay reads the session row through the same parser: intensity, source, PUE."""
+    from tuimeter.sensors.replay import ReplaySensor
+
+    info = resolve_carbon(country="FRA", pue=1.2, env={}, config_path=tmp_path / "none.toml")
+    sensor = ReplaySensor(record(tmp_path / "a.csv", [rapl_like()], carbon=info, ticks=2))
+    sensor.open()
+    assert (sensor.carbon.g_per_kwh, sensor.carbon.pue) == (info.g_per_kwh, 1.2)
+    assert sensor.carbon.source == f"{info.source}, as recorded"
+
+
+def test_sessions_with_different_pues_leave_pue_empty_and_energy_as_measured(tmp_path, capsys):
+    """Two recordings of one host over the same time that recorded different PUEs: no
+    one PUE to apply, so none is claimed."""
+    a = record(tmp_path / "a.csv", [rapl_like()], ticks=4)
+    b = record(tmp_path / "b.csv", [rapl_like()], ticks=4,
+               carbon=CarbonInfo(g_per_kwh=360.0, pue=1.5, source="test"))
+    (row,) = codecarbon(capsys, a, b).itertuples()
+    (seg,) = report_json(capsys, a, b)["segments"]
+    assert pd.isna(row.pue)
+    assert row.energy_consumed * 3.6e6 == pytest.approx(seg["energy_j"], rel=1e-12)
