@@ -44,6 +44,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
+from .carbon import g_per_j
 from .labels import check_label
 from .session import mark_client, markers
 from .session.mark_client import MarkResult
@@ -223,7 +224,7 @@ class Meter:
             self.recorder = open_recorder(self.output, eng.host, self.overwrite, self.append)
         eng.open()
         snap = eng.snapshot
-        self._g_per_j = snap.carbon.g_per_kwh * snap.carbon.pue / 3.6e6
+        self._g_per_j = g_per_j(snap.carbon)
         self._meta = {d.id: (d.in_total, str(d.provenance)) for d in eng.domains}
         if self.recorder is not None:
             self.recorder.start(snap)
