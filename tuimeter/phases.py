@@ -89,6 +89,14 @@ class Samples:
         return max(self.t1[-1] if self.t1 else -math.inf,
                    self.lost_t1[-1] if self.lost_t1 else -math.inf)
 
+    @property
+    def settled_to(self) -> float:
+        """Up to when this domain's energy is final: the end of the data, or, when it
+        ends lost, the end of its last sample (a bridged reading may still fill the
+        lost time after it)."""
+        last = self.t1[-1] if self.t1 else -math.inf
+        return last if self.lost_t1 and self.lost_t1[-1] > last else self.end
+
     def clipped(self, clip: float) -> "Samples":
         """The same samples (shared, not copied), counted only after ``clip``."""
         out = Samples(self.in_total, self.provs, self.g_per_j)
