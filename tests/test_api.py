@@ -85,7 +85,7 @@ def test_phase_shorter_than_a_tick_is_interpolated():
     assert blink.energy_j > 0
 
 
-def test_own_mode_spreads_a_bridged_reading_over_the_lost_ticks_it_covers():
+def test_own_mode_spreads_a_bridged_reading_over_the_lost_ticks_it_covers(tmp_path):
     """Guards own-mode phases against a sensor outage across a marker: package-0 (40 W)
     is lost for ticks 2 and 3, "b" starts between them, and the bridged reading at tick
     4 holds 120 J over 3 s. Each phase gets its true 2 s x 45 W = 90 J (before, "a" got
@@ -94,7 +94,8 @@ def test_own_mode_spreads_a_bridged_reading_over_the_lost_ticks_it_covers():
     eng, clock = make_engine()
     sensor = eng.sensors[0]
     sensor.bridging.add("package-0")
-    with api.Meter(label="a", engine=eng, autostart=False) as meter:
+    out = tmp_path / "run.csv"
+    with api.Meter(output=str(out), label="a", engine=eng, autostart=False) as meter:
         clock.advance(1.0)
         eng.tick()
         sensor.lost = {"package-0"}
@@ -109,6 +110,11 @@ def test_own_mode_spreads_a_bridged_reading_over_the_lost_ticks_it_covers():
     a, b = meter.phases
     assert a.energy_j == pytest.approx(90.0) and b.energy_j == pytest.approx(90.0)
     assert a.domains["package-0"] == pytest.approx(80.0) and a.lost_s == 0.0
+    from tuimeter.session.report import build_report, load_file
+
+    (host,) = build_report([load_file(str(out))]).hosts
+    assert [(s.label, s.energy_j, s.provenance) for s in host.segments] == [
+        (p.label, pytest.approx(p.energy_j), p.provenance) for p in (a, b)]
 
 
 def test_own_mode_phase_reports_the_time_a_domain_was_lost():

@@ -84,7 +84,7 @@ class Samples:
         self.tail_w = None
 
     @property
-    def end(self) -> float:
+    def data_end(self) -> float:
         """The end of the data: the last sample or lost interval (-inf when none)."""
         return max(self.t1[-1] if self.t1 else -math.inf,
                    self.lost_t1[-1] if self.lost_t1 else -math.inf)
@@ -95,7 +95,7 @@ class Samples:
         ends lost, the end of its last sample (a bridged reading may still fill the
         lost time after it)."""
         last = self.t1[-1] if self.t1 else -math.inf
-        return last if self.lost_t1 and self.lost_t1[-1] > last else self.end
+        return last if self.lost_t1 and self.lost_t1[-1] > last else self.data_end
 
     def clipped(self, clip: float) -> "Samples":
         """The same samples (shared, not copied), counted only after ``clip``."""
@@ -201,7 +201,7 @@ def _integrate(s: Samples, t0: float, t1: float, extrapolate: bool) -> tuple:
         lost += max(0.0, min(lt1[j], t1) - max(lt1[j] - liv[j], a))
         j += 1
     extra = 0.0
-    data_end = s.end
+    data_end = s.data_end
     if extrapolate and data_end > -math.inf and t1 > max(a, data_end):
         tail = t1 - max(a, data_end)
         if s.tail_w is None:
