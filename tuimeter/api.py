@@ -393,10 +393,10 @@ class Meter:
 
     def _phase(self, label: str, t0: float, t1: float) -> Phase:
         """A phase from the ticks; parts not ticked yet at the last tick's power."""
-        return _phase(label, energy_between(self._samples, t0, t1, extrapolate=True))
+        return _to_phase(label, energy_between(self._samples, t0, t1, extrapolate=True))
 
 
-def _phase(label: str, pe) -> Phase:
+def _to_phase(label: str, pe) -> Phase:
     """A :class:`Phase` from a :class:`~tuimeter.phases.PhaseEnergy`."""
     return Phase(label, pe.t0_s, pe.t1_s - pe.t0_s, pe.energy_j, pe.co2_g, pe.provenance,
                  {d: v.energy_j for d, v in pe.domains.items()}, pe.lost_s)
@@ -414,8 +414,8 @@ def _attached_phases(bounds: list) -> list[Phase]:
             dur = (end.get("elapsed_s", t0) - t0) if end and start else 0.0
             out.append(Phase(label, t0, dur, None, None, "unknown", {}))
             continue
-        out.append(_phase(label, energy_between(samples, start["elapsed_s"], end["elapsed_s"],
-                                                extrapolate=True)))
+        out.append(_to_phase(label, energy_between(samples, start["elapsed_s"],
+                                                   end["elapsed_s"], extrapolate=True)))
     return out
 
 
