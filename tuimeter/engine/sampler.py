@@ -31,7 +31,7 @@ import threading
 import time
 from typing import Callable, Iterable, Protocol, Sequence
 
-from ..carbon import co2_g
+from ..carbon import g_per_j
 from ..model import (
     CarbonInfo,
     Domain,
@@ -190,7 +190,7 @@ class Engine:
             st.tick_energy_j, st.span_t = st.last_energy_j, now
         self._start_t = self._last_tick_t = now
         self._last_cpu_s = self.cpu_clock()
-        factor = co2_g(1.0, self.carbon)
+        factor = g_per_j(self.carbon)
         self._snapshot = self._build_snapshot(now, 0.0, (), (), ((), None, None), None,
                                               self._domain_samples(factor), factor)
 
@@ -325,7 +325,7 @@ class Engine:
         self._poll_sensors(now)
         last = now if self._last_tick_t is None else self._last_tick_t
         interval = max(now - last, 1e-9)
-        factor = co2_g(1.0, self.carbon)  # g per J
+        factor = g_per_j(self.carbon)  # g per J
         for st in self._states:
             energy = None
             span = interval
