@@ -45,6 +45,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from .labels import check_label
+from .live import LiveSession
 from .session import mark_client, markers
 from .session.mark_client import MarkResult
 
@@ -171,6 +172,7 @@ class Meter:
         self.attached = False
         self.recorder = None
         self.server = None
+        self._live: LiveSession | None = None
         self._own = False
         self._lock = threading.Lock()
         self._bounds: list = []  # attached: (label, state reply); own: (label, elapsed_s)
@@ -221,23 +223,19 @@ class Meter:
         eng = self.engine
         if self.output:
             self.recorder = open_recorder(self.output, eng.host, self.overwrite, self.append)
-        eng.open()
+        self._live = LiveSession(eng, self.recorder, warn=lambda problem: log.warning(
+            "tuimeter: other processes cannot attach: %s", problem))
+        self._live.open()  # sensors, marker server (other processes attach), session row
+        self.server = self._live.server
         snap = eng.snapshot
         self._g_per_j = snap.carbon.g_per_kwh * snap.carbon.pue / 3.6e6
         self._meta = {d.id: (d.in_total, str(d.provenance)) for d in eng.domains}
-        if self.recorder is not None:
-            self.recorder.start(snap)
-            eng.subscribe(self.recorder)
         eng.subscribe(self._on_tick)
         self._own = True
         self._bounds.append((self.first_label, eng.add_marker(self.first_label, "api",
                                                               os.getpid()).elapsed_s))
-        try:
-            self.server = markers.start_marker_server(eng, self.recorder)
-        except OSError as exc:
-            log.warning("tuimeter: other processes cannot attach: %s", exc)
         if self.autostart:
-            eng.start()
+            self._live.start()
 
     def stop(self) -> None:
         """End the last phase; stop the own engine and close the file (idempotent)."""
@@ -250,19 +248,17 @@ class Meter:
         if not self._own:
             return
         end_s = self._wait_for_attached()
-        if self.server is not None:
-            self.server.close()
-        snap = self.engine.stop(final_tick=True)
+        summary = self._live.stop()  # final tick, marker server, engine, file
+        snap = summary.snapshot
         with self._lock:
             self._end = end_s if end_s is not None else (
                 snap.elapsed_s if snap is not None else 0.0)
             self._finalize(force=True)
         self.engine.unsubscribe(self._on_tick)
-        self.engine.close()
-        if self.recorder is not None:
-            self.recorder.close()
-            if self.recorder.error:
-                warnings.warn(f"tuimeter: {self.recorder.error}", RuntimeWarning, stacklevel=3)
+        for problem in summary.problems:
+            warnings.warn(f"tuimeter: {problem}", RuntimeWarning, stacklevel=3)
+        if summary.record_error:
+            warnings.warn(f"tuimeter: {summary.record_error}", RuntimeWarning, stacklevel=3)
 
     def _wait_for_attached(self) -> float | None:
         """Own mode, on exit: while meters attached to this one have not ended, mark this
