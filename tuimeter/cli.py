@@ -25,7 +25,7 @@ from .options import (EXIT_BAD_INPUT, Parser, add_measure_options, check_target,
 
 if TYPE_CHECKING:
     from .model import Snapshot
-    from .sensors.base import SensorStatus
+    from .model import SensorStatus
 
 __all__ = ["EXIT_BAD_INPUT", "HANGUP_WAIT_S", "cmd_record", "fail", "main",
            "make_attributor", "say", "summary_line", "unavailable_lines"]

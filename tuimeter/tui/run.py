@@ -17,7 +17,6 @@ from ..replay_engine import make_replay
 
 if TYPE_CHECKING:
     from ..engine.sampler import Engine
-    from ..model import Snapshot
     from ..sensors.replay import ReplaySensor
     from .app import TuimeterApp
 
