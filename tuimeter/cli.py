@@ -102,21 +102,17 @@ def cmd_record(argv: list[str]) -> int:
     opts = measure_options(args)
     caught = Caught()  # from before the file exists: a signal never leaves a bare header
     try:
-        # make_attributor looked up here, at call time: tests replace it
-        engine, recorder, exporters = open_measurement(args, opts, make_attributor)
-    except (SetupError, ExportError) as exc:
-        caught.restore()
-        return fail(str(exc))
-    live = LiveSession(engine, recorder, exporters, command=command,
-                       markers=not args.no_socket, warn=lambda problem: print(
-                           f"tuimeter: warning: markers from other processes are off: "
-                           f"{problem}", file=sys.stderr))
-    try:
-        live.open()
-    except StartError as exc:
-        caught.restore()
-        return fail(str(exc))
-    try:
+        try:
+            # make_attributor looked up here, at call time: tests replace it
+            engine, recorder, exporters = open_measurement(args, opts, make_attributor)
+        except (SetupError, ExportError) as exc:
+            return fail(str(exc))
+        live = LiveSession(engine, recorder, exporters, command=command,
+                           markers=not args.no_socket)
+        try:
+            live.open()
+        except StartError as exc:
+            return fail(str(exc))
         return _run_recording(live, args, command, caught)
     finally:
         caught.restore()

@@ -183,6 +183,9 @@ class LiveSession:
                  overwrite_log: bool = False, markers: bool = True,
                  replay: "ReplaySensor | None" = None,
                  warn: Callable[[str], None] | None = None) -> None:
+        """``log_base``: the command's output goes to ``BASE.log`` (None: it inherits our
+        stdio); ``markers``: listen for markers; ``warn``: told why the marker socket
+        could not be made (default: a ``tuimeter: warning:`` line on stderr)."""
         self.engine = engine
         self.recorder = recorder
         self.exporters = list(exporters)
@@ -230,6 +233,10 @@ class LiveSession:
         except OSError as exc:
             if self.warn is not None:
                 self.warn(str(exc))
+            else:
+                from .options import say
+
+                say(f"tuimeter: warning: markers from other processes are off: {exc}")
 
     def _start_command(self) -> None:
         from .session.markers import child_env

@@ -163,10 +163,7 @@ def _live_session(args: argparse.Namespace, command: list[str] | None
                    "on" if engine.attributor is not None else "unavailable")
     live = LiveSession(engine, recorder, exporters, command=command,
                        log_base=os.path.splitext(recorder.path)[0] if command else None,
-                       overwrite_log=args.overwrite, markers=not args.no_socket,
-                       warn=lambda problem: say(
-                           f"tuimeter: warning: markers from other processes are off: "
-                           f"{problem}"))
+                       overwrite_log=args.overwrite, markers=not args.no_socket)
     return live, attribution, None
 
 
