@@ -99,11 +99,9 @@ class Session:
 
 
 def open_session(engine: "Engine", recorder: Any) -> None:
-    """Open the sensors and start the session file (the app subscribes itself later)."""
-    engine.open()
-    if recorder is not None:
-        recorder.start(engine.snapshot)
-        engine.subscribe(recorder)
+    """Open the sensors and start the session file, for an app then given ``engine`` and
+    ``recorder`` (it subscribes itself later)."""
+    LiveSession(engine, recorder, markers=False).open()
 
 
 def replay_app(path: str, clock: Callable[[], float], *, recorder: Any = None,
@@ -114,9 +112,10 @@ def replay_app(path: str, clock: Callable[[], float], *, recorder: Any = None,
     from .app import TuimeterApp
 
     engine, sensor = make_replay(path, clock=clock, cpu_clock=cpu_clock)
-    open_session(engine, recorder)
-    return TuimeterApp(engine, recorder=recorder, replay=sensor, attribution="replay",
-                       start_engine=False)
+    live = LiveSession(engine, recorder, markers=False, replay=sensor)
+    live.open()
+    return TuimeterApp(engine, replay=sensor, attribution="replay", start_engine=False,
+                       session=live)
 
 
 def _replay_engine(args: argparse.Namespace) -> tuple["Engine", "ReplaySensor"]:
