@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from .carbon import g_per_j
 from .labels import check_label
 from .phases import Samples, energy_between
+from .live import LiveSession
 from .session import mark_client, markers
 from .session.mark_client import MarkResult
 
@@ -176,6 +177,7 @@ class Meter:
         self.attached = False
         self.recorder = None
         self.server = None
+        self._live: LiveSession | None = None
         self._own = False
         self._lock = threading.Lock()
         self._bounds: list = []  # attached: (label, state reply); own: (label, elapsed_s)
@@ -226,24 +228,20 @@ class Meter:
         eng = self.engine
         if self.output:
             self.recorder = open_recorder(self.output, eng.host, self.overwrite, self.append)
-        eng.open()
+        self._live = LiveSession(eng, self.recorder, warn=lambda problem: log.warning(
+            "tuimeter: other processes cannot attach: %s", problem))
+        self._live.open()  # sensors, marker server (other processes attach), session row
+        self.server = self._live.server
         snap = eng.snapshot
         self._g_per_j = g_per_j(snap.carbon)
         self._samples = {d.id: Samples(d.in_total, {str(d.provenance)}, self._g_per_j)
                          for d in eng.domains}
-        if self.recorder is not None:
-            self.recorder.start(snap)
-            eng.subscribe(self.recorder)
         eng.subscribe(self._on_tick)
         self._own = True
         self._bounds.append((self.first_label, eng.add_marker(self.first_label, "api",
                                                               os.getpid()).elapsed_s))
-        try:
-            self.server = markers.start_marker_server(eng, self.recorder)
-        except OSError as exc:
-            log.warning("tuimeter: other processes cannot attach: %s", exc)
         if self.autostart:
-            eng.start()
+            self._live.start()
 
     def stop(self) -> None:
         """End the last phase; stop the own engine and close the file (idempotent)."""
@@ -256,19 +254,17 @@ class Meter:
         if not self._own:
             return
         end_s = self._wait_for_attached()
-        if self.server is not None:
-            self.server.close()
-        snap = self.engine.stop(final_tick=True)
+        summary = self._live.stop()  # final tick, marker server, engine, file
+        snap = summary.snapshot
         with self._lock:
             self._end = end_s if end_s is not None else (
                 snap.elapsed_s if snap is not None else 0.0)
             self._finalize(force=True)
         self.engine.unsubscribe(self._on_tick)
-        self.engine.close()
-        if self.recorder is not None:
-            self.recorder.close()
-            if self.recorder.error:
-                warnings.warn(f"tuimeter: {self.recorder.error}", RuntimeWarning, stacklevel=3)
+        for problem in summary.problems:
+            warnings.warn(f"tuimeter: {problem}", RuntimeWarning, stacklevel=3)
+        if summary.record_error:
+            warnings.warn(f"tuimeter: {summary.record_error}", RuntimeWarning, stacklevel=3)
 
     def _wait_for_attached(self) -> float | None:
         """Own mode, on exit: while meters attached to this one have not ended, mark this

@@ -106,7 +106,8 @@ class CounterStep:
 
 class CounterTracker:
     """Turns a wrapping hardware energy counter into a monotonic cumulative energy, and
-    refuses what no hardware can produce (SENSORS.md §1, "Faults seen in the field").
+    refuses what no hardware can produce (faults seen in the field: garbage values, steps
+    beyond any hardware's power, counter resets).
 
     ``max_range`` is the counter's modulus in its native unit (``max_energy_range_uj``
     plus one step), or 0 when the range is unknown: then nothing is taken as a wrap.

@@ -8,7 +8,7 @@ the time (about 25 % of runtime on A100/H100, Yang et al. SC24), so joules come 
 whenever it exists. Older GPUs raise ``NVMLError_NotSupported``; their energy is then the
 trapezoid integral of the power read at each ``read`` (the domain's label says so).
 
-Faults (SENSORS.md section 2): one failed read (a field entry UNKNOWN, a call that timed out)
+Faults seen on real GPUs: one failed read (a field entry UNKNOWN, a call that timed out)
 is not a lost GPU. The power and the energy are read separately, so a failed power read
 costs only that power value; a failed energy read makes that one reading ``LOST`` (nothing is
 known of it, which is not 0 W) with an ``Event(kind="read-error")``, and the next good read

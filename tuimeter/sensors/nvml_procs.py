@@ -1,7 +1,7 @@
 """Processes on NVIDIA GPUs through NVML, for attribution: which processes hold a context on
 a GPU, and how much of it each used.
 
-Both need care on real machines (SENSORS.md section 2). The running-process lists come in
+Both need care on real machines (drivers differ). The running-process lists come in
 struct versions that the driver and nvidia-ml-py must agree on: :class:`ProcessLister` falls
 back from the newest call to older ones (nvitop's v3 -> v2 -> v1) when a call is missing or
 its list comes back garbled. The utilisation samples include junk (nvtop issue #110):

@@ -31,7 +31,7 @@ a high ``--speed``, a starved sampler thread).
 
 Ticks: :meth:`ReplaySensor.next_boundary` gives the recorded tick times in order, the
 last one the recording's end. Ticking the engine at exactly those times (``origin_s + t``,
-see ``tuimeter.tui.player``) reproduces every recorded interval: its energy, and its loss.
+see ``tuimeter.replay_engine``) reproduces every recorded interval: its energy, and its loss.
 A read at a recorded boundary closes the interval that ends there (LOST if that one was
 lost); a second read at the *same* instant opens the next one (its start value), so the
 engine has the base of an interval that follows a lost one, and no recorded joule is
