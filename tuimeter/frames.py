@@ -23,12 +23,12 @@ import os
 import warnings
 from typing import Iterable
 
-from .session.csvfile import COLUMNS
-from .session.reader import MAX_PROBLEMS_LISTED, Row, SessionReader
+from .session.reader import MAX_PROBLEMS_LISTED, SessionReader
+from .session.schema import COLUMNS, DOMAIN, ROW_KINDS, SAMPLE, Row
 
 EXTRA_HINT = "pip install 'tuimeter[pandas]'"
 #: every row kind of the session CSV (the reader passes over kinds not asked for)
-ALL_KINDS = frozenset({"session", "sample", "total", "marker", "event", "job", "process"})
+ALL_KINDS = ROW_KINDS
 #: float columns of the session CSV
 SESSION_FLOATS = ("elapsed_s", "interval_s", "power_w", "energy_j", "co2_g")
 #: text columns of the session CSV (pandas ``string`` dtype; an empty cell is "")
@@ -171,9 +171,8 @@ def _frame(pd, rows: list[Row]):
         codes, uniques = pd.factorize(np.asarray(cols[col], dtype=object))
         out[col] = pd.Series(np.asarray(uniques, dtype=object).take(codes), dtype="string") \
             if len(codes) else pd.Series([], dtype="string")
-    sample = (out["kind"] == "sample").to_numpy(dtype=bool)
-    out["in_total"] = pd.Series(pd.array([v if s else pd.NA for v, s in
-                                          zip(cols["in_total"], sample)], dtype="boolean"))
+    out["in_total"] = pd.Series(pd.array([pd.NA if v is None else v for v in cols["in_total"]],
+                                         dtype="boolean"))
     out["pid"] = pd.Series(pd.array(list(cols["pid"]), dtype="Int64"))
     return pd.DataFrame(out, columns=list(COLUMNS))
 
