@@ -33,7 +33,7 @@ import os
 from typing import Iterator
 
 from ..text import safe_text
-from .schema import (COLUMNS, DOMAIN, IN_TOTAL, MARKER, MAX_NUMBER, N_COLUMNS, SAMPLE,
+from .schema import (COLUMNS, DOMAIN, IN_TOTAL, LOST, MARKER, MAX_NUMBER, N_COLUMNS, SAMPLE,
                      SAMPLE_PROVENANCES, SESSION, SETTINGS, BadRow, Row, _new_row, number,
                      parse_row)
 
@@ -215,9 +215,9 @@ class SessionReader:
                     co2 = float(c) if c else 0.0
                     if not (0.0 <= power <= top and 0.0 <= energy <= top and 0.0 <= co2 <= top):
                         raise ValueError
-                    if kind == "sample" and (not cells[6] or cells[8] not in in_total
-                                             or cells[12] not in sample_provs
-                                             or (e and cells[12] == "lost")):
+                    if kind == SAMPLE and (not cells[6] or cells[8] not in in_total
+                                           or cells[12] not in sample_provs
+                                           or (e and cells[12] == LOST)):
                         raise ValueError
                     if cells[14] or kind in slow:
                         raise ValueError
