@@ -26,9 +26,9 @@ from ..model import Domain, Provenance, Snapshot
 from . import files, schema
 from .files import NewFile
 from .schema import (COLUMNS, EVENT, JOB, LOST, MARKER, PROCESS, SAMPLE, SESSION,
-                     SETTINGS, TOTAL, Row, bridged_label, fmt_number, iso_utc, render)
+                     SETTINGS, TOTAL, Row, bridged_label, render)
 
-__all__ = ["COLUMNS", "SessionWriteError", "SessionWriter", "bridged_label", "iso_utc"]
+__all__ = ["COLUMNS", "SessionWriteError", "SessionWriter", "bridged_label"]
 
 log = logging.getLogger(__name__)
 
@@ -190,9 +190,10 @@ class SessionWriter:
         log.warning("%s: a %s row was not written (%s)", self.path, kind, reason)
         when = ts if isinstance(ts, (int, float)) and ts == ts and abs(ts) < 1e11 else 0.0
         since = elapsed if isinstance(elapsed, (int, float)) else None
-        self._add_line((iso_utc(when), fmt_number(since), "0", self.host, self.session_id,
-                        EVENT, "", source if isinstance(source, str) else "", "", "", "",
-                        "", "", f"refused: {kind} row not written ({reason}): {shown}", ""))
+        self._add_line(render(Row(0, when, since, 0.0, self.host, self.session_id, EVENT, "",
+                                  source if isinstance(source, str) else "", None, None, None,
+                                  None, "", f"refused: {kind} row not written ({reason}): "
+                                  f"{shown}", None)))
 
     def _flush(self) -> None:
         data = self._buf.getvalue()
