@@ -1,10 +1,16 @@
-"""Write tests/data/sessions/demo.csv: a recorded session shipped with the tests.
+"""Write tests/data/sessions/demo-schema2.csv: a recorded session shipped with the tests.
+
+``demo.csv`` beside it is the same recording as the schema 1 writer wrote it: keep it as
+it is (the fixture that schema 1 files stay readable: tests check that it replays with the
+domains and carbon settings this file records); its samples differ in one row (gpu1 at 95 s, 0 W measured there,
+lost here) because the engine changed since, not the schema.
 
 Deterministic (fixed seed, fake clock, fixed host, session id and start time): the real
 engine and SessionWriter over scripted sensors, so the file is exactly what
 ``tuimeter record`` writes. A two-socket-free workstation with one CPU package (core nested,
 DRAM), psys, and two GPUs: idle, a warm-up, a GPU training phase, an evaluation phase (GPU 1
-lost for a few seconds), and a cool-down. Re-run after a schema change::
+lost for a few seconds), and a cool-down. Re-run after a schema change (and commit the
+new schema's file beside the old ones)::
 
     .venv/bin/python scripts/make_demo_session.py
 """
@@ -25,7 +31,7 @@ from tuimeter.model import CarbonInfo, DomainKind  # noqa: E402
 from tuimeter.session.csvfile import SessionWriter  # noqa: E402
 from tuimeter.session.recorder import Recorder  # noqa: E402
 
-OUT = os.path.join(ROOT, "tests", "data", "sessions", "demo.csv")
+OUT = os.path.join(ROOT, "tests", "data", "sessions", "demo-schema2.csv")
 TICKS = 120
 START_WALL = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 CARBON = CarbonInfo(g_per_kwh=475.0, pue=1.0, source="default world average (IEA 2019)",

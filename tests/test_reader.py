@@ -31,8 +31,11 @@ def test_the_fast_path_keeps_exactly_the_rows_parse_row_accepts(tmp_path):
     cell of a good sample and a good marker, replaced by each nasty value: the reader
     keeps a row exactly when parse_row accepts it, with the same values."""
     marker = GOOD[:5] + ["marker", "", "cli", "", "", "", "", "", "epoch 2", "77"]
+    domain = GOOD[:5] + ["domain", "gpu0", "nvml", "1", "", "", "", "measured",
+                         '{"kind": "gpu", "name": "GPU 0"}', ""]
     rows = []
-    for base, col, value in itertools.product((GOOD, marker), range(len(COLUMNS)), NASTY):
+    for base, col, value in itertools.product((GOOD, marker, domain), range(len(COLUMNS)),
+                                              NASTY):
         cells = list(base)
         cells[col] = value
         rows.append(cells)
@@ -40,7 +43,7 @@ def test_the_fast_path_keeps_exactly_the_rows_parse_row_accepts(tmp_path):
     f.write_text(HEADER + "".join(_line(r) for r in rows), encoding="utf-8")
     want = []
     for n, cells in enumerate(rows, start=2):
-        if cells[5] not in ("sample", "marker", "session"):
+        if cells[5] not in ("sample", "marker", "session", "domain"):
             continue
         try:
             want.append(parse_row(cells, n))
@@ -50,7 +53,8 @@ def test_the_fast_path_keeps_exactly_the_rows_parse_row_accepts(tmp_path):
     got = list(reader)
     assert got == want
     assert 0 < len(got) < len(rows)
-    assert reader.bad == len([r for r in rows if r[5] in ("sample", "marker", "session")]) - len(got)
+    assert reader.bad == len([r for r in rows if r[5] in ("sample", "marker", "session",
+                                                            "domain")]) - len(got)
 
 
 @pytest.mark.parametrize("col, value, why", [

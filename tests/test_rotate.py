@@ -100,6 +100,8 @@ def test_size_rotation_parts_are_sessions_and_report_equals_one_file(tmp_path):
         assert first["timestamp"] == pd.read_csv(rot.paths[0]).iloc[0]["timestamp"]
         assert f"part {i + 1}" in first["label"]
         assert (df["kind"] == "sample").any()  # each part holds whole ticks
+        assert list(df["kind"][:2]) == ["session", "settings"]  # each part stands alone:
+        assert set(df[df.kind == "domain"].domain) == set(df[df.kind == "sample"].domain)
         assert df["session"].nunique() == 1
         n_samples += int((df["kind"] == "sample").sum())
     assert n_samples == int((plain_rows["kind"] == "sample").sum())  # no tick twice or lost

@@ -23,12 +23,12 @@ import os
 import warnings
 from typing import Iterable
 
-from .session.csvfile import COLUMNS
-from .session.reader import MAX_PROBLEMS_LISTED, Row, SessionReader
+from .session.reader import MAX_PROBLEMS_LISTED, SessionReader
+from .session.schema import COLUMNS, MARKER, ROW_KINDS, SAMPLE, TOTAL, Row
 
 EXTRA_HINT = "pip install 'tuimeter[pandas]'"
 #: every row kind of the session CSV (the reader passes over kinds not asked for)
-ALL_KINDS = frozenset({"session", "sample", "total", "marker", "event", "job", "process"})
+ALL_KINDS = ROW_KINDS
 #: float columns of the session CSV
 SESSION_FLOATS = ("elapsed_s", "interval_s", "power_w", "energy_j", "co2_g")
 #: text columns of the session CSV (pandas ``string`` dtype; an empty cell is "")
@@ -119,7 +119,7 @@ def read_session(path: str | os.PathLike, *, wide: bool = False):
 
     Long form (default): the CSV's rows and columns, typed: ``timestamp`` tz-aware UTC
     datetimes; ``elapsed_s``, ``interval_s``, ``power_w``, ``energy_j``, ``co2_g`` float
-    (empty cells NaN); ``in_total`` nullable boolean (NA off sample rows); ``pid``
+    (empty cells NaN); ``in_total`` nullable boolean (NA off sample and domain rows); ``pid``
     nullable ``Int64``; the other columns pandas ``string`` ("" where empty, never NA).
 
     ``wide=True``: one row per tick (per session: a file holding several sessions gives
@@ -171,9 +171,8 @@ def _frame(pd, rows: list[Row]):
         codes, uniques = pd.factorize(np.asarray(cols[col], dtype=object))
         out[col] = pd.Series(np.asarray(uniques, dtype=object).take(codes), dtype="string") \
             if len(codes) else pd.Series([], dtype="string")
-    sample = (out["kind"] == "sample").to_numpy(dtype=bool)
-    out["in_total"] = pd.Series(pd.array([v if s else pd.NA for v, s in
-                                          zip(cols["in_total"], sample)], dtype="boolean"))
+    out["in_total"] = pd.Series(pd.array([pd.NA if v is None else v for v in cols["in_total"]],
+                                         dtype="boolean"))
     out["pid"] = pd.Series(pd.array(list(cols["pid"]), dtype="Int64"))
     return pd.DataFrame(out, columns=list(COLUMNS))
 
@@ -193,7 +192,7 @@ def _phases(pd, df, ticks):
 
     from .session.report import GAP_LABEL
 
-    marks = df[df["kind"] == "marker"].sort_values("t", kind="stable")
+    marks = df[df["kind"] == MARKER].sort_values("t", kind="stable")
     labels = marks["label"].where(~((marks["label"] == "end") & (marks["source"] == "api")),
                                   GAP_LABEL)
     mid = ticks["t"] - ticks["interval_s"] / 2
@@ -212,17 +211,17 @@ def _phases(pd, df, ticks):
 def _wide(pd, df):
     keys = ["host", "session", "elapsed_s"]
     df = df.assign(t=_wall_s(pd, df))
-    tick_rows = df[df["kind"].isin(("sample", "total"))]
+    tick_rows = df[df["kind"].isin((SAMPLE, TOTAL))]
     ticks = (tick_rows.drop_duplicates(keys)[["timestamp"] + keys + ["interval_s", "t"]]
              .reset_index(drop=True))
-    samples = df[df["kind"] == "sample"].drop_duplicates(keys + ["domain"], keep="last")
+    samples = df[df["kind"] == SAMPLE].drop_duplicates(keys + ["domain"], keep="last")
     domains = list(pd.unique(samples["domain"]))
     values = samples.set_index(keys + ["domain"])[["power_w", "energy_j"]].unstack("domain")
     cols = {}
     for unit in ("power_w", "energy_j"):
         for d in domains:
             cols[f"{d}_{unit}"] = values[(unit, d)] if len(values) else pd.Series(dtype=float)
-    totals = (df[df["kind"] == "total"].drop_duplicates(keys, keep="last")
+    totals = (df[df["kind"] == TOTAL].drop_duplicates(keys, keep="last")
               .set_index(keys)[["power_w", "energy_j"]])
     cols["total_power_w"] = totals["power_w"]
     cols["total_energy_j"] = totals["energy_j"]

@@ -12,7 +12,8 @@ import pytest
 
 from tests.fakes.scripted import FakeClock
 from tuimeter.model import Status
-from tuimeter.sensors.replay import ReplayError, ReplaySensor, kind_of
+from tuimeter.sensors.replay import ReplayError, ReplaySensor
+from tuimeter.session.schema import guess_kind as kind_of
 from tuimeter.replay_engine import ReplayPlayer
 from tuimeter.tui.run import build, make_replay, parser
 from tuimeter.tui.widgets import DomainRow, TopBar

@@ -43,6 +43,11 @@ one is replayed, the first unless ``session`` names another (found by a byte sca
 (a scan of the whole file: call it off the UI thread), so the caller can say which was
 chosen.
 
+Domains and carbon settings: a schema 2 file describes each domain (its kind, name,
+label) in a ``domain`` row and the carbon settings in a ``settings`` row; a schema 1 file
+has neither, so the kind is guessed from the domain's id and the carbon settings are read
+from the ``session`` row's text (both in :class:`~tuimeter.session.schema.SessionMeta`).
+
 ``total``, ``job``, ``process`` and ``event`` rows are not replayed: the engine
 recomputes the total from the domains' ``in_total`` flags. Never imports the UI.
 """
@@ -58,9 +63,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
-from ..model import CarbonInfo, Domain, DomainKind, Link, Provenance, Reading, SensorStatus, Status
-from ..session.csvfile import bridged_span_s
-from ..session.reader import SessionFormatError, SessionReader, find_sessions, session_carbon
+from ..model import CarbonInfo, Domain, Link, Reading, SensorStatus, Status
+from ..session.reader import SessionFormatError, SessionReader, find_sessions
+from ..session.schema import MARKER, META_KINDS, SAMPLE, SessionMeta, bridged_span_s
 from ..text import safe_text
 from .base import Sensor, SensorUnavailable
 
@@ -134,30 +139,6 @@ class _Track:
         return before + (cum - before) * (t_s - start) / (end - start), Status.OK, Link.CONTINUOUS
 
 
-_KINDS = (("/core", DomainKind.CORE), ("/uncore", DomainKind.UNCORE), ("dram", DomainKind.DRAM),
-          ("psys", DomainKind.PSYS), ("gpu", DomainKind.GPU), ("ane", DomainKind.ANE),
-          ("memory", DomainKind.MEMORY), ("package", DomainKind.PACKAGE),
-          ("cpu", DomainKind.PACKAGE))
-
-
-def kind_of(domain_id: str) -> DomainKind:
-    """Guess a domain's kind from its id (the CSV does not store it)."""
-    lowered = domain_id.lower()
-    for needle, kind in _KINDS:
-        if needle in lowered:
-            return kind
-    return DomainKind.OTHER
-
-
-def _provenance(row_provenance: str, source: str) -> Provenance:
-    """A domain's provenance from a sample row; a lost row does not say, so it is
-    guessed from the sensor (the estimate is estimated, every other sensor measures)."""
-    try:
-        return Provenance(row_provenance)
-    except ValueError:
-        return Provenance.ESTIMATED if source == "estimate" else Provenance.MEASURED
-
-
 class ReplaySensor(Sensor):
     """Serves a session CSV's per-domain energy at ``speed`` x real time."""
 
@@ -186,6 +167,7 @@ class ReplaySensor(Sensor):
         self._prev_bound: float | None = None  # the last two recorded tick times read
         self._last_bound: float | None = None
         self._first_row = True
+        self._meta = SessionMeta()  # what the session's first rows say (either schema)
         self._eof = False
         self._t0: float | None = None
         self._last_read: float | None = None
@@ -273,14 +255,17 @@ class ReplaySensor(Sensor):
             self.host = row.host
             self.start_timestamp = row.wall_s - row.elapsed_s
         kind = row.kind
-        if kind == "sample":
+        if kind == SAMPLE:
             self._add_sample(row)
-        elif kind == "marker":
+        elif kind == MARKER:
             bisect.insort(self._markers, ReplayMarker(row.elapsed_s, row.label,
                                                       row.source or "api", row.pid),
                           key=lambda m: m.elapsed_s)
-        elif kind == "session" and self.carbon is None:
-            self._read_session_row(row.label)
+        elif kind in META_KINDS and not self._opened:
+            self._meta.take(row)
+            c = self._meta.carbon
+            if c is not None:
+                self.carbon = CarbonInfo(c.g_per_kwh, c.pue, f"{c.source}, as recorded")
 
     def _add_sample(self, row) -> None:
         lost = row.energy_j is None
@@ -288,30 +273,22 @@ class ReplaySensor(Sensor):
         if track is None:
             if self._opened:  # the engine has its domains: one first seen now is not shown
                 return
-            track = self._tracks[row.domain] = _Track(Domain(
-                id=row.domain, name=row.domain, kind=kind_of(row.domain),
-                source=row.source or "replay", provenance=_provenance(row.provenance, row.source),
-                in_total=row.in_total, label="replayed"))
-        elif not lost and not self._opened and all(iv[3] for iv in track.ivs):
-            # the first rows were lost: the first good one says what the domain is
+            described = row.domain in self._meta.domains  # schema 2: a domain row
+            domain = self._meta.domain(row)
+            track = self._tracks[row.domain] = _Track(dataclasses.replace(
+                domain, source=domain.source or "replay",
+                label=domain.label if described else "replayed"))
+        elif not lost and not self._opened and row.domain not in self._meta.domains \
+                and all(iv[3] for iv in track.ivs):
+            # schema 1, the first rows were lost: the first good one says what it is
             track.domain = dataclasses.replace(
-                track.domain, provenance=_provenance(row.provenance, row.source))
+                track.domain, provenance=self._meta.domain(row).provenance)
         end = row.elapsed_s
         track.add(end - row.interval_s, end, row.energy_j,
                   bridged=bool(row.label) and bridged_span_s(row.label) is not None)
         if end > 0 and (self._last_bound is None or end - self._last_bound > BOUNDARY_EPS_S):
             self._bounds.append(end)  # a new recorded tick
             self._prev_bound, self._last_bound = self._last_bound, end
-
-    def _read_session_row(self, label: str) -> None:
-        recorded = session_carbon(label)
-        if recorded is None:  # none, or not a number we can use: the caller's default applies
-            return
-        g_per_kwh = recorded.g_per_kwh
-        pue = 1.0 if recorded.pue is None else recorded.pue
-        if g_per_kwh > 0 and pue >= 1.0:
-            self.carbon = CarbonInfo(g_per_kwh=g_per_kwh, pue=pue,
-                                     source=f"{recorded.source}, as recorded")
 
     def _read_ahead(self, t_s: float) -> None:
         """Read until two recorded ticks after ``t_s`` are known, so the interval that

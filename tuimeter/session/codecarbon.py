@@ -52,7 +52,7 @@ from typing import Iterable, Iterator, NamedTuple
 
 from ..carbon import intensity_table
 from ..model import DomainKind
-from ..sensors.replay import kind_of
+from .schema import guess_kind as kind_of
 from ..text import spreadsheet_cell
 from .reader import SessionFormatError, SessionReader, find_sessions, session_carbon
 from .report import FileResult, HostReport, Report, Segment

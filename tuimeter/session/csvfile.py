@@ -1,4 +1,5 @@
-"""The session CSV: one schema for every recording (README, "Session CSV").
+"""The session CSV writer: a Snapshot becomes rows (the format, its columns, row kinds and
+how a row is rendered, is defined once in :mod:`.schema`; README, "Session CSV").
 
 ``pandas.read_csv(path)`` loads a session with no options: a single header line, comma
 separated, ISO 8601 UTC timestamps, empty cells for missing values. Rows are written per
@@ -14,58 +15,22 @@ Only the file itself failing (disk full, removed) ends a recording.
 from __future__ import annotations
 
 import csv
-import datetime as _dt
 import io
 import logging
 import os
 import uuid
 from typing import IO
 
-from ..carbon import g_per_j
-from ..model import Provenance, Snapshot
-from . import files
+from ..carbon import co2_g, g_per_j
+from ..model import Domain, Provenance, Snapshot
+from . import files, schema
 from .files import NewFile
+from .schema import (COLUMNS, EVENT, JOB, LOST, MARKER, PROCESS, SAMPLE, SESSION,
+                     SETTINGS, TOTAL, Row, bridged_label, render)
 
-COLUMNS = (
-    "timestamp",  # ISO 8601 UTC with microseconds, end of the interval (or the marker's instant)
-    "elapsed_s",  # seconds since the session started
-    "interval_s",  # length of the interval this row covers (0 for markers and events)
-    "host",
-    "session",  # random id of this recording (merging tells files apart by it)
-    "kind",  # session | sample | total | marker | event | job | process
-    "domain",  # package-0, package-0/dram, gpu0, total, ... ; job/process rows: cpu, gpu, all
-    "source",  # rapl | nvml | powermetrics | estimate | attribution | key | cli | api | socket
-    "in_total",  # 1 if this sample row adds into the machine total, else 0 (empty: n/a)
-    "power_w",  # average power over the interval
-    "energy_j",  # energy within the interval (not cumulative)
-    "co2_g",  # CO2e of energy_j
-    "provenance",  # measured | estimated | attributed | interpolated
-    "label",  # marker label, event message, process name, session details
-    "pid",  # process id for job/process/marker rows
-)
-
-SCHEMA_VERSION = 1
+__all__ = ["COLUMNS", "SessionWriteError", "SessionWriter", "bridged_label"]
 
 log = logging.getLogger(__name__)
-
-#: a sample row's label when its energy was bridged across the lost rows before it
-_BRIDGED = "bridged "
-
-
-def bridged_label(span_s: float) -> str:
-    """``bridged 3.000 s``: the sample's energy spans the last ``span_s`` seconds."""
-    return f"{_BRIDGED}{span_s:.3f} s"
-
-
-def bridged_span_s(label: str) -> float | None:
-    """The span of a :func:`bridged_label`, None for any other label."""
-    if not label.startswith(_BRIDGED):
-        return None
-    try:
-        span_s = float(label[len(_BRIDGED):].split()[0])
-    except (ValueError, IndexError):
-        return None
-    return span_s if span_s > 0 and span_s != float("inf") else None
 
 
 class SessionWriteError(OSError):
@@ -74,17 +39,6 @@ class SessionWriteError(OSError):
 
 def _fdopen(fd: int, mode: str) -> IO[str]:
     return os.fdopen(fd, mode, newline="", encoding="utf-8")
-
-
-def iso_utc(ts: float) -> str:
-    """Seconds since the epoch -> ``2026-11-29T19:56:40.123456+00:00``."""
-    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).isoformat(timespec="microseconds")
-
-
-def _num(x: float | None, digits: int = 6) -> str:
-    if x is None:
-        return ""
-    return f"{x:.{digits}f}".rstrip("0").rstrip(".") if x == x else ""
 
 
 class SessionWriter:
@@ -110,6 +64,7 @@ class SessionWriter:
         self.refused_rows = 0  # rows refused for their content (see the module docstring)
         self.closed = False
         self.good_bytes = 0  # the file's size after the last complete write
+        self._described: dict[str, Domain] = {}  # domain rows written, by id
 
     @classmethod
     def create(cls, path: str | os.PathLike, host: str, *, overwrite: bool = False,
@@ -195,20 +150,22 @@ class SessionWriter:
 
     # -- rows ---------------------------------------------------------------------
     def _row(self, ts: float, elapsed: float, interval: float, kind: str, domain: str = "",
-             source: str = "", in_total: str = "", power_w: float | None = None,
+             source: str = "", in_total: bool | None = None, power_w: float | None = None,
              energy_j: float | None = None, co2_g: float | None = None, provenance: str = "",
              label: str = "", pid: int | None = None) -> None:
+        self._put(Row(0, ts, elapsed, interval, self.host, self.session_id, kind, domain,
+                      source, in_total, power_w, energy_j, co2_g, provenance, label, pid))
+
+    def _put(self, row: Row) -> None:
+        """Render ``row`` (:func:`~.schema.render`) into the tick's rows, or refuse it."""
         try:
-            fields = (
-                iso_utc(ts), _num(elapsed, 6), _num(interval, 6), self.host, self.session_id,
-                kind, domain, source, in_total, _num(power_w), _num(energy_j), _num(co2_g, 9),
-                provenance, label, "" if pid is None else str(int(pid)),
-            )
+            fields = render(row)
         except (ValueError, TypeError, OverflowError) as exc:
-            self._refuse(ts, elapsed, kind, source, label, exc)
+            self._refuse(row.wall_s, row.elapsed_s, row.kind, row.source, row.label, exc)
             return
         if not self._add_line(fields):
-            self._refuse(ts, elapsed, kind, source, label, UnicodeError("not valid UTF-8"))
+            self._refuse(row.wall_s, row.elapsed_s, row.kind, row.source, row.label,
+                         UnicodeError("not valid UTF-8"))
 
     def _add_line(self, fields: tuple) -> bool:
         """Render one row; add it to the tick's rows if it can be written as UTF-8."""
@@ -233,9 +190,10 @@ class SessionWriter:
         log.warning("%s: a %s row was not written (%s)", self.path, kind, reason)
         when = ts if isinstance(ts, (int, float)) and ts == ts and abs(ts) < 1e11 else 0.0
         since = elapsed if isinstance(elapsed, (int, float)) else None
-        self._add_line((iso_utc(when), _num(since, 6), "0", self.host, self.session_id,
-                        "event", "", source if isinstance(source, str) else "", "", "", "",
-                        "", "", f"refused: {kind} row not written ({reason}): {shown}", ""))
+        self._add_line(render(Row(0, when, since, 0.0, self.host, self.session_id, EVENT, "",
+                                  source if isinstance(source, str) else "", None, None, None,
+                                  None, "", f"refused: {kind} row not written ({reason}): "
+                                  f"{shown}", None)))
 
     def _flush(self) -> None:
         data = self._buf.getvalue()
@@ -274,35 +232,45 @@ class SessionWriter:
             os.close(fd)
 
     def write_header_info(self, snap: Snapshot, details: str = "") -> None:
-        """A ``session`` row: what was measured, carbon settings, sensor statuses."""
-        parts = [f"tuimeter schema {SCHEMA_VERSION}",
-                 f"carbon {snap.carbon.g_per_kwh:g} g/kWh ({snap.carbon.source})",
-                 f"pue {snap.carbon.pue:g}"]
-        parts += [s.describe() for s in snap.sensors]
-        if details:
-            parts.append(details)
-        self._row(snap.timestamp, snap.elapsed_s, 0.0, "session", label="; ".join(parts))
+        """The rows that describe the session: ``session`` (human text: schema, carbon
+        settings, sensor statuses), ``settings`` (schema and carbon settings, JSON) and a
+        ``domain`` row per domain (see :mod:`.schema`)."""
+        self._row(snap.timestamp, snap.elapsed_s, 0.0, SESSION,
+                  label=schema.session_label(snap, details))
+        self._row(snap.timestamp, snap.elapsed_s, 0.0, SETTINGS,
+                  label=schema.settings_label(snap.carbon))
+        self._domain_rows(snap)
         self._flush()
+
+    def _domain_rows(self, snap: Snapshot) -> None:
+        """A ``domain`` row for each domain not yet described in this file, or whose
+        description changed (a sensor rediscovered): before its first sample row."""
+        for d in snap.domains:
+            dom = d.domain
+            if self._described.get(dom.id) != dom:
+                self._described[dom.id] = dom
+                self._put(schema.domain_row(dom, snap.timestamp, snap.elapsed_s, self.host,
+                                            self.session_id))
 
     def write_snapshot(self, snap: Snapshot) -> None:
         """All rows of one tick, then flush."""
         for m in snap.new_markers:
-            self._row(m.timestamp, m.elapsed_s, 0.0, "marker", source=m.source, label=m.label,
+            self._row(m.timestamp, m.elapsed_s, 0.0, MARKER, source=m.source, label=m.label,
                       pid=m.pid)
         for e in snap.events:
-            self._row(snap.timestamp, snap.elapsed_s, 0.0, "event", domain=e.domain_id,
+            self._row(snap.timestamp, snap.elapsed_s, 0.0, EVENT, domain=e.domain_id,
                       source=e.source, label=f"{e.kind}: {e.message}")
         if snap.interval_s > 0:
+            self._domain_rows(snap)
             ts, el, iv = snap.timestamp, snap.elapsed_s, snap.interval_s
             for d in snap.domains:
-                prov = str(d.domain.provenance) if d.status.value == "ok" else "lost"
+                prov = str(d.domain.provenance) if d.status.value == "ok" else LOST
                 # energy bridged across the lost intervals before it: say over how long
                 label = "" if d.bridged_s is None else bridged_label(d.bridged_s)
-                self._row(ts, el, iv, "sample", d.domain.id, d.domain.source,
-                          "1" if d.domain.in_total else "0", d.power_w, d.energy_j, d.co2_g,
-                          prov, label)
+                self._row(ts, el, iv, SAMPLE, d.domain.id, d.domain.source, d.domain.in_total,
+                          d.power_w, d.energy_j, d.co2_g, prov, label)
             t = snap.total
-            self._row(ts, el, iv, "total", "total", "", "", t.power_w, t.energy_j, t.co2_g,
+            self._row(ts, el, iv, TOTAL, "total", "", None, t.power_w, t.energy_j, t.co2_g,
                       str(t.provenance))
             self._attribution_rows(snap)
         self._flush()
@@ -316,23 +284,23 @@ class SessionWriter:
         prov = str(Provenance.ATTRIBUTED)
         if snap.job is not None:
             j = snap.job
-            self._row(ts, el, iv, "job", "all", "attribution", "", j.power_w, j.energy_j,
+            self._row(ts, el, iv, JOB, "all", "attribution", None, j.power_w, j.energy_j,
                       j.co2_g, str(j.provenance), j.name, j.pid)
             for dom, w in (("cpu", j.cpu_power_w), ("gpu", j.gpu_power_w)):
-                self._row(ts, el, iv, "job", dom, "attribution", "", w, w * iv, w * iv * factor,
+                self._row(ts, el, iv, JOB, dom, "attribution", None, w, w * iv, w * iv * factor,
                           str(j.provenance), j.name, j.pid)
         if not snap.processes and snap.idle_power_w is None:
             return
         shown_w = 0.0
         for p in snap.processes:
             shown_w += p.power_w
-            self._row(ts, el, iv, "process", "all", "attribution", "", p.power_w, p.energy_j,
+            self._row(ts, el, iv, PROCESS, "all", "attribution", None, p.power_w, p.energy_j,
                       p.energy_j * factor, str(p.provenance), p.name, p.pid)
         if snap.idle_power_w is not None:
             idle_w = snap.idle_power_w
             other_w = max((snap.total.power_w or 0.0) - idle_w - shown_w, 0.0)
             for label, w in (("idle/system", idle_w), ("other processes", other_w)):
-                self._row(ts, el, iv, "process", "all", "attribution", "", w, w * iv,
+                self._row(ts, el, iv, PROCESS, "all", "attribution", None, w, w * iv,
                           w * iv * factor, prov, label)
 
     def close(self) -> None:

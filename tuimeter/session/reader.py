@@ -3,7 +3,8 @@
 ``tuimeter report`` and ``tuimeter --replay`` both read through :class:`SessionReader`,
 so they keep exactly the same rows. Streaming (one row in memory at a time) with the
 ``csv`` module: a 24-hour session is a million rows and must not be loaded whole.
-Rows come out as :class:`Row` tuples, numbers parsed, of the kinds asked for; rows of
+Rows come out as :class:`~.schema.Row` tuples (a good row is defined by
+:func:`~.schema.parse_row`), numbers parsed, of the kinds asked for; rows of
 other kinds (``total``, ``job``, ``process``, ``event``: nobody reading through here
 needs them) are passed over without being parsed.
 
@@ -12,7 +13,7 @@ What is wrong with a file is reported, never hidden, and never stops what can be
 * not a session at all (missing, empty, another header): :class:`SessionFormatError`
   before any row;
 * a row with the wrong number of cells, or a cell that is not what the schema says
-  (see :func:`parse_row`: an impossible number such as ``nan``, ``inf``, ``1e400`` or
+  (see :func:`~.schema.parse_row`: an impossible number such as ``nan``, ``inf``, ``1e400`` or
   ``-5``, a timestamp that is not ISO 8601, a sample with no domain): skipped, one
   problem line each (the first few, then a count), naming file and line;
 * a last line cut short (a recorder killed mid-write leaves no final newline): skipped,
@@ -33,24 +34,19 @@ import re
 from typing import Iterator, NamedTuple
 
 from ..text import safe_text
-from .csvfile import COLUMNS
+from .schema import (COLUMNS, DOMAIN, IN_TOTAL, LOST, MARKER, MAX_NUMBER, N_COLUMNS, SAMPLE,
+                     SAMPLE_PROVENANCES, SESSION, SETTINGS, BadRow, Row, _new_row, number,
+                     parse_row)
+
+__all__ = ["BadRow", "Row", "SessionFormatError", "SessionReader", "check_header",
+           "find_sessions", "number", "parse_row"]
 
 #: malformed rows reported one by one; the rest are counted
 MAX_PROBLEMS_LISTED = 5
-N_COLUMNS = len(COLUMNS)
 #: the row kinds read by default (the report and the replay need no others)
-READ_KINDS = frozenset({"session", "sample", "marker"})
-#: provenance words of a sample row (``lost``: its sensor could not be read)
-SAMPLE_PROVENANCES = frozenset({"measured", "estimated", "attributed", "interpolated", "lost"})
-#: the largest number a cell may hold (W, J, g, s): no machine comes near a terawatt or a
-#: terajoule in one interval, and sums of millions of such cells stay finite
-MAX_NUMBER = 1e12
-#: a process id is below this (Linux allows 2**22; 32 bits are enough everywhere)
-MAX_PID = 2**32
-#: an ``in_total`` cell (pandas writes a column with empty cells as floats: ``1.0``)
-IN_TOTAL = {"1": True, "0": False, "1.0": True, "0.0": False}
-#: cell text echoed in a problem is cut to this many characters
-ECHO_MAX = 40
+READ_KINDS = frozenset({SESSION, SETTINGS, DOMAIN, SAMPLE, MARKER})
+#: kinds never taken by the inline checks: their JSON label is checked by parse_row
+_SLOW_KINDS = frozenset({SETTINGS, DOMAIN})
 
 
 class SessionFormatError(Exception):
@@ -64,33 +60,6 @@ class SessionFormatError(Exception):
         super().__init__(where + message)
 
 
-class BadRow(ValueError):
-    """A row that breaks the schema; ``str()`` says which cell and why."""
-
-
-class Row(NamedTuple):
-    """One checked row. Numbers are floats in the units of their names, ``None`` where
-    the cell was empty; a sample row with ``energy_j`` None was lost (its sensor could
-    not be read). Text cells are as in the file (escape them before showing them)."""
-
-    line: int  # line number in the file
-    wall_s: float  # ``timestamp``, seconds since the epoch
-    elapsed_s: float
-    interval_s: float
-    host: str
-    session: str
-    kind: str
-    domain: str
-    source: str
-    in_total: bool  # sample rows: adds into the machine total
-    power_w: float | None
-    energy_j: float | None
-    co2_g: float | None
-    provenance: str
-    label: str
-    pid: int | None
-
-
 def check_header(path: str, header: list[str] | None) -> None:
     """Raise SessionFormatError unless ``header`` is the session header."""
     if not header:
@@ -100,80 +69,6 @@ def check_header(path: str, header: list[str] | None) -> None:
     if tuple(header) != COLUMNS:
         raise SessionFormatError(
             path, 1, f"not a tuimeter session (expected columns {','.join(COLUMNS)})")
-
-
-def _echo(text: str) -> str:
-    cut = text if len(text) <= ECHO_MAX else text[:ECHO_MAX] + "..."
-    return "'" + safe_text(cut) + "'"
-
-
-def number(text: str, name: str) -> float:
-    """A cell that must hold a number from 0 to MAX_NUMBER (not nan, inf, negative)."""
-    try:
-        x = float(text)
-    except ValueError:
-        raise BadRow(f"{name} {_echo(text)} is not a number") from None
-    if not 0.0 <= x <= MAX_NUMBER:  # also false for nan; 1e400 reads as inf
-        raise BadRow(f"{name} {_echo(text)} is not a number from 0 to {MAX_NUMBER:g}")
-    return x
-
-
-def optional_number(text: str, name: str) -> float | None:
-    """An empty cell (a missing value) or a :func:`number`."""
-    return None if text == "" else number(text, name)
-
-
-def wall_s(text: str) -> float:
-    """An ISO 8601 timestamp as seconds since the epoch."""
-    try:
-        return _dt.datetime.fromisoformat(text).timestamp()
-    except (ValueError, OverflowError, OSError):
-        raise BadRow(f"timestamp {_echo(text)} is not an ISO 8601 time") from None
-
-
-def pid_of(text: str) -> int | None:
-    """An empty cell or a process id (``77``, or ``77.0`` as pandas writes it)."""
-    if text == "":
-        return None
-    digits = text[:-2] if text.endswith(".0") else text
-    if not (digits.isascii() and digits.isdigit()) or int(digits) >= MAX_PID:
-        raise BadRow(f"pid {_echo(text)} is not a process id")
-    return int(digits)
-
-
-def parse_row(cells: list[str], line: int = 0) -> Row:
-    """Check one row's cells (in COLUMNS order) and parse them; raises BadRow saying
-    which cell is wrong. This is the definition of a good row:
-
-    ``timestamp`` is ISO 8601; ``elapsed_s`` and ``interval_s`` are numbers from 0 to
-    MAX_NUMBER, and so are ``power_w``, ``energy_j`` and ``co2_g`` where not empty
-    (``nan``, ``inf``, ``1e400``, negative: not readings); ``pid`` is empty or a process
-    id; a sample has a domain, ``in_total`` 0 or 1, a known provenance, and no energy
-    when it says ``lost``.
-    """
-    if len(cells) != N_COLUMNS:
-        raise BadRow(f"{len(cells)} cells, expected {N_COLUMNS}")
-    energy = optional_number(cells[10], "energy_j")
-    if cells[5] == "sample":
-        if not cells[6]:
-            raise BadRow("a sample with no domain")
-        if cells[8] not in IN_TOTAL:
-            raise BadRow(f"in_total {_echo(cells[8])} is not 0 or 1")
-        prov = cells[12]
-        if prov not in SAMPLE_PROVENANCES:
-            raise BadRow(f"provenance {_echo(prov)} is not one of "
-                         f"{', '.join(sorted(SAMPLE_PROVENANCES))}")
-        if prov == "lost" and energy is not None:
-            raise BadRow("a lost sample with an energy_j")
-    return _new_row(Row, (line, wall_s(cells[0]), number(cells[1], "elapsed_s"),
-                          number(cells[2], "interval_s"), cells[3], cells[4], cells[5],
-                          cells[6], cells[7], IN_TOTAL.get(cells[8], False),
-                          optional_number(cells[9], "power_w"), energy,
-                          optional_number(cells[11], "co2_g"), cells[12], cells[13],
-                          pid_of(cells[14])))
-
-
-_new_row = tuple.__new__  # Row(...) without the Python-level __new__: the hot path
 
 
 class SessionCarbon(NamedTuple):
@@ -327,7 +222,7 @@ class SessionReader:
         CPU is the budget); any row that fails a check, or has a pid, goes to
         :func:`parse_row`, the definition, which names what is wrong (or accepts it).
         The inline checks only ever accept what parse_row accepts."""
-        kinds, top, sample_provs = self.kinds, MAX_NUMBER, SAMPLE_PROVENANCES
+        kinds, top, sample_provs, slow = self.kinds, MAX_NUMBER, SAMPLE_PROVENANCES, _SLOW_KINDS
         iso, new, in_total = _dt.datetime.fromisoformat, _new_row, IN_TOTAL
         last_ts = last_el = last_iv = None  # the rows of a tick share these cells
         wall = elapsed = interval = 0.0
@@ -364,14 +259,14 @@ class SessionReader:
                     co2 = float(c) if c else 0.0
                     if not (0.0 <= power <= top and 0.0 <= energy <= top and 0.0 <= co2 <= top):
                         raise ValueError
-                    if kind == "sample" and (not cells[6] or cells[8] not in in_total
-                                             or cells[12] not in sample_provs
-                                             or (e and cells[12] == "lost")):
+                    if kind == SAMPLE and (not cells[6] or cells[8] not in in_total
+                                           or cells[12] not in sample_provs
+                                           or (e and cells[12] == LOST)):
                         raise ValueError
-                    if cells[14]:
+                    if cells[14] or kind in slow:
                         raise ValueError
                     row = new(Row, (line, wall, elapsed, interval, cells[3], cells[4], kind,
-                                    cells[6], cells[7], in_total.get(cells[8], False),
+                                    cells[6], cells[7], in_total.get(cells[8]),
                                     power if p else None,
                                     energy if e else None, co2 if c else None, cells[12],
                                     cells[13], None))
@@ -435,7 +330,7 @@ def find_sessions(path: str | os.PathLike, stop_at: str | None = None
                 stop = buf.find(b"\n", pos, end)
                 stop = end if stop < 0 else stop
                 cells = next(csv.reader([buf[start:stop].decode("utf-8", "replace")]), [])
-                if len(cells) == N_COLUMNS and cells[5] == "session" and cells[4] not in seen:
+                if len(cells) == N_COLUMNS and cells[5] == SESSION and cells[4] not in seen:
                     seen.add(cells[4])
                     found.append((cells[4], offset + start, lines + buf.count(b"\n", 0, start)))
                     if cells[4] == stop_at:

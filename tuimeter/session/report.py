@@ -34,10 +34,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .csvfile import bridged_span_s
+from ..carbon import co2_g
 from ..phases import DomainEnergy, Samples, combine, energy_between
 from ..text import safe_text
 from .reader import SessionFormatError, SessionReader
+from .schema import MARKER, META_KINDS, SAMPLE, SessionMeta, bridged_span_s
 
 #: markers with the same label closer than this (s) on one host are one boundary
 MARKER_MERGE_S = 1.0
@@ -90,7 +91,9 @@ class SessionData:
     offset: float  # wall-clock s minus elapsed_s
     series: dict = field(default_factory=dict)  # domain -> _Series
     markers: list = field(default_factory=list)  # (t wall s, label, source)
-    g_per_j: float | None = None
+    g_per_j: float | None = None  # from the first sample's co2_g / energy_j
+    #: what the session's first rows say: carbon settings, domains (either schema)
+    meta: SessionMeta = field(default_factory=SessionMeta)
 
 
 @dataclass
@@ -111,19 +114,22 @@ def load_file(path: str) -> FileResult:
     cur = None
     key = (None, None)
     try:
-        for (_line, wall, elapsed, interval, host, sid, kind, domain, source, in_total,
-             _power, energy, co2, prov, label, _pid) in rd:
-            if host != key[0] or sid != key[1]:
-                key = (host, sid)
+        for row in rd:
+            if row.host != key[0] or row.session != key[1]:
+                key = (row.host, row.session)
                 cur = sessions.get(key)
                 if cur is None:
-                    cur = sessions[key] = SessionData(host, sid, path, wall - elapsed)
-            if kind == "sample":
-                s = cur.series.get(domain)
+                    cur = sessions[key] = SessionData(row.host, row.session, path,
+                                                      row.wall_s - row.elapsed_s)
+            kind = row.kind
+            if kind == SAMPLE:
+                s = cur.series.get(row.domain)
                 if s is None:
-                    s = cur.series[domain] = _Series(in_total, (key, path))
+                    s = cur.series[row.domain] = _Series(row.in_total, (key, path))
+                energy = row.energy_j
                 if energy is not None:
-                    el = elapsed + cur.offset
+                    el = row.elapsed_s + cur.offset
+                    label = row.label
                     span = bridged_span_s(label) if label else None
                     if span:  # its energy is that of the lost rows before it too
                         while s.lost_t1 and s.lost_t1[-1] > el - span + 1e-6:
@@ -132,26 +138,31 @@ def load_file(path: str) -> FileResult:
                             s.lost -= 1
                     s.e.append(energy)
                     s.t1.append(el)
-                    s.iv.append(span or interval)
+                    s.iv.append(span or row.interval_s)
+                    prov = row.provenance
                     if prov != s.last_prov:
                         s.last_prov = prov
                         s.provs.add(prov)
-                    if cur.g_per_j is None and co2 is not None and energy > 0:
-                        cur.g_per_j = co2 / energy
+                    if cur.g_per_j is None and row.co2_g is not None and energy > 0:
+                        cur.g_per_j = row.co2_g / energy
                 else:
                     s.lost += 1
-                    s.lost_t1.append(elapsed + cur.offset)
-                    s.lost_iv.append(interval)
-            elif kind == "marker":
-                cur.markers.append((elapsed + cur.offset, label, source))
+                    s.lost_t1.append(row.elapsed_s + cur.offset)
+                    s.lost_iv.append(row.interval_s)
+            elif kind == MARKER:
+                cur.markers.append((row.elapsed_s + cur.offset, row.label, row.source))
+            elif kind in META_KINDS:
+                cur.meta.take(row)
     except SessionFormatError as exc:
         res.error = str(exc)
     res.problems = rd.problems
     res.rows = rd.rows
     res.sessions = list(sessions.values())
     for sess in res.sessions:
+        carbon = sess.meta.carbon  # the settings recorded; else what the co2_g cells say
+        g_per_j = co2_g(1.0, carbon) if carbon is not None else sess.g_per_j or 0.0
         for s in sess.series.values():
-            s.g_per_j = sess.g_per_j or 0.0
+            s.g_per_j = g_per_j
     if not res.error and not any(s.t1 for sess in res.sessions for s in sess.series.values()):
         res.problems.append(f"{safe_text(path)}: no samples (an empty session)")
     return res

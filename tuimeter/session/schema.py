@@ -1,0 +1,426 @@
+"""The session CSV, defined once: columns, row kinds, the typed :class:`Row`, how a row is
+rendered (:func:`render`) and parsed (:func:`parse_row`), and what a session's first rows
+say about it (:class:`SessionMeta`). The writer (:mod:`.csvfile`), the reader
+(:mod:`.reader`), ``report``, the replay sensor and :mod:`tuimeter.frames` all go through
+this module; docs/SESSION_FILE.md describes the format and the data flow.
+
+Schema 2 (this writer) keeps the 15 columns of schema 1 and adds two row kinds, written
+before the first tick of every file (and a ``domain`` row again for a domain first seen,
+or changed, later):
+
+* ``settings``: one row after the ``session`` row; its ``label`` is a JSON object
+  ``{"schema": 2, "carbon": {"g_per_kwh": 475.0, "pue": 1.0, "source": "..."}}``.
+* ``domain``: one row per domain; ``domain``, ``source``, ``in_total`` and
+  ``provenance`` as on its sample rows; ``label`` a JSON object
+  ``{"kind": "gpu", "name": "GPU 0", "label": "NVIDIA H100"}``.
+
+The ``session`` row keeps its human text (``tuimeter schema 2; carbon 475 g/kWh (...);
+pue 1; sensors ...``). Readers of schema 1 pass over row kinds they do not know, so they
+read schema 2 files as before; this reader reads schema 1 files (no ``settings`` row) by
+the old means: carbon settings from the session row's text, a domain's kind guessed from
+its id (:func:`guess_kind`).
+
+Everything read here came from a file: nothing is trusted (numbers are bounded, JSON is
+checked for its types, text is echoed only through :func:`~tuimeter.text.safe_text`).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+from typing import NamedTuple
+
+from ..carbon import CarbonError, check_intensity, check_pue
+from ..model import CarbonInfo, Domain, DomainKind, Provenance, Snapshot
+from ..text import safe_text
+
+COLUMNS = (
+    "timestamp",  # ISO 8601 UTC with microseconds, end of the interval (or the marker's instant)
+    "elapsed_s",  # seconds since the session started
+    "interval_s",  # length of the interval this row covers (0 for markers and events)
+    "host",
+    "session",  # random id of this recording (merging tells files apart by it)
+    "kind",  # see ROW_KINDS
+    "domain",  # package-0, package-0/dram, gpu0, total, ... ; job/process rows: cpu, gpu, all
+    "source",  # rapl | nvml | powermetrics | estimate | attribution | key | cli | api | socket
+    "in_total",  # 1 if this domain adds into the machine total, else 0 (empty: n/a)
+    "power_w",  # average power over the interval
+    "energy_j",  # energy within the interval (not cumulative)
+    "co2_g",  # CO2e of energy_j
+    "provenance",  # measured | estimated | attributed | interpolated | lost
+    "label",  # marker label, event message, process name, session details, JSON (schema 2)
+    "pid",  # process id for job/process/marker rows
+)
+N_COLUMNS = len(COLUMNS)
+#: written into the ``session`` row's text and the ``settings`` row
+SCHEMA_VERSION = 2
+
+# -- row kinds ------------------------------------------------------------------------
+SESSION = "session"  # first row of a session (of each file of it): human-readable details
+SETTINGS = "settings"  # schema 2: the schema version and carbon settings, JSON in label
+DOMAIN = "domain"  # schema 2: one per domain, its kind and names as JSON in label
+SAMPLE = "sample"  # one per domain per tick
+TOTAL = "total"  # the machine total per tick
+MARKER = "marker"
+EVENT = "event"
+JOB = "job"  # attribution: the followed command
+PROCESS = "process"  # attribution: the top processes, idle/system, other processes
+ROW_KINDS = frozenset({SESSION, SETTINGS, DOMAIN, SAMPLE, TOTAL, MARKER, EVENT, JOB, PROCESS})
+#: the kinds that describe a session rather than measure it
+META_KINDS = frozenset({SESSION, SETTINGS, DOMAIN})
+
+# -- provenance words ------------------------------------------------------------------
+#: a sample row whose sensor could not be read (no energy)
+LOST = "lost"
+#: provenance words of a sample row
+SAMPLE_PROVENANCES = frozenset({*(str(p) for p in Provenance), LOST})
+#: provenance words of a domain (a ``domain`` row)
+DOMAIN_PROVENANCES = frozenset(str(p) for p in Provenance)
+
+#: an ``in_total`` cell (pandas writes a column with empty cells as floats: ``1.0``)
+IN_TOTAL = {"1": True, "0": False, "1.0": True, "0.0": False}
+#: the largest number a cell may hold (W, J, g, s): no machine comes near a terawatt or a
+#: terajoule in one interval, and sums of millions of such cells stay finite
+MAX_NUMBER = 1e12
+#: a process id is below this (Linux allows 2**22; 32 bits are enough everywhere)
+MAX_PID = 2**32
+#: cell text echoed in a problem is cut to this many characters
+ECHO_MAX = 40
+#: a JSON label longer than this is not read (a domain's description is a few dozen bytes)
+MAX_JSON_CHARS = 4096
+
+
+class BadRow(ValueError):
+    """A row that breaks the schema; ``str()`` says which cell and why."""
+
+
+class Row(NamedTuple):
+    """One row, typed. Numbers are floats in the units of their names, ``None`` where the
+    cell is empty; a sample row with ``energy_j`` None was lost (its sensor could not be
+    read). Text cells are as in the file (escape them before showing them)."""
+
+    line: int  # line number in the file (0 for a row being written)
+    wall_s: float  # ``timestamp``, seconds since the epoch
+    elapsed_s: float
+    interval_s: float
+    host: str
+    session: str
+    kind: str
+    domain: str
+    source: str
+    in_total: bool | None  # sample and domain rows: adds into the machine total
+    power_w: float | None
+    energy_j: float | None
+    co2_g: float | None
+    provenance: str
+    label: str
+    pid: int | None
+
+
+# -- rendering ------------------------------------------------------------------------
+def iso_utc(ts: float) -> str:
+    """Seconds since the epoch -> ``2026-11-29T19:56:40.123456+00:00``."""
+    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).isoformat(timespec="microseconds")
+
+
+def fmt_number(x: float | None, digits: int = 6) -> str:
+    """A number cell: ``digits`` decimals, trailing zeros dropped; empty for None or NaN."""
+    if x is None:
+        return ""
+    return f"{x:.{digits}f}".rstrip("0").rstrip(".") if x == x else ""
+
+
+def render(row: Row) -> tuple[str, ...]:
+    """The cells of ``row`` in COLUMNS order. Raises ValueError, TypeError or
+    OverflowError for a value that is not what its column holds (the writer refuses
+    that row alone)."""
+    return (iso_utc(row.wall_s), fmt_number(row.elapsed_s), fmt_number(row.interval_s),
+            row.host, row.session, row.kind, row.domain, row.source,
+            "" if row.in_total is None else ("1" if row.in_total else "0"),
+            fmt_number(row.power_w), fmt_number(row.energy_j), fmt_number(row.co2_g, 9),
+            row.provenance, row.label, "" if row.pid is None else str(int(row.pid)))
+
+
+# -- parsing --------------------------------------------------------------------------
+def echo(text: str) -> str:
+    """Cell text for a problem line: cut, escaped, quoted."""
+    cut = text if len(text) <= ECHO_MAX else text[:ECHO_MAX] + "..."
+    return "'" + safe_text(cut) + "'"
+
+
+def number(text: str, name: str) -> float:
+    """A cell that must hold a number from 0 to MAX_NUMBER (not nan, inf, negative)."""
+    try:
+        x = float(text)
+    except ValueError:
+        raise BadRow(f"{name} {echo(text)} is not a number") from None
+    if not 0.0 <= x <= MAX_NUMBER:  # also false for nan; 1e400 reads as inf
+        raise BadRow(f"{name} {echo(text)} is not a number from 0 to {MAX_NUMBER:g}")
+    return x
+
+
+def optional_number(text: str, name: str) -> float | None:
+    """An empty cell (a missing value) or a :func:`number`."""
+    return None if text == "" else number(text, name)
+
+
+def wall_s(text: str) -> float:
+    """An ISO 8601 timestamp as seconds since the epoch."""
+    try:
+        return _dt.datetime.fromisoformat(text).timestamp()
+    except (ValueError, OverflowError, OSError):
+        raise BadRow(f"timestamp {echo(text)} is not an ISO 8601 time") from None
+
+
+def pid_of(text: str) -> int | None:
+    """An empty cell or a process id (``77``, or ``77.0`` as pandas writes it)."""
+    if text == "":
+        return None
+    digits = text[:-2] if text.endswith(".0") else text
+    if not (digits.isascii() and digits.isdigit()) or int(digits) >= MAX_PID:
+        raise BadRow(f"pid {echo(text)} is not a process id")
+    return int(digits)
+
+
+def parse_row(cells: list[str], line: int = 0) -> Row:
+    """Check one row's cells (in COLUMNS order) and parse them; raises BadRow saying
+    which cell is wrong. This is the definition of a good row:
+
+    ``timestamp`` is ISO 8601; ``elapsed_s`` and ``interval_s`` are numbers from 0 to
+    MAX_NUMBER, and so are ``power_w``, ``energy_j`` and ``co2_g`` where not empty
+    (``nan``, ``inf``, ``1e400``, negative: not readings); ``pid`` is empty or a process
+    id; a sample has a domain, ``in_total`` 0 or 1, a known provenance, and no energy
+    when it says ``lost``; a ``domain`` or ``settings`` row has the JSON label its kind
+    defines (:func:`domain_of`, :func:`settings_of`).
+    """
+    if len(cells) != N_COLUMNS:
+        raise BadRow(f"{len(cells)} cells, expected {N_COLUMNS}")
+    kind = cells[5]
+    energy = optional_number(cells[10], "energy_j")
+    if kind == SAMPLE:
+        if not cells[6]:
+            raise BadRow("a sample with no domain")
+        if cells[8] not in IN_TOTAL:
+            raise BadRow(f"in_total {echo(cells[8])} is not 0 or 1")
+        prov = cells[12]
+        if prov not in SAMPLE_PROVENANCES:
+            raise BadRow(f"provenance {echo(prov)} is not one of "
+                         f"{', '.join(sorted(SAMPLE_PROVENANCES))}")
+        if prov == LOST and energy is not None:
+            raise BadRow("a lost sample with an energy_j")
+    row = _new_row(Row, (line, wall_s(cells[0]), number(cells[1], "elapsed_s"),
+                         number(cells[2], "interval_s"), cells[3], cells[4], kind,
+                         cells[6], cells[7], IN_TOTAL.get(cells[8]),
+                         optional_number(cells[9], "power_w"), energy,
+                         optional_number(cells[11], "co2_g"), cells[12], cells[13],
+                         pid_of(cells[14])))
+    if kind == DOMAIN:
+        domain_of(row)
+    elif kind == SETTINGS:
+        settings_of(row)
+    return row
+
+
+_new_row = tuple.__new__  # Row(...) without the Python-level __new__: the hot path
+
+
+# -- schema 2: the structured rows -------------------------------------------------------
+def _json_object(label: str, what: str) -> dict:
+    if len(label) > MAX_JSON_CHARS:
+        raise BadRow(f"a {what} label longer than {MAX_JSON_CHARS} characters")
+    try:
+        obj = json.loads(label)
+    except (ValueError, RecursionError):
+        raise BadRow(f"a {what} label {echo(label)} that is not JSON") from None
+    if not isinstance(obj, dict):
+        raise BadRow(f"a {what} label {echo(label)} that is not a JSON object")
+    return obj
+
+
+def _text(obj: dict, key: str, what: str) -> str:
+    value = obj.get(key, "")
+    if not isinstance(value, str):
+        raise BadRow(f"a {what} label whose {key} is not text")
+    return value
+
+
+def domain_row(d: Domain, wall: float, elapsed: float, host: str, session: str) -> Row:
+    """The ``domain`` row that describes ``d``."""
+    label = json.dumps({"kind": str(d.kind), "name": d.name, "label": d.label},
+                       ensure_ascii=False, separators=(",", ":"))
+    return Row(0, wall, elapsed, 0.0, host, session, DOMAIN, d.id, d.source, d.in_total,
+               None, None, None, str(d.provenance), label, None)
+
+
+def domain_of(row: Row) -> Domain:
+    """The :class:`~tuimeter.model.Domain` a ``domain`` row describes; BadRow if it does
+    not. A kind this version does not know (a newer writer's) reads as ``other``."""
+    if not row.domain:
+        raise BadRow("a domain row with no domain")
+    if row.in_total is None:
+        raise BadRow("a domain row with no in_total")
+    if row.provenance not in DOMAIN_PROVENANCES:
+        raise BadRow(f"provenance {echo(row.provenance)} is not one of "
+                     f"{', '.join(sorted(DOMAIN_PROVENANCES))}")
+    obj = _json_object(row.label, "domain")
+    kind_text = _text(obj, "kind", "domain")
+    try:
+        kind = DomainKind(kind_text)
+    except ValueError:
+        kind = DomainKind.OTHER
+    return Domain(id=row.domain, name=_text(obj, "name", "domain") or row.domain, kind=kind,
+                  source=row.source, provenance=Provenance(row.provenance),
+                  in_total=row.in_total, label=_text(obj, "label", "domain"))
+
+
+class Settings(NamedTuple):
+    """What a ``settings`` row says: the schema version, the carbon settings."""
+
+    schema: int
+    carbon: CarbonInfo | None
+
+
+def settings_label(carbon: CarbonInfo) -> str:
+    """The JSON label of a ``settings`` row."""
+    return json.dumps({"schema": SCHEMA_VERSION,
+                       "carbon": {"g_per_kwh": carbon.g_per_kwh, "pue": carbon.pue,
+                                  "source": carbon.source}},
+                      ensure_ascii=False, separators=(",", ":"))
+
+
+def settings_of(row: Row) -> Settings:
+    """The settings a ``settings`` row holds; BadRow if its label is not one. A carbon
+    figure out of bounds (see :func:`~tuimeter.carbon.check_intensity`) is left out."""
+    obj = _json_object(row.label, "settings")
+    schema = obj.get("schema")
+    if not isinstance(schema, int) or isinstance(schema, bool) or not 2 <= schema < 1000:
+        raise BadRow("a settings label with no schema version")
+    carbon = obj.get("carbon")
+    if carbon is None:
+        return Settings(schema, None)
+    if not isinstance(carbon, dict):
+        raise BadRow("a settings label whose carbon is not a JSON object")
+    source = _text(carbon, "source", "settings")
+    try:
+        info = CarbonInfo(check_intensity(carbon.get("g_per_kwh")),
+                          check_pue(carbon.get("pue", 1.0)), source)
+    except CarbonError:
+        info = None
+    return Settings(schema, info)
+
+
+# -- the session row's text (schema 1 and 2) ----------------------------------------------
+def session_label(snap: Snapshot, details: str = "") -> str:
+    """The human text of a ``session`` row: schema, carbon settings, sensors, details."""
+    parts = [f"tuimeter schema {SCHEMA_VERSION}",
+             f"carbon {snap.carbon.g_per_kwh:g} g/kWh ({snap.carbon.source})",
+             f"pue {snap.carbon.pue:g}"]
+    parts += [s.describe() for s in snap.sensors]
+    if details:
+        parts.append(details)
+    return "; ".join(parts)
+
+
+_SCHEMA = re.compile(r"tuimeter schema (\d{1,3})(?:;|$)")
+_CARBON = re.compile(r"carbon ([0-9.eE+-]+) g/kWh \((.*?)\)(?:;|$)")
+_PUE = re.compile(r"pue ([0-9.eE+-]+)")
+
+
+def schema_from_label(label: str) -> int:
+    """The schema a ``session`` row's text names (1 when it names none)."""
+    m = _SCHEMA.match(label)
+    return int(m.group(1)) if m else 1
+
+
+def carbon_from_label(label: str) -> CarbonInfo | None:
+    """Schema 1: the carbon settings written in a ``session`` row's text, None where it
+    has none that can be used."""
+    m = _CARBON.search(label)
+    if not m:
+        return None
+    pue_m = _PUE.search(label)
+    try:
+        return CarbonInfo(check_intensity(m.group(1)),
+                          check_pue(pue_m.group(1)) if pue_m else 1.0, m.group(2))
+    except CarbonError:
+        return None
+
+
+_KINDS = (("/core", DomainKind.CORE), ("/uncore", DomainKind.UNCORE), ("dram", DomainKind.DRAM),
+          ("psys", DomainKind.PSYS), ("gpu", DomainKind.GPU), ("ane", DomainKind.ANE),
+          ("memory", DomainKind.MEMORY), ("package", DomainKind.PACKAGE),
+          ("cpu", DomainKind.PACKAGE))
+
+
+def guess_kind(domain_id: str) -> DomainKind:
+    """Schema 1: a domain's kind guessed from its id (schema 1 does not store it)."""
+    lowered = domain_id.lower()
+    for needle, kind in _KINDS:
+        if needle in lowered:
+            return kind
+    return DomainKind.OTHER
+
+
+def _provenance(row_provenance: str, source: str) -> Provenance:
+    """Schema 1: a domain's provenance from a sample row; a lost row does not say, so it
+    is guessed from the sensor (the estimate is estimated, every other sensor measures)."""
+    try:
+        return Provenance(row_provenance)
+    except ValueError:
+        return Provenance.ESTIMATED if source == "estimate" else Provenance.MEASURED
+
+
+class SessionMeta:
+    """What the ``session``, ``settings`` and ``domain`` rows of one session say, read
+    from either schema: feed it those rows (:meth:`take`) as they come."""
+
+    def __init__(self):
+        self.schema = 1  # 2 and up: from the settings row (or the session row's text)
+        self.carbon: CarbonInfo | None = None
+        self.structured = False  # a settings row was read: carbon is not from the text
+        self.domains: dict[str, Domain] = {}  # from domain rows
+
+    def take(self, row: Row) -> None:
+        """Take in a row of a META_KIND (others are ignored); a row of a checked kind
+        is assumed checked (the reader only returns rows :func:`parse_row` accepts)."""
+        kind = row.kind
+        if kind == DOMAIN:
+            self.domains[row.domain] = domain_of(row)
+        elif kind == SETTINGS:
+            settings = settings_of(row)
+            self.schema, self.carbon, self.structured = settings.schema, settings.carbon, True
+        elif kind == SESSION and not self.structured:
+            self.schema = max(self.schema, schema_from_label(row.label))
+            self.carbon = self.carbon or carbon_from_label(row.label)
+
+    def domain(self, sample: Row) -> Domain:
+        """The domain of a sample row: as its ``domain`` row describes it (schema 2), or
+        as schema 1 allows: kind guessed from its id, name its id."""
+        known = self.domains.get(sample.domain)
+        if known is not None:
+            return known
+        return Domain(id=sample.domain, name=sample.domain, kind=guess_kind(sample.domain),
+                      source=sample.source, provenance=_provenance(sample.provenance,
+                                                                   sample.source),
+                      in_total=bool(sample.in_total))
+
+
+def bridged_label(span_s: float) -> str:
+    """``bridged 3.000 s``: the sample's energy spans the last ``span_s`` seconds."""
+    return f"{_BRIDGED}{span_s:.3f} s"
+
+
+def bridged_span_s(label: str) -> float | None:
+    """The span of a :func:`bridged_label`, None for any other label."""
+    if not label.startswith(_BRIDGED):
+        return None
+    try:
+        span_s = float(label[len(_BRIDGED):].split()[0])
+    except (ValueError, IndexError):
+        return None
+    return span_s if span_s > 0 and span_s != float("inf") else None
+
+
+#: a sample row's label when its energy was bridged across the lost rows before it
+_BRIDGED = "bridged "
