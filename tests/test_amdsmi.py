@@ -13,13 +13,12 @@ import pytest
 from tests.fakes.fake_amdsmi import FakeAmdGpu, make_fake_amdsmi
 from tests.fakes.fake_pynvml import FakeGpu, make_fake_pynvml
 from tests.fakes.scripted import FakeClock, rapl_like
+from tests.helpers import CARBON_400
 from tuimeter.engine.sampler import Engine
-from tuimeter.model import CarbonInfo, DomainKind, Link, Provenance, Status
+from tuimeter.model import DomainKind, Link, Provenance, Status
 from tuimeter.sensors import registry
 from tuimeter.sensors.amdsmi import NO_GPU, NOT_INSTALLED, AmdSmiSensor
 from tuimeter.sensors.capabilities import GpuProcessSource
-
-CARBON = CarbonInfo(g_per_kwh=400.0, pue=1.0, source="test")
 
 
 @pytest.fixture
@@ -124,7 +123,7 @@ def _engine(monkeypatch, amd_gpu: FakeAmdGpu, nv_gpu: FakeGpu, attributor=None):
     sensors = [rapl_like(), registry.entry("nvml").build(build),
                registry.entry("amdsmi").build(build)]
     clock = FakeClock()
-    eng = Engine(sensors, CARBON, 1.0, clock=clock, wallclock=lambda: 1.8e9 + clock(),
+    eng = Engine(sensors, CARBON_400, 1.0, clock=clock, wallclock=lambda: 1.8e9 + clock(),
                  cpu_clock=lambda: 0.0, host="h", attributor=attributor)
     return eng, clock
 
@@ -193,8 +192,8 @@ def test_amd_gpu_energy_goes_to_its_processes(monkeypatch):
     monkeypatch.setitem(sys.modules, "amdsmi", make_fake_amdsmi([amd_gpu]))
     sensor = registry.entry("amdsmi").build(registry.SensorOptions())
     clock, wall = FakeClock(), FakeClock(1.8e9)
-    att = Attributor([sensor], CARBON, scanner=sc, wallclock=wall)
-    eng = Engine([sensor], CARBON, 1.0, clock=clock, wallclock=wall, cpu_clock=lambda: 0.0,
+    att = Attributor([sensor], CARBON_400, scanner=sc, wallclock=wall)
+    eng = Engine([sensor], CARBON_400, 1.0, clock=clock, wallclock=wall, cpu_clock=lambda: 0.0,
                  host="h", attributor=att)
     eng.open()
     for busy in ((0, 0), (600_000_000, 200_000_000)):

@@ -9,16 +9,14 @@ import pytest
 
 import tuimeter
 from tests.fakes.scripted import FakeClock, rapl_like
+from tests.helpers import CARBON
 from tests.test_record_cli import wait_for
 from tuimeter import api
 from tuimeter.engine import sampler
 from tuimeter.engine.sampler import Engine
-from tuimeter.model import CarbonInfo
 from tuimeter.session import markers
 from tuimeter.session.csvfile import SessionWriter
 from tuimeter.session.recorder import Recorder
-
-CARBON = CarbonInfo(g_per_kwh=360.0, pue=1.0, source="test")
 
 
 @pytest.fixture(autouse=True)

@@ -7,10 +7,9 @@ from __future__ import annotations
 import pytest
 
 from tests.fakes.scripted import FakeClock, ScriptedSensor, domain, rapl_like
+from tests.helpers import CARBON
 from tuimeter.engine.sampler import Engine
 from tuimeter.model import CarbonInfo, DomainKind, Provenance, Status
-
-CARBON = CarbonInfo(g_per_kwh=360.0, pue=1.0, source="test")
 
 
 def make(sensors, interval=1.0, **kw):

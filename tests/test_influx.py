@@ -16,6 +16,7 @@ import uuid
 import pytest
 
 from tests.fakes.scripted import FakeClock, rapl_like
+from tests.helpers import CARBON
 from tests.servers import (
     LivePowercap,
     csv_samples,
@@ -31,9 +32,7 @@ from tests.servers import (
 from tuimeter.engine.sampler import Engine
 from tuimeter.export import ExportError, influx_target
 from tuimeter.export.influx import InfluxExporter, InfluxTarget, _post, line, snapshot_lines
-from tuimeter.model import CarbonInfo
 
-CARBON = CarbonInfo(g_per_kwh=360.0, pue=1.0, source="test")
 V1 = InfluxTarget("http://127.0.0.1:1", db="t")
 
 

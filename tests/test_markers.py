@@ -12,11 +12,9 @@ import time
 import pytest
 
 from tests.fakes.scripted import FakeClock, rapl_like
+from tests.helpers import CARBON
 from tuimeter.engine.sampler import Engine
-from tuimeter.model import CarbonInfo
 from tuimeter.session import mark_client, markers
-
-CARBON = CarbonInfo(g_per_kwh=360.0, pue=1.0, source="test")
 
 
 @pytest.fixture(autouse=True)

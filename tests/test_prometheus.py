@@ -17,6 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fakes.scripted import FakeClock, rapl_like
+from tests.helpers import CARBON
 from tests.servers import (
     ROOT,
     LivePowercap,
@@ -32,9 +33,7 @@ from tests.servers import (
 from tuimeter.engine.sampler import Engine
 from tuimeter.export import ExportError, parse_listen
 from tuimeter.export.prometheus import PrometheusExporter, _marker_metrics, _MarkerCount
-from tuimeter.model import CarbonInfo, JobSample, Marker
-
-CARBON = CarbonInfo(g_per_kwh=360.0, pue=1.0, source="test")
+from tuimeter.model import JobSample, Marker
 
 
 class _JobAttributor:

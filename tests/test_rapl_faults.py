@@ -11,12 +11,11 @@ import pytest
 
 from tests.fakes.powercap import AMD_UNIT_NJ, FakePowercap, max_range_uj
 from tests.fakes.scripted import FakeClock
+from tests.helpers import CARBON_400
 from tuimeter.engine.sampler import Engine
-from tuimeter.model import CarbonInfo, Status
+from tuimeter.model import Status
 from tuimeter.sensors import rapl
 from tuimeter.sensors.rapl import AMD_CORE_SOURCE, REDISCOVER_S, RaplSensor
-
-CARBON = CarbonInfo(g_per_kwh=400.0, pue=1.0, source="test")
 
 
 class Rig:
@@ -26,7 +25,7 @@ class Rig:
         self.fake = fake
         self.clock = FakeClock(0.0)
         self.sensor = RaplSensor(fake.sensor_root, **sensor_kw)
-        self.engine = Engine([self.sensor], CARBON, interval_s, clock=self.clock,
+        self.engine = Engine([self.sensor], CARBON_400, interval_s, clock=self.clock,
                              wallclock=FakeClock(1.8e9), cpu_clock=lambda: 0.0, host="h")
         self.engine.open()
         self.snaps = []

@@ -10,14 +10,13 @@ import json
 import pytest
 
 from tests.fakes.scripted import FakeClock, rapl_like
+from tests.helpers import CARBON
 from tuimeter.engine.sampler import Engine
-from tuimeter.model import CarbonInfo
 from tuimeter.session.csvfile import SessionWriter
 from tuimeter.session.recorder import Recorder
 from tuimeter.session.report import build_report, load_file
 from tuimeter.session.report_cli import cmd_report, to_json
 
-CARBON = CarbonInfo(g_per_kwh=360.0, pue=1.0, source="test")
 T0 = 1_800_000_000.0
 
 

@@ -16,15 +16,14 @@ import sys
 import pytest
 
 from tests.fakes.scripted import FakeClock, rapl_like
+from tests.helpers import CARBON
 from tests.servers import ROOT, LivePowercap, record_alive, start_record, stop_record, wait_for
 from tuimeter.engine.sampler import Engine
-from tuimeter.model import CarbonInfo
 from tuimeter.session.csvfile import SessionWriter
 from tuimeter.session.recorder import Recorder
 from tuimeter.session.report import build_report, load_file
 from tuimeter.session.rotate import RotatePolicy, RotatingWriter, parse_rotate
 
-CARBON = CarbonInfo(g_per_kwh=360.0, pue=1.0, source="test")
 MIDNIGHT = _dt.datetime(2026, 12, 1, tzinfo=_dt.timezone.utc).timestamp()
 
 
