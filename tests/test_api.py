@@ -9,8 +9,7 @@ import pytest
 
 import tuimeter
 from tests.fakes.scripted import FakeClock, rapl_like
-from tests.helpers import CARBON
-from tests.test_record_cli import wait_for
+from tests.helpers import CARBON, wait_for
 from tuimeter import api
 from tuimeter.engine import sampler
 from tuimeter.engine.sampler import Engine

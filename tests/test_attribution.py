@@ -11,7 +11,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pandas as pd
 import psutil
@@ -19,15 +18,13 @@ import pytest
 
 from tests.fakes.fake_pynvml import FakeGpu, make_fake_pynvml
 from tests.fakes.scripted import FakeClock, ScriptedSensor, domain
-from tests.helpers import CARBON
-from tests.test_record_cli import wait_for
+from tests.helpers import CARBON, ROOT, wait_for
 from tuimeter.engine.attribution import Attributor, make_attributor
 from tuimeter.engine.procscan import ProcFsScanner, ProcStat, PsutilScanner
 from tuimeter.engine.sampler import Engine
 from tuimeter.model import DomainKind, Provenance
 from tuimeter.session.csvfile import SessionWriter
 
-ROOT = Path(__file__).resolve().parents[1]
 linux_only = pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs Linux /proc")
 
 

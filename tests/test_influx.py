@@ -16,7 +16,7 @@ import uuid
 import pytest
 
 from tests.fakes.scripted import FakeClock, rapl_like
-from tests.helpers import CARBON
+from tests.helpers import CARBON, wait_for
 from tests.servers import (
     LivePowercap,
     csv_samples,
@@ -27,7 +27,6 @@ from tests.servers import (
     record_alive,
     start_record,
     stop_record,
-    wait_for,
 )
 from tuimeter.engine.sampler import Engine
 from tuimeter.export import ExportError, influx_target

@@ -723,7 +723,7 @@ def test_record_keeps_every_joule_through_transient_nvml_errors(tmp_path, monkey
     import pandas as pd
 
     from tests.fakes.powercap import FakePowercap
-    from tests.test_record_cli import env_for
+    from tests.helpers import env_for
     from tuimeter import cli
 
     gpu = FakeGpu()

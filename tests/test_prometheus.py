@@ -17,7 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fakes.scripted import FakeClock, rapl_like
-from tests.helpers import CARBON
+from tests.helpers import CARBON, wait_for
 from tests.servers import (
     ROOT,
     LivePowercap,
@@ -28,7 +28,6 @@ from tests.servers import (
     record_alive,
     start_record,
     stop_record,
-    wait_for,
 )
 from tuimeter.engine.sampler import Engine
 from tuimeter.export import ExportError, parse_listen

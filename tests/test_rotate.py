@@ -16,8 +16,8 @@ import sys
 import pytest
 
 from tests.fakes.scripted import FakeClock, rapl_like
-from tests.helpers import CARBON
-from tests.servers import ROOT, LivePowercap, record_alive, start_record, stop_record, wait_for
+from tests.helpers import CARBON, wait_for
+from tests.servers import ROOT, LivePowercap, record_alive, start_record, stop_record
 from tuimeter.engine.sampler import Engine
 from tuimeter.session.csvfile import SessionWriter
 from tuimeter.session.recorder import Recorder
