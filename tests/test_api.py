@@ -8,11 +8,9 @@ import warnings
 import pytest
 
 import tuimeter
-from tests.fakes.scripted import FakeClock, rapl_like
-from tests.helpers import CARBON, wait_for
+from tests.helpers import make_engine, wait_for
 from tuimeter import api
 from tuimeter.engine import sampler
-from tuimeter.engine.sampler import Engine
 from tuimeter.session import markers
 from tuimeter.session.csvfile import SessionWriter
 from tuimeter.session.recorder import Recorder
@@ -26,13 +24,6 @@ def runtime_dir(tmp_path, monkeypatch):
     monkeypatch.delenv("TUIMETER_SESSION", raising=False)  # tests run under `tuimeter -- pytest`
     monkeypatch.setattr(api, "_warned_none", False)
     return d
-
-
-def make_engine():
-    clock = FakeClock()
-    eng = Engine([rapl_like()], CARBON, 1.0, clock=clock, wallclock=FakeClock(1.8e9),
-                 cpu_clock=lambda: 0.0, host="h")
-    return eng, clock
 
 
 def test_import_is_light():

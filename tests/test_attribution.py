@@ -17,8 +17,8 @@ import psutil
 import pytest
 
 from tests.fakes.fake_pynvml import FakeGpu, make_fake_pynvml
-from tests.fakes.scripted import FakeClock, ScriptedSensor, domain
-from tests.helpers import CARBON, ROOT, wait_for
+from tests.fakes.scripted import ScriptedSensor, domain
+from tests.helpers import CARBON, ROOT, make_engine, wait_for
 from tuimeter.engine.attribution import Attributor, make_attributor
 from tuimeter.engine.procscan import ProcFsScanner, ProcStat, PsutilScanner
 from tuimeter.engine.sampler import Engine
@@ -70,9 +70,7 @@ def engine_with(scanner, power=None, extra=(), carbon=CARBON, **kw):
     sensor = ScriptedSensor("rapl", doms, pw)
     sensors = [sensor, *extra]
     att = Attributor(sensors, carbon, scanner=scanner, top_n=1000, **kw)
-    clock = FakeClock()
-    eng = Engine(sensors, carbon, 1.0, clock=clock, wallclock=FakeClock(1.8e9),
-                 cpu_clock=lambda: 0.0, host="h", attributor=att)
+    eng, clock = make_engine(sensors, carbon=carbon, attributor=att)
     eng.open()
     return eng, att, clock
 

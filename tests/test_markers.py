@@ -11,9 +11,7 @@ import time
 
 import pytest
 
-from tests.fakes.scripted import FakeClock, rapl_like
-from tests.helpers import CARBON
-from tuimeter.engine.sampler import Engine
+from tests.helpers import make_engine
 from tuimeter.session import mark_client, markers
 
 
@@ -28,9 +26,7 @@ def runtime_dir(tmp_path, monkeypatch):
 
 @pytest.fixture
 def engine():
-    clock = FakeClock()
-    eng = Engine([rapl_like()], CARBON, 1.0, clock=clock, wallclock=FakeClock(1.8e9),
-                 cpu_clock=lambda: 0.0, host="h")
+    eng, clock = make_engine()
     eng.open()
     eng.clock_ = clock
     return eng

@@ -17,7 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fakes.scripted import FakeClock, rapl_like
-from tests.helpers import CARBON, wait_for
+from tests.helpers import CARBON, make_engine, wait_for
 from tests.servers import (
     ROOT,
     LivePowercap,
@@ -44,9 +44,7 @@ class _JobAttributor:
 
 
 def _engine(attributor=None):
-    clock = FakeClock()
-    eng = Engine([rapl_like()], CARBON, 1.0, clock=clock, wallclock=FakeClock(1.8e9),
-                 cpu_clock=FakeClock(0.0), host="node7", attributor=attributor)
+    eng, clock = make_engine(host="node7", attributor=attributor)
     eng.open()
     return eng, clock
 

@@ -15,11 +15,8 @@ import urllib.request
 
 import pytest
 
-from tests.fakes.scripted import FakeClock, rapl_like
-from tests.helpers import wait_for
-from tuimeter.engine.sampler import Engine
+from tests.helpers import make_engine, wait_for
 from tuimeter.export.prometheus import PrometheusExporter
-from tuimeter.model import CarbonInfo
 
 
 @pytest.fixture
@@ -27,8 +24,7 @@ def exporter():
     made = []
 
     def make(**kw):
-        eng = Engine([rapl_like()], CarbonInfo(360.0, 1.0, "test"), 1.0, clock=FakeClock(),
-                     wallclock=FakeClock(1.8e9), cpu_clock=FakeClock(0.0), host="node7")
+        eng, _ = make_engine(host="node7")
         eng.open()
         eng.tick()
         e = PrometheusExporter(eng, "127.0.0.1", 0, **kw)
