@@ -17,13 +17,8 @@ from tuimeter.session.recorder import Recorder
 
 
 @pytest.fixture(autouse=True)
-def runtime_dir(tmp_path, monkeypatch):
-    d = tmp_path / "run"
-    d.mkdir(mode=0o700)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(d))
-    monkeypatch.delenv("TUIMETER_SESSION", raising=False)  # tests run under `tuimeter -- pytest`
+def fresh_api(runtime_dir, monkeypatch):
     monkeypatch.setattr(api, "_warned_none", False)
-    return d
 
 
 def test_import_is_light():

@@ -15,13 +15,7 @@ from tests.helpers import make_engine
 from tuimeter.session import mark_client, markers
 
 
-@pytest.fixture(autouse=True)
-def runtime_dir(tmp_path, monkeypatch):
-    d = tmp_path / "run"
-    d.mkdir(mode=0o700)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(d))
-    monkeypatch.delenv("TUIMETER_SESSION", raising=False)  # tests run under `tuimeter -- pytest`
-    return d
+pytestmark = pytest.mark.usefixtures("runtime_dir")
 
 
 @pytest.fixture
