@@ -190,8 +190,7 @@ def test_a_row_that_cannot_be_written_is_refused_not_the_session(tmp_path):
     Now that one row is refused (an event row says so), the rest of its tick, the earlier
     marker and the ticks after it are written, and the recorder has not failed."""
     path = tmp_path / "s.csv"
-    wall = FakeClock(1_800_000_000.0)
-    eng, clock = make_engine(carbon=CARBON, wallclock=wall, host="node1")
+    eng, clock = make_engine(carbon=CARBON, host="node1")  # the wall clock stands at T0
     eng.open()
     rec = Recorder(SessionWriter.create(path, "node1"))
     rec.start(eng.snapshot)
