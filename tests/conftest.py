@@ -11,7 +11,8 @@ import pytest
 def runtime_dir(tmp_path, monkeypatch) -> Path:
     """A private ``$XDG_RUNTIME_DIR`` (0700) for the marker sockets, and no
     ``TUIMETER_SESSION`` from outside: the suite may itself run under ``tuimeter -- pytest``.
-    Modules whose every test needs it say ``pytestmark = pytest.mark.usefixtures("runtime_dir")``."""
+    A module whose every test needs it says
+    ``pytestmark = pytest.mark.usefixtures("runtime_dir")``."""
     d = tmp_path / "run"
     d.mkdir(mode=0o700)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(d))
