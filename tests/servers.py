@@ -26,24 +26,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def wait_for(condition, timeout_s: float, what: str, poll_s: float = 0.1):
-    """Call ``condition()`` until it returns something truthy; fail after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    last_exc = None
-    while True:
-        try:
-            value = condition()
-            if value:
-                return value
-        except Exception as exc:  # the server may not answer yet
-            last_exc = exc
-        if time.monotonic() >= deadline:
-            pytest.fail(f"timed out after {timeout_s:g} s waiting for {what}"
-                        + (f" (last error: {last_exc})" if last_exc else ""))
-        threading.Event().wait(poll_s)  # a poll period, not a synchronising sleep
+from tests.helpers import ROOT
 
 
 def free_port() -> int:

@@ -13,13 +13,11 @@ import pytest
 from tests.fakes.fake_amdsmi import FakeAmdGpu, make_fake_amdsmi
 from tests.fakes.fake_pynvml import FakeGpu, make_fake_pynvml
 from tests.fakes.scripted import FakeClock, rapl_like
-from tuimeter.engine.sampler import Engine
-from tuimeter.model import CarbonInfo, DomainKind, Link, Provenance, Status
+from tests.helpers import CARBON_400, make_engine
+from tuimeter.model import DomainKind, Link, Provenance, Status
 from tuimeter.sensors import registry
 from tuimeter.sensors.amdsmi import NO_GPU, NOT_INSTALLED, AmdSmiSensor
 from tuimeter.sensors.capabilities import GpuProcessSource
-
-CARBON = CarbonInfo(g_per_kwh=400.0, pue=1.0, source="test")
 
 
 @pytest.fixture
@@ -123,10 +121,8 @@ def _engine(monkeypatch, amd_gpu: FakeAmdGpu, nv_gpu: FakeGpu, attributor=None):
     build = registry.SensorOptions()
     sensors = [rapl_like(), registry.entry("nvml").build(build),
                registry.entry("amdsmi").build(build)]
-    clock = FakeClock()
-    eng = Engine(sensors, CARBON, 1.0, clock=clock, wallclock=lambda: 1.8e9 + clock(),
-                 cpu_clock=lambda: 0.0, host="h", attributor=attributor)
-    return eng, clock
+    return make_engine(sensors, carbon=CARBON_400, wall_follows_clock=True,
+                       attributor=attributor)
 
 
 def _ticks(eng, clock, amd_gpu, nv_gpu, n=3):
@@ -192,10 +188,9 @@ def test_amd_gpu_energy_goes_to_its_processes(monkeypatch):
     sc.run(11, 0.0)
     monkeypatch.setitem(sys.modules, "amdsmi", make_fake_amdsmi([amd_gpu]))
     sensor = registry.entry("amdsmi").build(registry.SensorOptions())
-    clock, wall = FakeClock(), FakeClock(1.8e9)
-    att = Attributor([sensor], CARBON, scanner=sc, wallclock=wall)
-    eng = Engine([sensor], CARBON, 1.0, clock=clock, wallclock=wall, cpu_clock=lambda: 0.0,
-                 host="h", attributor=att)
+    wall = FakeClock(1.8e9)
+    att = Attributor([sensor], CARBON_400, scanner=sc, wallclock=wall)
+    eng, clock = make_engine([sensor], carbon=CARBON_400, wallclock=wall, attributor=att)
     eng.open()
     for busy in ((0, 0), (600_000_000, 200_000_000)):
         amd_gpu.run(10, busy[0])

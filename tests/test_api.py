@@ -8,34 +8,17 @@ import warnings
 import pytest
 
 import tuimeter
-from tests.fakes.scripted import FakeClock, rapl_like
-from tests.test_record_cli import wait_for
+from tests.helpers import make_engine, wait_for
 from tuimeter import api
 from tuimeter.engine import sampler
-from tuimeter.engine.sampler import Engine
-from tuimeter.model import CarbonInfo
 from tuimeter.session import markers
 from tuimeter.session.csvfile import SessionWriter
 from tuimeter.session.recorder import Recorder
 
-CARBON = CarbonInfo(g_per_kwh=360.0, pue=1.0, source="test")
-
 
 @pytest.fixture(autouse=True)
-def runtime_dir(tmp_path, monkeypatch):
-    d = tmp_path / "run"
-    d.mkdir(mode=0o700)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(d))
-    monkeypatch.delenv("TUIMETER_SESSION", raising=False)  # tests run under `tuimeter -- pytest`
+def fresh_api(runtime_dir, monkeypatch):
     monkeypatch.setattr(api, "_warned_none", False)
-    return d
-
-
-def make_engine():
-    clock = FakeClock()
-    eng = Engine([rapl_like()], CARBON, 1.0, clock=clock, wallclock=FakeClock(1.8e9),
-                 cpu_clock=lambda: 0.0, host="h")
-    return eng, clock
 
 
 def test_import_is_light():

@@ -11,23 +11,20 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pandas as pd
 import psutil
 import pytest
 
 from tests.fakes.fake_pynvml import FakeGpu, make_fake_pynvml
-from tests.fakes.scripted import FakeClock, ScriptedSensor, domain
-from tests.test_record_cli import wait_for
+from tests.fakes.scripted import ScriptedSensor, domain
+from tests.helpers import CARBON, ROOT, make_engine, wait_for
 from tuimeter.engine.attribution import Attributor, make_attributor
 from tuimeter.engine.procscan import ProcFsScanner, ProcStat, PsutilScanner
 from tuimeter.engine.sampler import Engine
-from tuimeter.model import CarbonInfo, DomainKind, Provenance
+from tuimeter.model import DomainKind, Provenance
 from tuimeter.session.csvfile import SessionWriter
 
-CARBON = CarbonInfo(g_per_kwh=360.0, pue=1.0, source="test")
-ROOT = Path(__file__).resolve().parents[1]
 linux_only = pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs Linux /proc")
 
 
@@ -73,9 +70,7 @@ def engine_with(scanner, power=None, extra=(), carbon=CARBON, **kw):
     sensor = ScriptedSensor("rapl", doms, pw)
     sensors = [sensor, *extra]
     att = Attributor(sensors, carbon, scanner=scanner, top_n=1000, **kw)
-    clock = FakeClock()
-    eng = Engine(sensors, carbon, 1.0, clock=clock, wallclock=FakeClock(1.8e9),
-                 cpu_clock=lambda: 0.0, host="h", attributor=att)
+    eng, clock = make_engine(sensors, carbon=carbon, attributor=att)
     eng.open()
     return eng, att, clock
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from tests.fakes.scripted import FakeClock, rapl_like
-from tuimeter.engine.sampler import Engine
+from tests.fakes.scripted import FakeClock
+from tests.helpers import make_engine
 from tuimeter.model import CarbonInfo
 from tuimeter.session.csvfile import COLUMNS, SessionWriter
 from tuimeter.session.recorder import Recorder
@@ -17,10 +17,8 @@ CARBON = CarbonInfo(475.0, 1.0, "default world average", is_default=True)
 
 def record(tmp_path, ticks=5, marker_at=None):
     path = tmp_path / "s.csv"
-    clock = FakeClock()
     wall = FakeClock(1_800_000_000.0)
-    eng = Engine([rapl_like()], CARBON, 1.0, clock=clock, wallclock=wall, cpu_clock=lambda: 0.0,
-                 host="node1")
+    eng, clock = make_engine(carbon=CARBON, wallclock=wall, host="node1")
     eng.open()
     rec = Recorder(SessionWriter.create(path, "node1"))
     rec.start(eng.snapshot)
@@ -192,9 +190,7 @@ def test_a_row_that_cannot_be_written_is_refused_not_the_session(tmp_path):
     Now that one row is refused (an event row says so), the rest of its tick, the earlier
     marker and the ticks after it are written, and the recorder has not failed."""
     path = tmp_path / "s.csv"
-    clock, wall = FakeClock(), FakeClock(1_800_000_000.0)
-    eng = Engine([rapl_like()], CARBON, 1.0, clock=clock, wallclock=wall,
-                 cpu_clock=lambda: 0.0, host="node1")
+    eng, clock = make_engine(carbon=CARBON, host="node1")  # the wall clock stands at T0
     eng.open()
     rec = Recorder(SessionWriter.create(path, "node1"))
     rec.start(eng.snapshot)

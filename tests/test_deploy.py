@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import ROOT, LivePowercap, free_port, record_alive, stop_record, wait_for
+from tests.helpers import wait_for
+from tests.servers import ROOT, LivePowercap, free_port, record_alive, stop_record
 
 DEPLOY = ROOT / "deploy"
 UNIT = DEPLOY / "tuimeter.service"

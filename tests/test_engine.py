@@ -7,17 +7,14 @@ from __future__ import annotations
 import pytest
 
 from tests.fakes.scripted import FakeClock, ScriptedSensor, domain, rapl_like
+from tests.helpers import CARBON, make_engine
 from tuimeter.engine.sampler import Engine
 from tuimeter.model import CarbonInfo, DomainKind, Provenance, Status
 
-CARBON = CarbonInfo(g_per_kwh=360.0, pue=1.0, source="test")
-
 
 def make(sensors, interval=1.0, **kw):
-    clock = FakeClock()
     wall = FakeClock(1_800_000_000.0)
-    eng = Engine(sensors, CARBON, interval, clock=clock, wallclock=wall,
-                 cpu_clock=lambda: 0.0, host="h", **kw)
+    eng, clock = make_engine(sensors, interval_s=interval, wallclock=wall, **kw)
     eng.open()
     return eng, clock, wall
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.scripted import FakeClock, ScriptedSensor, domain, rapl_like
-from tuimeter.engine.sampler import Engine
+from tests.helpers import make_engine
 from tuimeter.model import CarbonInfo, DomainKind, JobSample
 
 DATA = Path(__file__).resolve().parent / "data" / "export"
@@ -32,9 +32,9 @@ def fixed_run():
     rapl = rapl_like()
     gpu = ScriptedSensor("nvml", [domain("gpu0", DomainKind.GPU, source="nvml")],
                          {"gpu0": 150.0})
-    clock, cpu = FakeClock(), FakeClock(0.0)
-    eng = Engine([rapl, gpu], CARBON, 1.0, clock=clock, wallclock=lambda: 1.8e9 + clock(),
-                 cpu_clock=cpu, host="node 7", attributor=_Job())
+    cpu = FakeClock(0.0)
+    eng, clock = make_engine([rapl, gpu], carbon=CARBON, wall_follows_clock=True, cpu_clock=cpu,
+                             host="node 7", attributor=_Job())
     return eng, clock, cpu, gpu
 
 

@@ -18,9 +18,8 @@ pd = pytest.importorskip("pandas")
 
 import tuimeter  # noqa: E402
 from tuimeter import frames  # noqa: E402
-from tests.fakes.scripted import FakeClock, rapl_like  # noqa: E402
-from tests.test_report import CARBON, T0, record  # noqa: E402
-from tuimeter.engine.sampler import Engine  # noqa: E402
+from tests.helpers import make_engine  # noqa: E402
+from tests.test_report import record  # noqa: E402
 from tuimeter.session.csvfile import SessionWriter  # noqa: E402
 from tuimeter.session.reader import SessionFormatError  # noqa: E402
 from tuimeter.session.recorder import Recorder  # noqa: E402
@@ -35,9 +34,7 @@ def report_json(capsys, *paths) -> dict:
 def recording(path, host: str):
     """An engine on a fake clock recording into ``path``: (engine, clock, recorder); the
     test adds markers and ticks itself (``record`` only marks at tick ends)."""
-    clock = FakeClock(1000.0)
-    eng = Engine([rapl_like()], CARBON, 1.0, clock=clock, wallclock=lambda: T0 + clock.t,
-                 cpu_clock=lambda: 0.0, host=host)
+    eng, clock = make_engine(wall_follows_clock=True, host=host)
     rec = Recorder(SessionWriter.create(path, host))
     eng.open()
     rec.start(eng.snapshot)

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from tests.fakes.powercap import FakePowercap
-from tests.test_record_cli import ROOT, env_for, tuimeter
+from tests.helpers import env_for, tuimeter
 from tuimeter.session import files
 from tuimeter.session.csvfile import SessionWriter
 

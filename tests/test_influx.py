@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from tests.fakes.scripted import FakeClock, rapl_like
+from tests.helpers import make_engine, wait_for
 from tests.servers import (
     LivePowercap,
     csv_samples,
@@ -26,21 +26,15 @@ from tests.servers import (
     record_alive,
     start_record,
     stop_record,
-    wait_for,
 )
-from tuimeter.engine.sampler import Engine
 from tuimeter.export import ExportError, influx_target
 from tuimeter.export.influx import InfluxExporter, InfluxTarget, _post, line, snapshot_lines
-from tuimeter.model import CarbonInfo
 
-CARBON = CarbonInfo(g_per_kwh=360.0, pue=1.0, source="test")
 V1 = InfluxTarget("http://127.0.0.1:1", db="t")
 
 
 def _engine():
-    clock = FakeClock()
-    eng = Engine([rapl_like()], CARBON, 1.0, clock=clock, wallclock=FakeClock(1.8e9),
-                 cpu_clock=FakeClock(0.0), host="node 7")
+    eng, clock = make_engine(host="node 7")
     eng.open()
     return eng, clock
 

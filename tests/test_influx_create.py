@@ -13,6 +13,7 @@ import uuid
 
 import pytest
 
+from tests.helpers import wait_for
 from tests.servers import (
     LivePowercap,
     csv_samples,
@@ -22,7 +23,6 @@ from tests.servers import (
     record_alive,
     start_record,
     stop_record,
-    wait_for,
 )
 from tests.test_influx import _engine
 from tuimeter.export.influx import (

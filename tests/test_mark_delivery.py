@@ -18,7 +18,7 @@ import pytest
 
 import tuimeter as tm
 from tests.fakes.powercap import FakePowercap
-from tests.test_record_cli import ROOT, count_totals, env_for, tuimeter, wait_for
+from tests.helpers import ROOT, count_totals, env_for, tuimeter, wait_for
 
 
 class Recorders:

@@ -11,28 +11,16 @@ import time
 
 import pytest
 
-from tests.fakes.scripted import FakeClock, rapl_like
-from tuimeter.engine.sampler import Engine
-from tuimeter.model import CarbonInfo
+from tests.helpers import make_engine
 from tuimeter.session import mark_client, markers
 
-CARBON = CarbonInfo(g_per_kwh=360.0, pue=1.0, source="test")
 
-
-@pytest.fixture(autouse=True)
-def runtime_dir(tmp_path, monkeypatch):
-    d = tmp_path / "run"
-    d.mkdir(mode=0o700)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(d))
-    monkeypatch.delenv("TUIMETER_SESSION", raising=False)  # tests run under `tuimeter -- pytest`
-    return d
+pytestmark = pytest.mark.usefixtures("runtime_dir")
 
 
 @pytest.fixture
 def engine():
-    clock = FakeClock()
-    eng = Engine([rapl_like()], CARBON, 1.0, clock=clock, wallclock=FakeClock(1.8e9),
-                 cpu_clock=lambda: 0.0, host="h")
+    eng, clock = make_engine()
     eng.open()
     eng.clock_ = clock
     return eng

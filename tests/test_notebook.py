@@ -21,11 +21,7 @@ EVIL = "<script>alert(1)</script>"
 TICK_TWICE = "for _ in range(2):\n    clock.advance(1.0)\n    eng.tick()\n"
 
 
-@pytest.fixture(autouse=True)
-def runtime_dir(tmp_path, monkeypatch):
-    d = tmp_path / "run"
-    d.mkdir(mode=0o700)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(d))
+pytestmark = pytest.mark.usefixtures("runtime_dir")
 
 
 @pytest.fixture(scope="module")

@@ -398,14 +398,11 @@ def test_transient_errors_end_to_end_through_the_engine(install):
     truth 28,000 J; the engine's total for gpu0 and the machine total are 28,000 J within
     0.5 %; the ticks that failed say LOST (not 0 W), and the events say why."""
     from tests.fakes.scripted import FakeClock
-    from tuimeter.engine.sampler import Engine
-    from tuimeter.model import CarbonInfo
+    from tests.helpers import CARBON_400, make_engine
 
     gpu = FakeGpu()
     install(gpu)
-    clock = FakeClock(0.0)
-    eng = Engine([NvmlSensor()], CarbonInfo(400.0, 1.0, "test"), 1.0, clock=clock,
-                 wallclock=FakeClock(1.8e9), cpu_clock=lambda: 0.0, host="h")
+    eng, clock = make_engine([NvmlSensor()], carbon=CARBON_400, clock=FakeClock(0.0))
     eng.open()
     faults = {
         10: lambda: gpu.fail_next("nvmlDeviceGetFieldValues", real.NVML_ERROR_UNKNOWN),
@@ -723,7 +720,7 @@ def test_record_keeps_every_joule_through_transient_nvml_errors(tmp_path, monkey
     import pandas as pd
 
     from tests.fakes.powercap import FakePowercap
-    from tests.test_record_cli import env_for
+    from tests.helpers import env_for
     from tuimeter import cli
 
     gpu = FakeGpu()

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
+from tests.helpers import wait_for
 from tuimeter.model import DomainKind, Provenance, Status
 from tuimeter.sensors.base import SensorUnavailable
 from tuimeter.sensors.powermetrics import (
@@ -38,14 +37,6 @@ def parse_all(data: bytes, chunk_bytes: int | None = None) -> tuple[list[dict], 
     for i in range(0, len(data), chunk_bytes):
         docs += parser.feed(data[i : i + chunk_bytes])
     return docs + parser.close(), parser
-
-
-def wait_until(predicate: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    """Poll a condition the reader thread will make true; fail instead of hanging."""
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        threading.Event().wait(0.002)
 
 
 class FakeProc:
@@ -226,7 +217,7 @@ def test_sensor_accumulates_samples_with_provenance() -> None:
     assert domains["cpu"].kind is DomainKind.PACKAGE and domains["ane"].kind is DomainKind.ANE
     assert all(d.provenance is Provenance.MEASURED and d.in_total for d in domains.values())
     assert domains["cpu"].source == "powermetrics" and domains["cpu"].label == "Mac16,5"
-    wait_until(lambda: sensor.read(1.0)[0].status is Status.LOST)  # the stream ran out
+    wait_for(lambda: sensor.read(1.0)[0].status is Status.LOST, 5)  # the stream ran out
     readings = by_id(sensor.read(2.0))
     assert readings["cpu"].energy_j == pytest.approx(3.049 + 1.502 + 2.0)
     assert readings["gpu"].energy_j == pytest.approx(0.276 + 0.100 + 0.050)
@@ -238,7 +229,7 @@ def test_stream_end_marks_domains_lost_once() -> None:
     proc = FakeProc(stream("apple_m1_idle.plist"), exit_code=1)
     sensor = make_sensor(proc)
     sensor.open()
-    wait_until(lambda: sensor.read(1.0)[0].status is Status.LOST)
+    wait_for(lambda: sensor.read(1.0)[0].status is Status.LOST, 5)
     lost = sensor.read(2.0)
     assert {r.status for r in lost} == {Status.LOST}
     assert "exit status 1" in lost[0].note
@@ -264,7 +255,7 @@ def test_live_samples_appear_without_blocking_read() -> None:
     assert first["cpu"].power_w == pytest.approx(2.97845, rel=1e-3)
     assert by_id(sensor.read(10.5))["cpu"].t_s == 10.0  # no new sample: same reading
     proc.write(b"\0" + docs[1])
-    wait_until(lambda: by_id(sensor.read(11.0))["cpu"].energy_j > 3.049)
+    wait_for(lambda: by_id(sensor.read(11.0))["cpu"].energy_j > 3.049, 5)
     later = by_id(sensor.read(11.5))
     assert later["cpu"].energy_j == pytest.approx(3.049 + 1.502)
     assert later["cpu"].status is Status.OK
@@ -458,7 +449,7 @@ def test_open_through_sudoers_runs_sudo_powermetrics_end_to_end(fake_path) -> No
     sensor = live_sensor(euid=501)
     try:
         assert [d.id for d in sensor.open()] == ["cpu", "gpu", "ane"]
-        wait_until(lambda: by_id(sensor.read(1.0))["cpu"].energy_j >= 6.5)
+        wait_for(lambda: by_id(sensor.read(1.0))["cpu"].energy_j >= 6.5, 5)
         readings = by_id(sensor.read(2.0))
         assert readings["cpu"].energy_j == pytest.approx(6.551, rel=5e-3)
         assert readings["gpu"].energy_j == pytest.approx(0.426, rel=5e-3)
@@ -481,7 +472,7 @@ def test_open_as_root_runs_powermetrics_without_sudo_end_to_end(fake_path, monke
     sensor = live_sensor(euid=0)
     try:
         sensor.open()
-        wait_until(lambda: by_id(sensor.read(1.0))["cpu"].energy_j >= 6.5)
+        wait_for(lambda: by_id(sensor.read(1.0))["cpu"].energy_j >= 6.5, 5)
     finally:
         sensor.close()
     assert [c.split()[0] for c in calls()] == ["powermetrics"]

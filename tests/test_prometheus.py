@@ -17,6 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fakes.scripted import FakeClock, rapl_like
+from tests.helpers import CARBON, make_engine, wait_for
 from tests.servers import (
     ROOT,
     LivePowercap,
@@ -27,14 +28,11 @@ from tests.servers import (
     record_alive,
     start_record,
     stop_record,
-    wait_for,
 )
 from tuimeter.engine.sampler import Engine
 from tuimeter.export import ExportError, parse_listen
 from tuimeter.export.prometheus import PrometheusExporter, _marker_metrics, _MarkerCount
-from tuimeter.model import CarbonInfo, JobSample, Marker
-
-CARBON = CarbonInfo(g_per_kwh=360.0, pue=1.0, source="test")
+from tuimeter.model import JobSample, Marker
 
 
 class _JobAttributor:
@@ -46,9 +44,7 @@ class _JobAttributor:
 
 
 def _engine(attributor=None):
-    clock = FakeClock()
-    eng = Engine([rapl_like()], CARBON, 1.0, clock=clock, wallclock=FakeClock(1.8e9),
-                 cpu_clock=FakeClock(0.0), host="node7", attributor=attributor)
+    eng, clock = make_engine(host="node7", attributor=attributor)
     eng.open()
     return eng, clock
 

@@ -11,15 +11,12 @@ import os
 import select
 import socket
 import threading
-import time
 import urllib.request
 
 import pytest
 
-from tests.fakes.scripted import FakeClock, rapl_like
-from tuimeter.engine.sampler import Engine
+from tests.helpers import make_engine, wait_for
 from tuimeter.export.prometheus import PrometheusExporter
-from tuimeter.model import CarbonInfo
 
 
 @pytest.fixture
@@ -27,8 +24,7 @@ def exporter():
     made = []
 
     def make(**kw):
-        eng = Engine([rapl_like()], CarbonInfo(360.0, 1.0, "test"), 1.0, clock=FakeClock(),
-                     wallclock=FakeClock(1.8e9), cpu_clock=FakeClock(0.0), host="node7")
+        eng, _ = make_engine(host="node7")
         eng.open()
         eng.tick()
         e = PrometheusExporter(eng, "127.0.0.1", 0, **kw)
@@ -38,15 +34,6 @@ def exporter():
     yield make
     for e in made:
         e.close()
-
-
-def wait_for(condition, timeout_s: float = 10.0) -> bool:
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
 
 
 def connect(exp) -> socket.socket:
@@ -119,7 +106,7 @@ def test_idle_and_trickling_clients_are_dropped_when_their_time_is_up(exporter):
                     break
         assert cut_off_after is not None and cut_off_after < len(request) - 1
         assert all(closed_by_server(s) for s in idle)
-        assert wait_for(lambda: exp._server.open_connections == 0)
+        assert wait_for(lambda: exp._server.open_connections == 0, 10)
         assert exp._server.timed_out >= 4
         assert "tuimeter_markers_total" in scrape(exp)  # a prompt client is still served
     finally:
@@ -132,7 +119,7 @@ def test_held_connections_never_exceed_the_bound(exporter):
     exp = exporter(max_connections=4, timeout_s=60.0)
     clients = [connect(exp) for _ in range(9)]
     try:
-        assert wait_for(lambda: exp._server.accepted >= 9)
+        assert wait_for(lambda: exp._server.accepted >= 9, 10)
         assert exp._server.open_connections == 4
         assert all(closed_by_server(c, 5) for c in clients[:5])
         assert exp._server.evicted == 5

@@ -11,12 +11,10 @@ import pytest
 
 from tests.fakes.powercap import AMD_UNIT_NJ, FakePowercap, max_range_uj
 from tests.fakes.scripted import FakeClock
-from tuimeter.engine.sampler import Engine
-from tuimeter.model import CarbonInfo, Status
+from tests.helpers import CARBON_400, make_engine
+from tuimeter.model import Status
 from tuimeter.sensors import rapl
 from tuimeter.sensors.rapl import AMD_CORE_SOURCE, REDISCOVER_S, RaplSensor
-
-CARBON = CarbonInfo(g_per_kwh=400.0, pue=1.0, source="test")
 
 
 class Rig:
@@ -24,10 +22,9 @@ class Rig:
 
     def __init__(self, fake: FakePowercap, interval_s: float = 1.0, **sensor_kw):
         self.fake = fake
-        self.clock = FakeClock(0.0)
         self.sensor = RaplSensor(fake.sensor_root, **sensor_kw)
-        self.engine = Engine([self.sensor], CARBON, interval_s, clock=self.clock,
-                             wallclock=FakeClock(1.8e9), cpu_clock=lambda: 0.0, host="h")
+        self.engine, self.clock = make_engine([self.sensor], carbon=CARBON_400,
+                                              interval_s=interval_s, clock=FakeClock(0.0))
         self.engine.open()
         self.snaps = []
         self.truth_j: dict[str, float] = {}

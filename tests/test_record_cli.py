@@ -4,7 +4,6 @@ background thread advances by a known power curve, and the joules it recorded.""
 from __future__ import annotations
 
 import math
-import os
 import signal
 import subprocess
 import sys
@@ -16,40 +15,7 @@ import pandas as pd
 import pytest
 
 from tests.fakes.powercap import FakePowercap
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def env_for(tmp_path: Path, fake: FakePowercap | None = None) -> dict:
-    env = dict(os.environ)
-    env["XDG_RUNTIME_DIR"] = str(tmp_path / "run")
-    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
-    env["XDG_DATA_HOME"] = str(tmp_path / "data")
-    (tmp_path / "run").mkdir(exist_ok=True)
-    for k in ("TUIMETER_COUNTRY", "TUIMETER_CARBON_INTENSITY", "TUIMETER_PUE"):
-        env.pop(k, None)
-    if fake is not None:
-        env["TUIMETER_POWERCAP_ROOT"] = str(fake.sensor_root)
-    return env
-
-
-def tuimeter(*args, **kw):
-    return [sys.executable, "-m", "tuimeter", *args]
-
-
-def wait_for(predicate, timeout=30.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def count_totals(path: Path) -> int:
-    if not path.exists():
-        return 0
-    return sum(1 for line in path.read_text().splitlines() if ",total,total," in line)
+from tests.helpers import ROOT, count_totals, env_for, tuimeter, wait_for
 
 
 def start_record(tmp_path: Path, fake: FakePowercap, out: Path) -> subprocess.Popen:

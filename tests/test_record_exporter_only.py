@@ -9,7 +9,8 @@ import subprocess
 import sys
 import urllib.request
 
-from tests.servers import LivePowercap, free_port, record_alive, stop_record, wait_for
+from tests.helpers import wait_for
+from tests.servers import LivePowercap, free_port, record_alive, stop_record
 
 
 def _files(*dirs) -> list[str]:

@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from tests.fakes.powercap import FakePowercap, max_range_uj
-from tests.test_record_cli import count_totals, start_record, wait_for
+from tests.helpers import count_totals, wait_for
+from tests.test_record_cli import start_record
 
 
 class ConstantDriver(threading.Thread):

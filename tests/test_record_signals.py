@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from tests.fakes.powercap import FakePowercap
-from tests.test_record_cli import ROOT, count_totals, env_for, tuimeter, wait_for
+from tests.helpers import ROOT, count_totals, env_for, tuimeter, wait_for
 
 
 def _sockets(tmp_path) -> list[str]:

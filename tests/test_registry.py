@@ -11,13 +11,12 @@ import pytest
 from tests.fakes.fake_pynvml import FakeGpu, make_fake_pynvml
 from tests.fakes.powercap import FakePowercap
 from tests.fakes.scripted import FakeClock, ScriptedSensor, domain
+from tests.helpers import CARBON_400
 from tuimeter.engine.sampler import DomainClash, Engine
-from tuimeter.model import CarbonInfo, DomainKind, SensorStatus
+from tuimeter.model import DomainKind, SensorStatus
 from tuimeter.sensors import registry
 from tuimeter.sensors.discover import discover
 from tuimeter.sensors.registry import GPU, RegistryError, SensorEntry, register
-
-CARBON = CarbonInfo(g_per_kwh=400.0, pue=1.0, source="test")
 
 
 def _entry(name, prefixes, platforms=("linux",), **kw):
@@ -144,11 +143,11 @@ def test_two_domains_with_one_id_are_an_error_at_open_not_a_silent_drop():
 
     a = Closing("nvml", [domain("gpu0", DomainKind.GPU)], {"gpu0": 100.0})
     b = Closing("other", [domain("gpu0", DomainKind.GPU)], {"gpu0": 50.0})
-    eng = Engine([a, b], CARBON, 1.0, clock=FakeClock(), host="h")
+    eng = Engine([a, b], CARBON_400, 1.0, clock=FakeClock(), host="h")
     with pytest.raises(DomainClash, match="'gpu0'.*'nvml' and 'other'.*prefix"):
         eng.open()
     assert closed == ["nvml", "other"]
     assert eng.domains == []
     twice = Closing("dup", [domain("x"), domain("x")], {})
     with pytest.raises(DomainClash, match="twice by sensor 'dup'"):
-        Engine([twice], CARBON, 1.0, clock=FakeClock(), host="h").open()
+        Engine([twice], CARBON_400, 1.0, clock=FakeClock(), host="h").open()

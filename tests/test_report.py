@@ -10,15 +10,12 @@ import json
 import pytest
 
 from tests.fakes.scripted import FakeClock, rapl_like
-from tuimeter.engine.sampler import Engine
-from tuimeter.model import CarbonInfo
+from tests.helpers import T0, make_engine
 from tuimeter.session.csvfile import SessionWriter
 from tuimeter.session.recorder import Recorder
 from tuimeter.session.report import build_report, load_file
 from tuimeter.session.report_cli import cmd_report, to_json
 
-CARBON = CarbonInfo(g_per_kwh=360.0, pue=1.0, source="test")
-T0 = 1_800_000_000.0
 
 
 def record(path, host="h", start=0.0, ticks=10, interval=1.0, marks=(), power=None, lost=(),
@@ -34,8 +31,8 @@ def record(path, host="h", start=0.0, ticks=10, interval=1.0, marks=(), power=No
     sensor = rapl_like(power)
     if bridged:
         sensor.bridging.add("package-0")
-    eng = Engine([sensor], CARBON, interval, clock=clock,
-                 wallclock=lambda: T0 + clock.t, cpu_clock=lambda: 0.0, host=host)
+    eng, _ = make_engine([sensor], interval_s=interval, clock=clock, wall_follows_clock=True,
+                         host=host)
     rec = Recorder(SessionWriter.create(path, host))
     eng.open()
     rec.start(eng.snapshot)
@@ -235,9 +232,7 @@ def test_to_json_shares_per_host(tmp_path):
 def test_same_label_from_every_rank_is_one_boundary(tmp_path):
     """Eight ranks marking "epoch 2" within a second make one segment, not eight."""
     f = tmp_path / "s.csv"
-    clock = FakeClock(1000.0)
-    eng = Engine([rapl_like()], CARBON, 1.0, clock=clock, wallclock=lambda: T0 + clock.t,
-                 cpu_clock=lambda: 0.0, host="h")
+    eng, clock = make_engine(wall_follows_clock=True)
     rec = Recorder(SessionWriter.create(f, "h"))
     eng.open()
     eng.subscribe(rec)

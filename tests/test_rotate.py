@@ -16,15 +16,13 @@ import sys
 import pytest
 
 from tests.fakes.scripted import FakeClock, rapl_like
-from tests.servers import ROOT, LivePowercap, record_alive, start_record, stop_record, wait_for
-from tuimeter.engine.sampler import Engine
-from tuimeter.model import CarbonInfo
+from tests.helpers import make_engine, wait_for
+from tests.servers import ROOT, LivePowercap, record_alive, start_record, stop_record
 from tuimeter.session.csvfile import SessionWriter
 from tuimeter.session.recorder import Recorder
 from tuimeter.session.report import build_report, load_file
 from tuimeter.session.rotate import RotatePolicy, RotatingWriter, parse_rotate
 
-CARBON = CarbonInfo(g_per_kwh=360.0, pue=1.0, source="test")
 MIDNIGHT = _dt.datetime(2026, 12, 1, tzinfo=_dt.timezone.utc).timestamp()
 
 
@@ -49,10 +47,9 @@ def _record(tmp_path, policy: RotatePolicy, wall_start: float, ticks: int, seed:
     NTP makes it) into one unrotated file and a rotating one; returns (the unrotated path,
     the rotating writer, the truth in J per domain)."""
     rng = random.Random(seed)
-    clock, wall = FakeClock(), FakeClock(wall_start)
+    wall = FakeClock(wall_start)
     sensor = rapl_like()
-    eng = Engine([sensor], CARBON, 1.0, clock=clock, wallclock=wall,
-                 cpu_clock=FakeClock(0.0), host="n1")
+    eng, clock = make_engine([sensor], wallclock=wall, host="n1")
     eng.open()
     start_j = dict(sensor.energy_j)
     plain = Recorder(SessionWriter.create(tmp_path / "plain.csv", "n1"))
@@ -195,9 +192,8 @@ def test_a_part_that_cannot_be_created_ends_the_recording_cleanly(tmp_path):
         made.append(path)
         return SessionWriter.create(path, host, **kw)
 
-    clock, wall = FakeClock(), FakeClock(MIDNIGHT - 5000)
-    eng = Engine([rapl_like()], CARBON, 1.0, clock=clock, wallclock=wall,
-                 cpu_clock=FakeClock(0.0), host="n1")
+    wall = FakeClock(MIDNIGHT - 5000)
+    eng, clock = make_engine(wallclock=wall, host="n1")
     eng.open()
     rec = Recorder(RotatingWriter(tmp_path / "run.csv", "n1", RotatePolicy(max_bytes=1), now=wall,
                                   create=create))

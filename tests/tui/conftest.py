@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.scripted import FakeClock, ScriptedSensor, domain, rapl_like
-from tuimeter.engine.sampler import Engine
+from tests.helpers import make_engine
 from tuimeter.model import CarbonInfo, DomainKind
 from tuimeter.session.measure import open_recorder
 from tuimeter.tui.app import TuimeterApp
@@ -38,10 +38,9 @@ def make_app(tmp_path: Path, *, job=None, sensors=None, host="test-host", attrib
 
     The engine thread is not started: tests call :func:`tick`.
     """
-    clock = FakeClock()
     sensors = sensors if sensors is not None else [rapl_like(), gpu_sensor()]
-    engine = Engine(sensors, CARBON, 1.0, clock=clock, wallclock=lambda: 1_800_000_000 + clock(),
-                    cpu_clock=lambda: 0.0, host=host, attributor=attributor)
+    engine, clock = make_engine(sensors, carbon=CARBON, wall_follows_clock=True, host=host,
+                                attributor=attributor)
     recorder = open_recorder(str(tmp_path / "session.csv"), engine.host)
     open_session(engine, recorder)
     app = TuimeterApp(engine, recorder=recorder, job=job, start_engine=False,

@@ -15,27 +15,15 @@ import subprocess
 import sys
 import termios
 import threading
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from tests.fakes.powercap import FakePowercap
+from tests.helpers import count_totals, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _wait(predicate, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        threading.Event().wait(0.05)  # a poll period, not a synchronising sleep
-
-
-def _totals(path: Path) -> int:
-    return path.read_text().count(",total,total,") if path.exists() else 0
 
 
 def _start_in_pty(tmp_path: Path, args=None, seen: bytearray | None = None):
@@ -76,7 +64,7 @@ def _stop_with(proc, master, sig) -> None:
     """Send ``sig``, wait for the UI to exit, then close the terminal."""
     try:
         proc.send_signal(sig)
-        _wait(lambda: proc.poll() is not None, 30, f"the UI to exit after signal {sig}")
+        wait_for(lambda: proc.poll() is not None, 30, f"the UI to exit after signal {sig}")
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -90,10 +78,10 @@ def test_hung_up_terminal_ends_the_session_cleanly(tmp_path):
     notices within a few seconds, takes its final tick, closes the file and exits."""
     proc, master, out = _start_in_pty(tmp_path)
     try:
-        _wait(lambda: _totals(out) >= 3 or proc.poll() is not None, 60, "three ticks")
+        wait_for(lambda: count_totals(out) >= 3 or proc.poll() is not None, 60, "three ticks")
         assert proc.poll() is None, "the UI did not start"
         os.close(master)
-        _wait(lambda: proc.poll() is not None, 30, "the UI to exit after the hang-up")
+        wait_for(lambda: proc.poll() is not None, 30, "the UI to exit after the hang-up")
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -107,7 +95,7 @@ def test_hung_up_terminal_ends_the_session_cleanly(tmp_path):
 def test_sighup_quits_like_q(tmp_path):
     """SIGHUP (an SSH session dropping) ends the session as `q` does: exit status 0."""
     proc, master, out = _start_in_pty(tmp_path)
-    _wait(lambda: _totals(out) >= 3 or proc.poll() is not None, 60, "three ticks")
+    wait_for(lambda: count_totals(out) >= 3 or proc.poll() is not None, 60, "three ticks")
     assert proc.poll() is None, "the UI did not start"
     _stop_with(proc, master, signal.SIGHUP)
     assert proc.returncode == 0
@@ -121,7 +109,7 @@ def test_sigterm_ends_the_ui_with_its_summary(tmp_path):
     summary and where the session is; before, the process died on the spot."""
     seen = bytearray()
     proc, master, out = _start_in_pty(tmp_path, seen=seen)
-    _wait(lambda: _totals(out) >= 3 or proc.poll() is not None, 60, "three ticks")
+    wait_for(lambda: count_totals(out) >= 3 or proc.poll() is not None, 60, "three ticks")
     assert proc.poll() is None, "the UI did not start"
     _stop_with(proc, master, signal.SIGTERM)
     text = seen.decode("utf-8", "replace")
@@ -140,8 +128,8 @@ def test_sigterm_during_replay_leaves_no_temporary_file(tmp_path, when):
     seen = bytearray()
     proc, master, _ = _start_in_pty(tmp_path, ["--replay", str(demo), "--speed", "2"], seen)
     temps = lambda: sorted((tmp_path / "tmp").glob("tuimeter-replay-*.csv"))  # noqa: E731
-    _wait(lambda: (temps() and (when == "starting" or b"REPLAY" in seen))
-          or proc.poll() is not None, 60, f"the replay's file ({when})")
+    wait_for(lambda: (temps() and (when == "starting" or b"REPLAY" in seen))
+             or proc.poll() is not None, 60, f"the replay's file ({when})")
     assert proc.poll() is None, "the UI did not start"
     _stop_with(proc, master, signal.SIGTERM)
     text = seen.decode("utf-8", "replace")

@@ -1,0 +1,20 @@
+"""Fixtures shared by the whole suite; builders and constants are in tests/helpers.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def runtime_dir(tmp_path, monkeypatch) -> Path:
+    """A private ``$XDG_RUNTIME_DIR`` (0700) for the marker sockets, and no
+    ``TUIMETER_SESSION`` from outside: the suite may itself run under ``tuimeter -- pytest``.
+    A module whose every test needs it says
+    ``pytestmark = pytest.mark.usefixtures("runtime_dir")``."""
+    d = tmp_path / "run"
+    d.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(d))
+    monkeypatch.delenv("TUIMETER_SESSION", raising=False)
+    return d
