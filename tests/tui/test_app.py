@@ -110,11 +110,11 @@ async def test_marker_typed_while_paused_is_still_recorded(tmp_path):
         await pilot.press("p")
         assert app.paused
         assert "PAUSED" in text(app.query_one(TopBar))
-        drawn = app.frames_drawn
+        drawn = app.main.frames_drawn
         await tick(pilot, clock, 3)
         await pilot.press("m")
         await tick(pilot, clock, 1)
-        assert app.frames_drawn == drawn
+        assert app.main.frames_drawn == drawn
         assert "0:00:01" in text(app.query_one(TopBar))
         await pilot.press("p")
         assert not app.paused
@@ -242,13 +242,13 @@ async def test_a_slow_terminal_skips_frames_not_ticks(tmp_path):
     app, clock = make_app(tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
-        drawn = app.frames_drawn
+        drawn = app.main.frames_drawn
         for _ in range(5):
             clock.advance(1.0)
             app.engine.tick()
         await pilot.pause()
         await drawn_latest(pilot)
-        assert app.frames_drawn == drawn + 1
+        assert app.main.frames_drawn == drawn + 1
         assert "0:00:05" in text(app.query_one(TopBar))
         await pilot.press("q")
     assert (session(tmp_path)["kind"] == "total").sum() == 5
@@ -267,17 +267,17 @@ async def test_drawing_is_throttled_at_short_intervals(tmp_path):
             await pilot.press("minus")
         assert app.engine.interval_s == 0.1
         await tick(pilot, clock, 1, dt=0.1)
-        app.frame_s = 30.0
-        drawn = app.frames_drawn
+        app.main.frame_s = 30.0
+        drawn = app.main.frames_drawn
         for _ in range(20):  # each processed on its own: nothing to replace in the queue
             clock.advance(0.1)
             app.engine.tick()
             await pilot.pause()
-        assert app.frames_drawn == drawn  # no frame was due: the snapshots only wait
+        assert app.main.frames_drawn == drawn  # no frame was due: the snapshots only wait
         assert "0:00:02" not in text(app.query_one(TopBar))
-        app.frame_s = 0.01
+        app.main.frame_s = 0.01
         assert await wait_for(pilot, lambda: "0:00:02" in text(app.query_one(TopBar)))
-        assert app.frames_drawn == drawn + 1
+        assert app.main.frames_drawn == drawn + 1
         await pilot.press("q")
     assert (session(tmp_path)["kind"] == "total").sum() == 21
 
