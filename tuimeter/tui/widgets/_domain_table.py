@@ -140,7 +140,7 @@ class DomainRow(Horizontal):
         super().__init__(**kw)
         self.key = key
         self.data = _empty(f"{marker} {safe_text(name)}")  # a replayed file names its domains
-        self._cells: list[tuple[Column, Widget]] | None = None
+        self._cells: list[tuple[Callable[[RowData], object], Widget]] | None = None
 
     @property
     def label(self) -> str:
@@ -154,11 +154,17 @@ class DomainRow(Horizontal):
         """Fill the shown cells from ``data`` (each repaints only if its content changed)."""
         self.data = data
         if self._cells is None:  # looked up once: a query per cell per frame adds up
-            self._cells = list(zip(COLUMNS, self.children))
-        for column, cell in self._cells:
-            if cell.display:  # a dropped column costs nothing
-                _fill(cell, column.value(data))
+            # only the shown columns: a dropped one costs nothing (see columns_changed)
+            self._cells = [(c.value, cell) for c, cell in zip(COLUMNS, self.children)
+                           if cell.display]
+        for value, cell in self._cells:
+            _fill(cell, value(data))
         self.set_class(data.lost, "-lost")
+
+    def columns_changed(self) -> None:
+        """Columns were dropped or brought back: fill the shown cells again."""
+        self._cells = None
+        self.show(self.data)
 
 
 class DomainTable(Vertical):
@@ -195,7 +201,7 @@ class DomainTable(Vertical):
             for cell in self.query(f".{column.key}"):
                 cell.display = show
         for row in self.query(DomainRow):  # a column back in view: its cells are stale
-            row.show(row.data)
+            row.columns_changed()
 
     def show(self, snap: Snapshot) -> None:
         if self._rows is None:  # the rows are composed once, never replaced
