@@ -85,6 +85,56 @@ def test_phase_shorter_than_a_tick_is_interpolated():
     assert blink.energy_j > 0
 
 
+def test_own_mode_spreads_a_bridged_reading_over_the_lost_ticks_it_covers(tmp_path):
+    """Guards own-mode phases against a sensor outage across a marker: package-0 (40 W)
+    is lost for ticks 2 and 3, "b" starts between them, and the bridged reading at tick
+    4 holds 120 J over 3 s. Each phase gets its true 2 s x 45 W = 90 J (before, "a" got
+    50 J and "b" 130 J: the bridged energy went to the tick that read it), as `report`
+    counts the same file."""
+    eng, clock = make_engine()
+    sensor = eng.sensors[0]
+    sensor.bridging.add("package-0")
+    out = tmp_path / "run.csv"
+    with api.Meter(output=str(out), label="a", engine=eng, autostart=False) as meter:
+        clock.advance(1.0)
+        eng.tick()
+        sensor.lost = {"package-0"}
+        clock.advance(1.0)
+        eng.tick()
+        meter.mark("b")
+        clock.advance(1.0)
+        eng.tick()
+        sensor.lost = set()
+        clock.advance(1.0)
+        eng.tick()
+    a, b = meter.phases
+    assert a.energy_j == pytest.approx(90.0) and b.energy_j == pytest.approx(90.0)
+    assert a.domains["package-0"] == pytest.approx(80.0) and a.lost_s == 0.0
+    from tuimeter.session.report import build_report, load_file
+
+    (host,) = build_report([load_file(str(out))]).hosts
+    assert [(s.label, s.energy_j, s.provenance) for s in host.segments] == [
+        (p.label, pytest.approx(p.energy_j), p.provenance) for p in (a, b)]
+
+
+def test_own_mode_phase_reports_the_time_a_domain_was_lost():
+    """A domain lost for a whole phase (no bridge): its energy is not counted, the phase
+    says for how long (lost_s), and the rest is still measured."""
+    eng, clock = make_engine()
+    sensor = eng.sensors[0]
+    with api.Meter(label="a", engine=eng, autostart=False) as meter:
+        clock.advance(1.0)
+        eng.tick()
+        sensor.lost = {"package-0"}
+        meter.mark("b")
+        clock.advance(2.0)
+        eng.tick()
+    a, b = meter.phases
+    assert a.energy_j == pytest.approx(45.0) and a.lost_s == 0.0
+    assert b.energy_j == pytest.approx(10.0) and b.lost_s == pytest.approx(2.0)
+    assert b.provenance == "measured"
+
+
 def _running_session(tmp_path):
     """A tuimeter session as `record` runs it: engine, recorder, marker server."""
     eng, clock = make_engine()

@@ -5,6 +5,7 @@ the CSV rows, and real processes (duty cycles, a job tree, `record -- CMD`)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import subprocess
 import sys
@@ -339,6 +340,39 @@ def test_several_samples_of_a_pid_are_summed_over_the_period(gpu_setup):
     gpu.add_process_sample(200, 50)
     snap = tick(eng, clock, sc)
     assert gpu_joules(snap) == {100: pytest.approx(200.0), 200: pytest.approx(100.0)}
+
+
+class _OtherVendor(ScriptedSensor):
+    """A GPU sensor of another vendor: its own source name and domain ids."""
+
+    def gpu_processes(self, index, now_us=None):
+        from tuimeter.sensors.capabilities import GpuProcessUtil
+
+        return [GpuProcessUtil(10, 30.0, 0.0, 0.0, 0.0, 0, 1, 30.0),
+                GpuProcessUtil(11, 10.0, 0.0, 0.0, 0.0, 0, 1, 10.0)]
+
+    def gpu_compute_pids(self, index):
+        return []
+
+
+def test_gpu_split_follows_the_declared_capability_not_a_method_name():
+    """Guards attribution against duck typing on NVML's method names: a sensor that declares
+    GpuProcessSource (any vendor) has its GPU's 200 J split 3:1 by its processes' use; the
+    same methods on a sensor that does not declare it are not called (idle/system)."""
+    from tuimeter.sensors.capabilities import GpuProcessSource
+
+    class Declared(_OtherVendor, GpuProcessSource):
+        pass
+
+    for cls, expected in ((Declared, {10: 150.0, 11: 50.0}), (_OtherVendor, {})):
+        sc = FakeScanner()
+        sc.run(10, 0.0)
+        sc.run(11, 0.0)
+        dom = dataclasses.replace(domain("vgpu0", DomainKind.GPU, source="vendor2"), index=0)
+        gpu = cls("vendor2", [dom], {"vgpu0": 200.0})
+        eng, _, clock = engine_with(sc, extra=[gpu])
+        snap = tick(eng, clock, sc)
+        assert gpu_joules(snap) == {pid: pytest.approx(j) for pid, j in expected.items()}, cls
 
 
 def test_mig_gpu_energy_is_split_evenly_over_every_instances_processes(monkeypatch):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tuimeter import carbon
-from tuimeter.carbon import CarbonError, co2_g, lookup_country, resolve_carbon
+from tuimeter.carbon import CarbonError, co2_g, g_per_j, lookup_country, resolve_carbon
 from tuimeter.model import CarbonInfo
 
 DATA = Path(carbon.__file__).parent / "data"
@@ -148,6 +148,12 @@ def test_co2_of_one_kwh_is_the_intensity_times_pue() -> None:
     info = CarbonInfo(g_per_kwh=56.0, pue=1.5, source="test")
     assert co2_g(3.6e6, info) == pytest.approx(84.0)
     assert co2_g(0.0, info) == 0.0
+
+
+def test_grams_per_joule_is_intensity_times_pue_over_a_kwh() -> None:
+    """The one factor every CO2e figure uses: 56 g/kWh at PUE 1.5 is 84 g per 3.6 MJ."""
+    assert g_per_j(CarbonInfo(g_per_kwh=56.0, pue=1.5, source="test")) == pytest.approx(84.0 / 3.6e6)
+    assert g_per_j(CarbonInfo(g_per_kwh=0.0, pue=1.2, source="renewables")) == 0.0
 
 
 def test_zero_intensity_is_accepted(no_config: Path) -> None:

@@ -225,7 +225,7 @@ def test_ui_failed_start_leaves_the_file_and_its_log_untouched(tmp_path, monkeyp
 def test_log_never_follows_a_planted_symlink(tmp_path):
     """BASE.log planted as a link: without --overwrite the next free name is used; with
     it the link is refused. The link's target is never created."""
-    from tuimeter.tui.run import _open_log
+    from tuimeter.live import open_log as _open_log
 
     target = tmp_path / "target.conf"
     (tmp_path / "run.log").symlink_to(target)

@@ -70,9 +70,10 @@ def recorders(tmp_path, monkeypatch):
     r.close()
 
 
-#: seconds sessions have to answer in these tests: a loaded CI machine is slow, and a
-#: live session answers at once anyway (only stopped ones make a client wait this long)
-PATIENCE = "3"
+#: seconds sessions have to answer in these tests: a loaded machine can take seconds (3 s
+#: failed once at a load of 40), and a live session answers at once anyway (only stopped
+#: ones make a client wait this long)
+PATIENCE = "8"
 
 
 def mark_cli(recorders: Recorders, *args, **kw) -> subprocess.CompletedProcess:

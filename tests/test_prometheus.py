@@ -314,11 +314,12 @@ def test_grafana_dashboard_uses_only_exported_metric_names():
     import re
     from types import SimpleNamespace
 
-    from tuimeter.export.prometheus import influx_metrics
+    from tuimeter.export.influx import InfluxExporter
 
     eng, clock = _engine(_JobAttributor())
     fake_influx = SimpleNamespace(sent_points=1, dropped_points=0, buffered_points=0)
-    exp = PrometheusExporter(eng, "127.0.0.1", 0, extra=[influx_metrics(fake_influx)])
+    fake_influx.health = lambda: InfluxExporter.health(fake_influx)
+    exp = PrometheusExporter(eng, "127.0.0.1", 0, [fake_influx])
     try:
         eng.add_marker("m")
         clock.advance(1.0)

@@ -311,6 +311,28 @@ def test_domain_lost_for_part_of_a_segment_reports_the_lost_time(tmp_path, capsy
     assert "lost 4.0 s" in line and "40.00" in line
 
 
+def test_segment_of_exactly_one_tick_is_measured(tmp_path):
+    """Guards the whole-tick count: a segment from one tick's end to the next holds that
+    tick whole, so it is measured (it was labelled interpolated: the first sample after a
+    marker at a tick's end was counted as cut)."""
+    f = record(tmp_path / "a.csv", ticks=4, marks={1: "a", 2: "b"})
+    (host,) = report(f).hosts
+    a = [s for s in host.segments if s.label == "a"][0]
+    assert a.duration_s == pytest.approx(1.0) and a.energy_j == pytest.approx(45.0)
+    assert a.provenance == "measured" and a.domains["package-0"].provenance == "measured"
+
+
+def test_domain_lost_for_a_whole_segment_is_lost_not_interpolated(tmp_path):
+    """A domain that could not be read at all in a segment: 0 J, provenance lost, lost_s
+    its duration; the segment's other counted domains are still measured."""
+    f = record(tmp_path / "a.csv", ticks=6, marks={2: "a", 4: "b"}, lost={2, 3})
+    (host,) = report(f).hosts
+    a = [s for s in host.segments if s.label == "a"][0]
+    pkg = a.domains["package-0"]
+    assert pkg.energy_j == 0.0 and pkg.provenance == "lost" and pkg.lost_s == pytest.approx(2.0)
+    assert a.energy_j == pytest.approx(10.0) and a.provenance == "measured"
+
+
 def test_api_end_marker_closes_the_phase(tmp_path):
     """Guards phase energy in reports of API sessions: an `end` marker from the API ends
     its phase; the time after it until the next marker is `(between phases)`, not a

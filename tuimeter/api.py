@@ -29,8 +29,10 @@ Two modes, chosen on entry:
   provenance ``interpolated``. For a long multi-process job, run ``tuimeter record``
   around it.
 
-A phase shorter than a tick gets the tick's average power x its duration, with
-provenance ``interpolated``; edges of longer phases are apportioned by time.
+Both modes compute a phase with :func:`tuimeter.phases.energy_between`, as ``report``
+does: a phase shorter than a tick gets the tick's average power x its duration, with
+provenance ``interpolated``; edges of longer phases are apportioned by time; time a
+domain could not be read is ``lost_s`` (docs/PHASES.md).
 """
 
 from __future__ import annotations
@@ -44,7 +46,10 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
+from .carbon import g_per_j
 from .labels import check_label
+from .phases import Samples, energy_between
+from .live import LiveSession
 from .session import mark_client, markers
 from .session.mark_client import MarkResult
 
@@ -64,8 +69,9 @@ class Phase:
     duration_s: float
     energy_j: float | None  # machine total (domains with in_total); None if unknown
     co2_g: float | None
-    provenance: str  # measured | estimated | interpolated | unknown
+    provenance: str  # measured | estimated | interpolated | lost | unknown
     domains: dict = field(default_factory=dict)  # domain id -> energy J (all domains)
+    lost_s: float = 0.0  # the longest a counted domain could not be read in the phase
 
     @property
     def wh(self) -> float | None:
@@ -171,12 +177,13 @@ class Meter:
         self.attached = False
         self.recorder = None
         self.server = None
+        self._live: LiveSession | None = None
         self._own = False
         self._lock = threading.Lock()
         self._bounds: list = []  # attached: (label, state reply); own: (label, elapsed_s)
-        self._ticks: list = []  # own: (t0, t1, {domain: J}) since the oldest open phase
+        self._samples: dict[str, Samples] = {}  # own: per domain, since the oldest open phase
+        self._last_tick_s = float("-inf")  # own: the end of the last tick
         self._done: list[Phase] = []  # own: phases whose end a tick has covered
-        self._meta: dict = {}  # domain id -> (in_total, provenance)
         self._g_per_j = 0.0
         self._end: float | None = None
         self._server_id = None
@@ -221,23 +228,20 @@ class Meter:
         eng = self.engine
         if self.output:
             self.recorder = open_recorder(self.output, eng.host, self.overwrite, self.append)
-        eng.open()
+        self._live = LiveSession(eng, self.recorder, warn=lambda problem: log.warning(
+            "tuimeter: other processes cannot attach: %s", problem))
+        self._live.open()  # sensors, marker server (other processes attach), session row
+        self.server = self._live.server
         snap = eng.snapshot
-        self._g_per_j = snap.carbon.g_per_kwh * snap.carbon.pue / 3.6e6
-        self._meta = {d.id: (d.in_total, str(d.provenance)) for d in eng.domains}
-        if self.recorder is not None:
-            self.recorder.start(snap)
-            eng.subscribe(self.recorder)
+        self._g_per_j = g_per_j(snap.carbon)
+        self._samples = {d.id: Samples(d.in_total, {str(d.provenance)}, self._g_per_j)
+                         for d in eng.domains}
         eng.subscribe(self._on_tick)
         self._own = True
         self._bounds.append((self.first_label, eng.add_marker(self.first_label, "api",
                                                               os.getpid()).elapsed_s))
-        try:
-            self.server = markers.start_marker_server(eng, self.recorder)
-        except OSError as exc:
-            log.warning("tuimeter: other processes cannot attach: %s", exc)
         if self.autostart:
-            eng.start()
+            self._live.start()
 
     def stop(self) -> None:
         """End the last phase; stop the own engine and close the file (idempotent)."""
@@ -250,19 +254,17 @@ class Meter:
         if not self._own:
             return
         end_s = self._wait_for_attached()
-        if self.server is not None:
-            self.server.close()
-        snap = self.engine.stop(final_tick=True)
+        summary = self._live.stop()  # final tick, marker server, engine, file
+        snap = summary.snapshot
         with self._lock:
             self._end = end_s if end_s is not None else (
                 snap.elapsed_s if snap is not None else 0.0)
             self._finalize(force=True)
         self.engine.unsubscribe(self._on_tick)
-        self.engine.close()
-        if self.recorder is not None:
-            self.recorder.close()
-            if self.recorder.error:
-                warnings.warn(f"tuimeter: {self.recorder.error}", RuntimeWarning, stacklevel=3)
+        for problem in summary.problems:
+            warnings.warn(f"tuimeter: {problem}", RuntimeWarning, stacklevel=3)
+        if summary.record_error:
+            warnings.warn(f"tuimeter: {summary.record_error}", RuntimeWarning, stacklevel=3)
 
     def _wait_for_attached(self) -> float | None:
         """Own mode, on exit: while meters attached to this one have not ended, mark this
@@ -348,15 +350,24 @@ class Meter:
     def _on_tick(self, snap) -> None:
         if snap.interval_s <= 0:
             return
-        energies = {d.domain.id: d.energy_j for d in snap.domains if d.energy_j is not None}
         with self._lock:
-            self._ticks.append((snap.elapsed_s - snap.interval_s, snap.elapsed_s, energies))
+            for d in snap.domains:
+                s = self._samples.get(d.domain.id)
+                if s is None:
+                    s = self._samples[d.domain.id] = Samples(
+                        d.domain.in_total, {str(d.domain.provenance)}, self._g_per_j)
+                if d.energy_j is None:
+                    s.add_lost(snap.elapsed_s, snap.interval_s)
+                else:  # a bridged reading spans the lost ticks before it
+                    s.add(snap.elapsed_s, d.bridged_s or snap.interval_s, d.energy_j)
+            self._last_tick_s = snap.elapsed_s
             self._finalize()
 
     def _finalize(self, force: bool = False) -> None:
-        """Move phases whose end a tick has passed into ``_done``; drop unneeded ticks."""
-        last_t = self._ticks[-1][1] if self._ticks else float("-inf")
-        while len(self._bounds) > 1 and (force or self._bounds[1][1] <= last_t):
+        """Move phases whose end a tick has passed into ``_done`` (and that no domain
+        lost at their end can still bridge); drop unneeded samples."""
+        settled = min([self._last_tick_s] + [s.settled_to for s in self._samples.values()])
+        while len(self._bounds) > 1 and (force or self._bounds[1][1] <= settled):
             (label, t0), (_l, t1) = self._bounds[0], self._bounds[1]
             self._done.append(self._phase(label, t0, t1))
             self._bounds.pop(0)
@@ -364,57 +375,32 @@ class Meter:
             label, t0 = self._bounds.pop(0)
             self._done.append(self._phase(label, t0, max(t0, self._end)))
         keep_from = self._bounds[0][1] if self._bounds else float("inf")
-        while self._ticks and self._ticks[0][1] <= keep_from:
-            self._ticks.pop(0)
+        for s in self._samples.values():
+            s.drop_before(keep_from)
 
     def _pending_phases(self) -> list[Phase]:
         out = []
-        end = self._ticks[-1][1] if self._ticks else (self._bounds[-1][1] if self._bounds else 0)
+        end = self._last_tick_s if self._last_tick_s > float("-inf") else (
+            self._bounds[-1][1] if self._bounds else 0)
         for i, (label, t0) in enumerate(self._bounds):
             t1 = self._bounds[i + 1][1] if i + 1 < len(self._bounds) else max(t0, end)
             out.append(self._phase(label, t0, t1))
         return out
 
     def _phase(self, label: str, t0: float, t1: float) -> Phase:
-        domains, whole = _integrate(self._ticks, t0, t1)
-        total = sum(e for d, e in domains.items() if self._meta.get(d, (True,))[0])
-        if not whole:
-            prov = "interpolated"
-        elif any(p != "measured" for it, p in self._meta.values() if it):
-            prov = "estimated"
-        else:
-            prov = "measured"
-        return Phase(label, t0, t1 - t0, total, total * self._g_per_j, prov, domains)
+        """A phase from the ticks; parts not ticked yet at the last tick's power."""
+        return _to_phase(label, energy_between(self._samples, t0, t1, extrapolate=True))
 
 
-def _integrate(ticks, t0: float, t1: float) -> tuple[dict, bool]:
-    """Energy per domain over [t0, t1] from ticks (piecewise-constant power).
-
-    A tick partly inside contributes in proportion to its overlap; a phase inside one
-    tick is that tick's average power x its duration. ``whole`` says whether at least
-    one tick lies entirely inside the phase (else the result is interpolated).
-    A phase after the last tick is extrapolated with the last tick's power.
-    """
-    out: dict[str, float] = {}
-    whole = False
-    covered_to = t0
-    for a, b, energies in ticks:
-        if b <= t0 or a >= t1 or b <= a:
-            continue
-        frac = (min(b, t1) - max(a, t0)) / (b - a)
-        whole = whole or (a >= t0 and b <= t1)
-        for d, e in energies.items():
-            out[d] = out.get(d, 0.0) + e * frac
-        covered_to = max(covered_to, min(b, t1))
-    if covered_to < t1 and ticks:  # beyond the last tick: its power, extrapolated
-        a, b, energies = ticks[-1]
-        for d, e in energies.items():
-            out[d] = out.get(d, 0.0) + e / max(b - a, 1e-9) * (t1 - covered_to)
-    return out, whole and covered_to >= t1
+def _to_phase(label: str, pe) -> Phase:
+    """A :class:`Phase` from a :class:`~tuimeter.phases.PhaseEnergy`."""
+    return Phase(label, pe.t0_s, pe.t1_s - pe.t0_s, pe.energy_j, pe.co2_g, pe.provenance,
+                 {d: v.energy_j for d, v in pe.domains.items()}, pe.lost_s)
 
 
 def _attached_phases(bounds: list) -> list[Phase]:
-    """Phases from marker replies: cumulative energy extrapolated to each marker."""
+    """Phases from marker replies: samples between the markers (:func:`_reply_samples`)."""
+    samples = _reply_samples(bounds)
     out = []
     for i in range(len(bounds) - 1):  # the open phase (no end marker yet) is left out
         label, start = bounds[i]
@@ -424,35 +410,46 @@ def _attached_phases(bounds: list) -> list[Phase]:
             dur = (end.get("elapsed_s", t0) - t0) if end and start else 0.0
             out.append(Phase(label, t0, dur, None, None, "unknown", {}))
             continue
-        e0, e1 = _at_marker(start), _at_marker(end)
-        domains = {d: max(0.0, e1[d] - e0.get(d, 0.0)) for d in e1}
-        counted = {d["id"]: d for d in end["domains"] if d["in_total"]}
-        total = sum(e for d, e in domains.items() if d in counted)
-        # as in own mode: "measured" only when at least one whole tick lies inside the
-        # phase (two tick ends between its markers); else mostly extrapolated power
-        ends_inside = (end.get("tick_seq") or 0) - (start.get("tick_seq") or 0)
-        if start.get("tick_elapsed_s", -1.0) >= start["elapsed_s"]:
-            ends_inside += 1  # the phase starts exactly at a tick's end
-        if ends_inside < 2 or end.get("extrapolated") or start.get("extrapolated"):
-            prov = "interpolated"
-        elif any(d["provenance"] != "measured" for d in counted.values()):
-            prov = "estimated"
-        else:
-            prov = "measured"
-        co2 = total * end.get("co2_g_per_j", 0.0)
-        out.append(Phase(label, start["elapsed_s"], end["elapsed_s"] - start["elapsed_s"],
-                         total, co2, prov, domains))
+        out.append(_to_phase(label, energy_between(samples, start["elapsed_s"],
+                                                   end["elapsed_s"], extrapolate=True)))
+    return out
+
+
+def _reply_samples(bounds: list) -> dict[str, Samples]:
+    """Per domain, one sample between each two markers the session answered: the
+    difference of its cumulative energies at them (each extrapolated from its last tick
+    to the marker), holding the ticks that ended between them, less the one the first
+    marker cut. After the last answer (the session vanished): its last power."""
+    out: dict[str, Samples] = {}
+    prev = prev_energies = None
+    for _label, reply in bounds:
+        if reply is None or "domains" not in reply or reply.get("extrapolated"):
+            continue
+        energies = _at_marker(reply)
+        for d in reply["domains"]:
+            s = out.get(d["id"])
+            if s is None:
+                s = out[d["id"]] = Samples(d["in_total"], (), reply.get("co2_g_per_j", 0.0))
+            s.provs = {d["provenance"]}
+            s.in_total = d["in_total"]
+            if prev is None:
+                s.add(reply["elapsed_s"], 0.0, 0.0, ticks=0)  # where the data starts
+            else:
+                whole = (reply.get("tick_seq") or 0) - (prev.get("tick_seq") or 0) - 1
+                if prev.get("tick_elapsed_s", -1.0) >= prev["elapsed_s"]:
+                    whole += 1  # the first marker is at a tick's end: it cuts no tick
+                s.add(reply["elapsed_s"], reply["elapsed_s"] - prev["elapsed_s"],
+                      energies[d["id"]] - prev_energies.get(d["id"], 0.0), ticks=max(0, whole))
+            s.tail_w = d["power_w"]
+        prev, prev_energies = reply, energies
     return out
 
 
 def _extrapolated(last: dict, last_local_t: float) -> dict:
-    """A reply the vanished session would have given now: ``last`` carried forward by
-    its last power over the local time since it came."""
+    """A reply the vanished session would have given now: ``last`` at the local time
+    since it came (the phase is extrapolated from its last power)."""
     now_elapsed = last["elapsed_s"] + max(0.0, _monotonic() - last_local_t)
-    energies = _at_marker({**last, "elapsed_s": now_elapsed})
-    return {**last, "elapsed_s": now_elapsed, "tick_elapsed_s": now_elapsed,
-            "extrapolated": True,
-            "domains": [{**d, "total_energy_j": energies[d["id"]]} for d in last["domains"]]}
+    return {**last, "elapsed_s": now_elapsed, "extrapolated": True}
 
 
 def _at_marker(state: dict) -> dict:

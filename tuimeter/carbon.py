@@ -310,6 +310,16 @@ def resolve_carbon(
     return CarbonInfo(WORLD_AVERAGE_G_PER_KWH, pue_value, DEFAULT_SOURCE, is_default=True)
 
 
+#: joules in a kilowatt-hour
+J_PER_KWH = 3.6e6
+
+
+def g_per_j(info: CarbonInfo) -> float:
+    """Grams CO2e per joule drawn: g/kWh x PUE / 3.6e6 J/kWh. The one place this
+    formula is written: every CO2e figure is joules times this factor."""
+    return info.g_per_kwh * info.pue / J_PER_KWH
+
+
 def co2_g(energy_j: float, info: CarbonInfo) -> float:
-    """Grams CO2e for ``energy_j`` joules: J / 3.6e6 J/kWh x g/kWh x PUE."""
-    return energy_j / 3.6e6 * info.g_per_kwh * info.pue
+    """Grams CO2e for ``energy_j`` joules (see :func:`g_per_j`)."""
+    return energy_j * g_per_j(info)

@@ -14,7 +14,7 @@ from textual.widgets import Input, Static
 from tests.fakes.scripted import ScriptedSensor, domain, rapl_like
 from tuimeter.model import DomainKind
 from tuimeter.tui.app import INTERVALS_S
-from tuimeter.tui.job import JobWatcher
+from tuimeter.job import JobWatcher
 from tuimeter.tui.messages import SnapshotReady
 from tuimeter.tui.screens import HelpScreen, LabelScreen
 from tuimeter.tui.widgets import DomainRow, JobPanel, PowerChart, TopBar
@@ -547,7 +547,7 @@ async def test_chart_lines_are_continuous_at_160_columns():
 
 def test_job_line_says_running_once():
     """Guards `running (running)`: the process status is shown only when it says more."""
-    from tuimeter.tui.job import JobState
+    from tuimeter.job import JobState
     from tuimeter.tui.widgets._job_panel import job_text
 
     assert "running (running)" not in job_text(JobState(1, "x", True, "running"), None, None).plain

@@ -13,7 +13,7 @@ import pytest
 from tests.fakes.scripted import FakeClock
 from tuimeter.model import Status
 from tuimeter.sensors.replay import ReplayError, ReplaySensor, kind_of
-from tuimeter.tui.player import ReplayPlayer
+from tuimeter.replay_engine import ReplayPlayer
 from tuimeter.tui.run import build, make_replay, parser
 from tuimeter.tui.widgets import DomainRow, TopBar
 

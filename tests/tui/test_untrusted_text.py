@@ -22,7 +22,7 @@ import pytest
 
 from tests.fakes.powercap import FakePowercap
 from tuimeter.model import JobSample, ProcessShare
-from tuimeter.tui.job import JobWatcher
+from tuimeter.job import JobWatcher
 from tuimeter.tui.run import replay_app as make_replay_app
 from tests.fakes.scripted import FakeClock
 

@@ -135,7 +135,7 @@ def to_json(report: dict) -> str:
 
 def cmd_doctor(argv: list[str]) -> int:
     """``tuimeter doctor [--json] [--seconds S] [--powercap-root DIR] [--no-gpu]``."""
-    from ..cli import _Parser, _positive_float
+    from ..options import Parser as _Parser, positive_float as _positive_float
 
     p = _Parser(prog="tuimeter doctor",
                 description="List every sensor tuimeter finds, what each reads, what is "

@@ -22,7 +22,9 @@ the compilers a ``make`` starts) is recovered from the parent: children's time t
 gained, minus what we had already seen of the children that exited, goes to those children
 (or, if none of its known children exited, to the parent, which started them).
 
-**GPU.** Each NVML GPU's interval energy is split over the processes on it in proportion to
+**GPU.** Each GPU domain whose sensor is a
+:class:`~tuimeter.sensors.capabilities.GpuProcessSource` (NVML, AMD SMI) has its interval
+energy split over the processes on it in proportion to
 their SM utilisation (``nvmlDeviceGetProcessUtilization``) *summed* over the interval's
 samples: each sample stands for one sampling period, so a process busy in two periods used
 the GPU twice as long as one busy in one (an average per pid would give them the same).
@@ -51,8 +53,9 @@ import threading
 import time
 from typing import Callable, Iterable, Sequence
 
-from ..carbon import co2_g
+from ..carbon import g_per_j
 from ..model import CarbonInfo, DomainKind, DomainSample, JobSample, ProcessShare
+from ..sensors.capabilities import GpuProcessSource
 from .procscan import ProcFsScanner, ProcStat, make_scanner
 
 #: domains divided by CPU share (when they count in the machine total)
@@ -81,7 +84,7 @@ class _Proc:
         self.display: str | None = None
 
 
-def split_gpu(sensor, index: int, now_us: int | None = None) -> dict[int, float]:
+def split_gpu(sensor: GpuProcessSource, index: int, now_us: int | None = None) -> dict[int, float]:
     """Fractions (summing to 1) of GPU ``index``'s energy per pid, or {} for idle/system.
 
     By SM utilisation summed over each pid's samples where NVML has samples; evenly over the
@@ -102,7 +105,8 @@ def split_gpu(sensor, index: int, now_us: int | None = None) -> dict[int, float]
 class Attributor:
     """Per-tick attribution for the engine (see the module docstring for the model).
 
-    ``sensors``: the engine's sensors; those with ``gpu_processes`` (NVML) split their GPU
+    ``sensors``: the engine's sensors; those that are a
+    :class:`~tuimeter.sensors.capabilities.GpuProcessSource` (NVML, AMD SMI) split their GPU
     domains. ``carbon``: for the job's CO2e (else derived from the domains' own CO2e).
     ``wallclock`` (seconds since the epoch) dates the first NVML process query.
     Thread-safe: :meth:`follow` may be called from any thread.
@@ -115,7 +119,7 @@ class Attributor:
         self.carbon = carbon
         self.top_n = top_n
         self.wallclock = wallclock
-        self._gpu_sensors = {s.name: s for s in sensors if hasattr(s, "gpu_processes")}
+        self._gpu_sensors = {s.name: s for s in sensors if isinstance(s, GpuProcessSource)}
         self._lock = threading.Lock()
         self._procs: dict[int, _Proc] = {}
         self._ghosts: dict[int, _Proc] = {}  # GPU pids we cannot see (other pid namespace)
@@ -223,7 +227,7 @@ class Attributor:
         total_j = sum(d.energy_j for d in counted)
         cpu_j = sum(d.energy_j for d in counted if d.domain.kind in CPU_KINDS)
         co2_total = sum(d.co2_g or 0.0 for d in counted)
-        factor = (co2_g(1.0, self.carbon) if self.carbon is not None
+        factor = (g_per_j(self.carbon) if self.carbon is not None
                   else (co2_total / total_j if total_j > 0 else 0.0))
 
         active = [p for p in changed if p.used_s > 0] + [g for g in gone if g.used_s > 0]

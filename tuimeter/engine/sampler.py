@@ -31,7 +31,7 @@ import threading
 import time
 from typing import Callable, Iterable, Protocol, Sequence
 
-from ..carbon import co2_g
+from ..carbon import g_per_j
 from ..model import (
     CarbonInfo,
     Domain,
@@ -60,6 +60,10 @@ MIN_POLL_INTERVAL_S = 0.05
 DEFAULT_HISTORY_LEN = 600
 #: markers kept in snapshots (the CSV has all of them)
 MAX_MARKERS_KEPT = 1000
+
+
+class DomainClash(RuntimeError):
+    """Two domains with one id at :meth:`Engine.open` (a sensor without its own prefix)."""
 
 
 class SessionEnded(RuntimeError):
@@ -177,8 +181,7 @@ class Engine:
             self._statuses[sensor.name] = sensor.status()
             for d in domains:
                 if d.id in self._by_id:
-                    log.warning("duplicate domain id %s from %s ignored", d.id, sensor.name)
-                    continue
+                    self._refuse_clash(d, sensor)
                 st = _DomainState(d, sensor, self.history_len)
                 self._states.append(st)
                 self._by_id[d.id] = st
@@ -187,9 +190,23 @@ class Engine:
             st.tick_energy_j, st.span_t = st.last_energy_j, now
         self._start_t = self._last_tick_t = now
         self._last_cpu_s = self.cpu_clock()
-        factor = co2_g(1.0, self.carbon)
+        factor = g_per_j(self.carbon)
         self._snapshot = self._build_snapshot(now, 0.0, (), (), ((), None, None), None,
                                               self._domain_samples(factor), factor)
+
+    def _refuse_clash(self, domain: Domain, sensor: Sensor) -> None:
+        """Two domains with one id: close what was opened and raise DomainClash (dropping
+        one would lose its joules silently, and every reader keys domains by id)."""
+        other = self._by_id[domain.id].sensor
+        for s in self._open_sensors:
+            try:
+                s.close()
+            except Exception:  # closing on the way out; the clash is the error to report
+                log.exception("sensor %s failed to close", s.name)
+        self._open_sensors, self._states, self._by_id = [], [], {}
+        whose = "twice by sensor" if other is sensor else f"by sensors {other.name!r} and"
+        raise DomainClash(f"domain id {domain.id!r} is given {whose} {sensor.name!r}: each "
+                          f"sensor needs its own id prefix (tuimeter/sensors/registry.py)")
 
     @property
     def domains(self) -> list[Domain]:
@@ -308,7 +325,7 @@ class Engine:
         self._poll_sensors(now)
         last = now if self._last_tick_t is None else self._last_tick_t
         interval = max(now - last, 1e-9)
-        factor = co2_g(1.0, self.carbon)  # g per J
+        factor = g_per_j(self.carbon)  # g per J
         for st in self._states:
             energy = None
             span = interval

@@ -37,6 +37,7 @@ import collections
 import json
 import logging
 import math
+import os
 import threading
 import time
 import urllib.error
@@ -46,6 +47,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..model import Snapshot
+from .base import ExportError, ExporterEntry, HealthMetric
+from .points import points
 
 log = logging.getLogger(__name__)
 
@@ -106,44 +109,27 @@ def line(measurement: str, tags: dict[str, str], fields: dict, ts_us: int) -> st
     return f"{head} {','.join(parts)} {ts_us}"
 
 
+#: the measurement of each point written, and its fields in order (``grid`` is not written)
+MEASUREMENTS = {
+    "marker": ("tuimeter_marker", ("label", "pid", "elapsed_s")),
+    "domain": ("tuimeter_domain", ("power_w", "energy_j", "total_energy_j", "co2_g",
+                                   "total_co2_g", "up")),
+    "machine": ("tuimeter_machine", ("power_w", "energy_j", "total_energy_j", "co2_g",
+                                     "total_co2_g", "monitor_cpu_ratio", "seq")),
+    "job": ("tuimeter_job", ("power_w", "energy_j", "total_energy_j", "cpu_energy_j",
+                             "gpu_energy_j", "total_co2_g", "share", "running")),
+}
+
+
 def snapshot_lines(snap: Snapshot) -> list[str]:
-    """Every point of one tick (nothing for seq 0, the empty starting snapshot)."""
+    """Every point of one tick, from :func:`~tuimeter.export.points.points` (only the
+    markers for seq 0, the empty starting snapshot)."""
     out: list[str | None] = []
-    for m in snap.new_markers:
-        out.append(line("tuimeter_marker", {"host": snap.host, "source": m.source},
-                        {"label": m.label, "pid": m.pid, "elapsed_s": float(m.elapsed_s)},
-                        int(round(m.timestamp * 1e6))))
-    if snap.interval_s <= 0:
-        return [x for x in out if x]
-    ts = int(round(snap.timestamp * 1e6))
-    for d in snap.domains:
-        dom = d.domain
-        out.append(line("tuimeter_domain",
-                        {"host": snap.host, "domain": dom.id, "kind": str(dom.kind),
-                         "source": dom.source, "provenance": str(dom.provenance),
-                         "in_total": "1" if dom.in_total else "0"},
-                        {"power_w": d.power_w, "energy_j": d.energy_j,
-                         "total_energy_j": float(d.total_energy_j), "co2_g": d.co2_g,
-                         "total_co2_g": float(d.total_co2_g),
-                         "up": d.status.value == "ok"}, ts))
-    t = snap.total
-    cpu = None if snap.monitor_cpu_percent is None else snap.monitor_cpu_percent / 100.0
-    out.append(line("tuimeter_machine", {"host": snap.host, "provenance": str(t.provenance)},
-                    {"power_w": t.power_w, "energy_j": float(t.energy_j),
-                     "total_energy_j": float(t.total_energy_j), "co2_g": float(t.co2_g),
-                     "total_co2_g": float(t.total_co2_g), "monitor_cpu_ratio": cpu,
-                     "seq": int(snap.seq)}, ts))
-    job = snap.job
-    if job is not None:
-        out.append(line("tuimeter_job",
-                        {"host": snap.host, "pid": str(job.pid), "name": job.name,
-                         "provenance": str(job.provenance)},
-                        {"power_w": float(job.power_w), "energy_j": float(job.energy_j),
-                         "total_energy_j": float(job.total_energy_j),
-                         "cpu_energy_j": float(job.cpu_energy_j),
-                         "gpu_energy_j": float(job.gpu_energy_j),
-                         "total_co2_g": float(job.total_co2_g), "share": float(job.share),
-                         "running": bool(job.running)}, ts))
+    for p in points(snap):
+        if p.name not in MEASUREMENTS or (snap.interval_s <= 0 and p.name != "marker"):
+            continue
+        measurement, fields = MEASUREMENTS[p.name]
+        out.append(line(measurement, p.tags, {k: p.fields[k] for k in fields}, p.timestamp_us))
     return [x for x in out if x]
 
 
@@ -310,6 +296,16 @@ class InfluxExporter:
     def describe(self) -> str:
         return f"pushing to {self.target.describe()}"
 
+    def health(self) -> list[HealthMetric]:
+        """Sent, dropped and waiting points (Prometheus serves them: drops show in Grafana)."""
+        return [HealthMetric("tuimeter_influx_sent_points", "counter",
+                             "Points InfluxDB accepted.", float(self.sent_points)),
+                HealthMetric("tuimeter_influx_dropped_points", "counter",
+                             "Points dropped: buffer full while InfluxDB was down or slow, "
+                             "refused by it, or unsent at exit.", float(self.dropped_points)),
+                HealthMetric("tuimeter_influx_buffered_points", "gauge",
+                             "Points waiting to be sent.", float(self.buffered_points))]
+
     def status(self) -> str:
         """One short line for a progress line or status bar; "" while all is well."""
         parts = []
@@ -425,3 +421,79 @@ class InfluxExporter:
             self._stop = True
             self._cond.notify()
         self._thread.join(timeout=self.close_timeout_s + self.timeout_s + 1)
+
+
+# -- how the command line starts it ---------------------------------------------------------
+ENV_URL = "TUIMETER_INFLUX_URL"
+ENV_DB = "TUIMETER_INFLUX_DB"
+ENV_ORG = "TUIMETER_INFLUX_ORG"
+ENV_BUCKET = "TUIMETER_INFLUX_BUCKET"
+ENV_TOKEN = "TUIMETER_INFLUX_TOKEN"
+
+
+def _add_options(g) -> None:
+    g.add_argument("--influx", nargs="?", const="", default=None, metavar="URL",
+                   help=f"push readings to InfluxDB at URL (default ${ENV_URL})")
+    g.add_argument("--influx-db", metavar="DB",
+                   help=f"InfluxDB 1.x database (default ${ENV_DB})")
+    g.add_argument("--influx-org", metavar="ORG", help=f"InfluxDB 2.x org (default ${ENV_ORG})")
+    g.add_argument("--influx-bucket", metavar="BUCKET",
+                   help=f"InfluxDB 2.x bucket (default ${ENV_BUCKET})")
+    g.add_argument("--influx-token", metavar="TOKEN",
+                   help=f"InfluxDB 2.x token (better: ${ENV_TOKEN}, which `ps` does not show)")
+
+
+def influx_target(url: str | None, db: str | None = None, org: str | None = None,
+                  bucket: str | None = None, token: str | None = None,
+                  env: dict | None = None) -> InfluxTarget:
+    """Resolve the InfluxDB settings (options first, then environment); ExportError if
+    they are incomplete."""
+    env = os.environ if env is None else env
+    url = url or env.get(ENV_URL, "")
+    if db and not bucket:  # an option beats the environment: --influx-db means 1.x
+        v2 = False
+    else:
+        v2 = bool(bucket or (not env.get(ENV_DB) and env.get(ENV_BUCKET)))
+    db = db or env.get(ENV_DB) or None
+    org = org or env.get(ENV_ORG) or None
+    bucket = (bucket or env.get(ENV_BUCKET) or None) if v2 else None
+    token = token or env.get(ENV_TOKEN) or None
+    if not url:
+        raise ExportError(f"--influx needs a URL (or ${ENV_URL}), e.g. http://localhost:8086")
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ExportError(f"--influx {url!r}: expected http(s)://HOST[:PORT]")
+    try:
+        parts.port  # noqa: B018 - validates the port
+    except ValueError:
+        raise ExportError(f"--influx {url!r}: bad port") from None
+    basic = None
+    if parts.username is not None:
+        basic = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+    netloc = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    base = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+    if bucket:  # the 2.x API
+        missing = [name for name, v in (("--influx-org", org), ("--influx-token", token))
+                   if not v]
+        if missing:
+            raise ExportError(f"InfluxDB 2.x needs {' and '.join(missing)} as well as "
+                              f"--influx-bucket (or ${ENV_ORG}, ${ENV_TOKEN})")
+        return InfluxTarget(base, org=org, bucket=bucket, token=token)
+    if not db:
+        raise ExportError("--influx needs --influx-db (InfluxDB 1.x) or --influx-org, "
+                          "--influx-bucket and --influx-token (2.x)")
+    return InfluxTarget(base, db=db, basic_auth=basic, token=token)
+
+
+def _settings(args) -> InfluxTarget | None:
+    url = getattr(args, "influx", None)
+    if url is None:
+        return None
+    return influx_target(url, getattr(args, "influx_db", None), getattr(args, "influx_org", None),
+                         getattr(args, "influx_bucket", None), getattr(args, "influx_token", None))
+
+
+ENTRY = ExporterEntry("influx", _add_options, (ENV_URL, ENV_DB, ENV_ORG, ENV_BUCKET, ENV_TOKEN),
+                      _settings, lambda engine, target, _exporters: InfluxExporter(engine, target))

@@ -12,29 +12,80 @@ total: sum only those, or use the ``tuimeter_machine_*`` series, so no joule cou
 A counter restarts at 0 with each tuimeter session; ``rate()``/``increase()`` handle that.
 The names are listed in README ("Across a cluster") and used by
 ``grafana/tuimeter-dashboard.json``.
+
+The series are rendered from :func:`tuimeter.export.points.points` through the table
+:data:`METRICS` (point, field, metric name, labels); every started exporter's own health
+(:meth:`~tuimeter.export.base.Exporter.health`: InfluxDB's sent and dropped points ...) is
+served too. ``prometheus_client`` is imported when the exporter starts, not with the module,
+so building the command line stays cheap.
 """
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import threading
 from typing import Callable, Iterable
 
-from prometheus_client.core import (
-    CollectorRegistry,
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    InfoMetricFamily,
-)
-
-from prometheus_client.exposition import choose_encoder
-
 from ..model import Snapshot
 from ._http import BoundedHttpServer
+from .base import ExportError, ExporterEntry, HealthMetric
+from .points import Point, points
 
 DOMAIN_LABELS = ("host", "domain", "kind", "source", "provenance", "in_total")
 MACHINE_LABELS = ("host", "provenance")
 JOB_LABELS = ("host", "pid", "name", "domain", "provenance")
+GAUGE, COUNTER = "gauge", "counter"
+
+#: (point, field, metric, type, help, labels, constant labels), in the order served. The
+#: series of one metric may come from several fields (the job's energy per part).
+METRICS: tuple[tuple[str, str, str, str, str, tuple[str, ...], dict[str, str]], ...] = (
+    ("domain", "power_w", "tuimeter_power_watts", GAUGE,
+     "Average power of a domain over the last interval, in watts.", DOMAIN_LABELS, {}),
+    ("domain", "total_energy_j", "tuimeter_energy_joules", COUNTER,
+     "Energy of a domain since the tuimeter session started, in joules.", DOMAIN_LABELS, {}),
+    ("domain", "total_co2_g", "tuimeter_co2e_grams", COUNTER,
+     "CO2-equivalent of a domain's energy since the session started, in grams.",
+     DOMAIN_LABELS, {}),
+    ("domain", "up", "tuimeter_domain_up", GAUGE,
+     "1 while the domain's sensor reads, 0 once it is lost.", DOMAIN_LABELS, {}),
+    ("machine", "power_w", "tuimeter_machine_power_watts", GAUGE,
+     "Machine total power over the last interval (domains with in_total=1, nothing counted "
+     "twice), in watts.", MACHINE_LABELS, {}),
+    ("machine", "total_energy_j", "tuimeter_machine_energy_joules", COUNTER,
+     "Machine total energy since the session started, in joules.", MACHINE_LABELS, {}),
+    ("machine", "total_co2_g", "tuimeter_machine_co2e_grams", COUNTER,
+     "CO2-equivalent of the machine total energy since the session started (grid intensity "
+     "x PUE), in grams.", MACHINE_LABELS, {}),
+    ("grid", "g_per_kwh", "tuimeter_grid_intensity_grams_per_kilowatt_hour", GAUGE,
+     "Grid carbon intensity used for CO2e, in grams CO2e per kWh (before PUE).",
+     ("host", "carbon_source", "pue"), {}),
+    ("job", "power_w", "tuimeter_job_power_watts", GAUGE,
+     "Power attributed to the followed job (process tree) over the last interval, in watts.",
+     JOB_LABELS, {"domain": "all"}),
+    ("job", "cpu_energy_j", "tuimeter_job_energy_joules", COUNTER,
+     "Energy attributed to the followed job since the session started, in joules, per part "
+     "(domain=cpu|gpu; sum them for the job).", JOB_LABELS, {"domain": "cpu"}),
+    ("job", "gpu_energy_j", "tuimeter_job_energy_joules", COUNTER, "", JOB_LABELS,
+     {"domain": "gpu"}),
+    ("job", "total_co2_g", "tuimeter_job_co2e_grams", COUNTER,
+     "CO2-equivalent of the job's attributed energy, in grams.", JOB_LABELS, {"domain": "all"}),
+    ("job", "share", "tuimeter_job_share_ratio", GAUGE,
+     "The job's share of the machine total power over the last interval (0..1).",
+     JOB_LABELS, {"domain": "all"}),
+    ("job", "running", "tuimeter_job_running", GAUGE, "1 while the followed job runs.",
+     JOB_LABELS, {"domain": "all"}),
+    ("machine", "monitor_cpu_ratio", "tuimeter_monitor_cpu_ratio", GAUGE,
+     "CPU used by tuimeter itself over the last interval, as a fraction of one core "
+     "(0.002 = 0.2%).", ("host",), {}),
+    ("machine", "seq", "tuimeter_samples", COUNTER,
+     "Ticks (samples) taken since the session started.", ("host",), {}),
+    ("machine", "interval_s", "tuimeter_interval_seconds", GAUGE,
+     "Length of the last sampling interval, in seconds.", ("host",), {}),
+)
+#: points always described (their families are served even without a series); a ``job``
+#: family only while a job is followed
+ALWAYS = frozenset({"domain", "machine", "grid"})
 
 
 class _MarkerCount:
@@ -61,19 +112,58 @@ class _MarkerCount:
             return self._count, self._last
 
 
+def _families(pts: list[Point]) -> list:
+    """Metric families of :data:`METRICS` from the points (None fields are left out)."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    present = ALWAYS | {p.name for p in pts}
+    by_name: dict[str, list[Point]] = {}
+    for p in pts:
+        by_name.setdefault(p.name, []).append(p)
+    families: dict[str, object] = {}
+    for point, field, metric, kind, text, labels, const in METRICS:
+        if point not in present:
+            continue
+        fam = families.get(metric)
+        if fam is None:
+            cls = CounterMetricFamily if kind == COUNTER else GaugeMetricFamily
+            fam = families[metric] = cls(metric, text, labels=labels)
+        for p in by_name.get(point, ()):
+            value = p.fields.get(field)
+            if value is not None:
+                tags = {**p.tags, **const}
+                fam.add_metric([tags[k] for k in labels], float(value))
+    return list(families.values())
+
+
+def _health_families(host: str, exporters: Iterable) -> list:
+    """Every exporter's :class:`HealthMetric`, as families labelled with ``host``."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    out = []
+    for e in exporters:
+        for m in e.health():
+            cls = CounterMetricFamily if m.kind == COUNTER else GaugeMetricFamily
+            fam = cls(m.name, m.help, labels=("host",))
+            fam.add_metric([host], float(m.value))
+            out.append(fam)
+    return out
+
+
 class SnapshotCollector:
     """A ``prometheus_client`` custom collector over a snapshot source.
 
     ``snapshot``: returns the latest snapshot or None (before the engine opened: only the
     marker and exporter counters are exposed). ``markers``: the marker counter listener.
-    ``extra``: callables returning further metric families (the InfluxDB drop counter).
+    ``exporters``: whose :meth:`~tuimeter.export.base.Exporter.health` to serve as well
+    (a live list: exporters started later show up).
     """
 
     def __init__(self, snapshot: Callable[[], Snapshot | None], markers: _MarkerCount,
-                 extra: Iterable[Callable[[str], Iterable]] = ()):
+                 exporters: Iterable = ()):
         self._snapshot = snapshot
         self._markers = markers
-        self._extra = list(extra)
+        self._exporters = exporters
 
     def describe(self):
         return []  # no registration-time collect (the engine may not be open yet)
@@ -82,112 +172,14 @@ class SnapshotCollector:
         snap = self._snapshot()
         host = snap.host if snap is not None else ""
         if snap is not None:
-            yield from _domain_metrics(snap)
-            yield from _machine_metrics(snap)
-            yield from _job_metrics(snap)
-            yield from _monitor_metrics(snap)
+            yield from _families(points(snap))
         yield from _marker_metrics(host, self._markers)
-        for fn in self._extra:
-            yield from fn(host)
-
-
-def _domain_metrics(snap: Snapshot):
-    power = GaugeMetricFamily(
-        "tuimeter_power_watts", "Average power of a domain over the last interval, in watts.",
-        labels=DOMAIN_LABELS)
-    energy = CounterMetricFamily(
-        "tuimeter_energy_joules", "Energy of a domain since the tuimeter session started, in "
-        "joules.", labels=DOMAIN_LABELS)
-    co2 = CounterMetricFamily(
-        "tuimeter_co2e_grams", "CO2-equivalent of a domain's energy since the session started, "
-        "in grams.", labels=DOMAIN_LABELS)
-    up = GaugeMetricFamily(
-        "tuimeter_domain_up", "1 while the domain's sensor reads, 0 once it is lost.",
-        labels=DOMAIN_LABELS)
-    for d in snap.domains:
-        dom = d.domain
-        labels = [snap.host, dom.id, str(dom.kind), dom.source, str(dom.provenance),
-                  "1" if dom.in_total else "0"]
-        if d.power_w is not None:
-            power.add_metric(labels, d.power_w)
-        energy.add_metric(labels, d.total_energy_j)
-        co2.add_metric(labels, d.total_co2_g)
-        up.add_metric(labels, 1.0 if d.status.value == "ok" else 0.0)
-    return power, energy, co2, up
-
-
-def _machine_metrics(snap: Snapshot):
-    t = snap.total
-    labels = [snap.host, str(t.provenance)]
-    power = GaugeMetricFamily(
-        "tuimeter_machine_power_watts", "Machine total power over the last interval (domains "
-        "with in_total=1, nothing counted twice), in watts.", labels=MACHINE_LABELS)
-    if t.power_w is not None:
-        power.add_metric(labels, t.power_w)
-    energy = CounterMetricFamily(
-        "tuimeter_machine_energy_joules", "Machine total energy since the session started, in "
-        "joules.", labels=MACHINE_LABELS)
-    energy.add_metric(labels, t.total_energy_j)
-    co2 = CounterMetricFamily(
-        "tuimeter_machine_co2e_grams", "CO2-equivalent of the machine total energy since the "
-        "session started (grid intensity x PUE), in grams.", labels=MACHINE_LABELS)
-    co2.add_metric(labels, t.total_co2_g)
-    c = snap.carbon
-    intensity = GaugeMetricFamily(
-        "tuimeter_grid_intensity_grams_per_kilowatt_hour", "Grid carbon intensity used for "
-        "CO2e, in grams CO2e per kWh (before PUE).", labels=("host", "carbon_source", "pue"))
-    intensity.add_metric([snap.host, c.source, f"{c.pue:g}"], c.g_per_kwh)
-    return power, energy, co2, intensity
-
-
-def _job_metrics(snap: Snapshot):
-    job = snap.job
-    if job is None:
-        return ()
-    base = [snap.host, str(job.pid), job.name]
-    prov = str(job.provenance)
-    power = GaugeMetricFamily(
-        "tuimeter_job_power_watts", "Power attributed to the followed job (process tree) over "
-        "the last interval, in watts.", labels=JOB_LABELS)
-    power.add_metric(base + ["all", prov], job.power_w)
-    energy = CounterMetricFamily(
-        "tuimeter_job_energy_joules", "Energy attributed to the followed job since the session "
-        "started, in joules, per part (domain=cpu|gpu; sum them for the job).",
-        labels=JOB_LABELS)
-    energy.add_metric(base + ["cpu", prov], job.cpu_energy_j)
-    energy.add_metric(base + ["gpu", prov], job.gpu_energy_j)
-    co2 = CounterMetricFamily(
-        "tuimeter_job_co2e_grams", "CO2-equivalent of the job's attributed energy, in grams.",
-        labels=JOB_LABELS)
-    co2.add_metric(base + ["all", prov], job.total_co2_g)
-    share = GaugeMetricFamily(
-        "tuimeter_job_share_ratio", "The job's share of the machine total power over the last "
-        "interval (0..1).", labels=JOB_LABELS)
-    share.add_metric(base + ["all", prov], job.share)
-    running = GaugeMetricFamily(
-        "tuimeter_job_running", "1 while the followed job runs.", labels=JOB_LABELS)
-    running.add_metric(base + ["all", prov], 1.0 if job.running else 0.0)
-    return power, energy, co2, share, running
-
-
-def _monitor_metrics(snap: Snapshot):
-    cpu = GaugeMetricFamily(
-        "tuimeter_monitor_cpu_ratio", "CPU used by tuimeter itself over the last interval, as a "
-        "fraction of one core (0.002 = 0.2%).", labels=("host",))
-    if snap.monitor_cpu_percent is not None:
-        cpu.add_metric([snap.host], snap.monitor_cpu_percent / 100.0)
-    ticks = CounterMetricFamily(
-        "tuimeter_samples", "Ticks (samples) taken since the session started.",
-        labels=("host",))
-    ticks.add_metric([snap.host], float(snap.seq))
-    interval = GaugeMetricFamily(
-        "tuimeter_interval_seconds", "Length of the last sampling interval, in seconds.",
-        labels=("host",))
-    interval.add_metric([snap.host], snap.interval_s)
-    return cpu, ticks, interval
+        yield from _health_families(host, self._exporters)
 
 
 def _marker_metrics(host: str, markers: _MarkerCount):
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
+
     total = CounterMetricFamily(
         "tuimeter_markers", "Phase markers added since the session started.", labels=("host",))
     count, last = markers.read()
@@ -223,12 +215,14 @@ class PrometheusExporter:
     TIMEOUT_S = 5.0
 
     def __init__(self, engine, host: str = "127.0.0.1", port: int = 9100,
-                 extra: Iterable[Callable[[str], Iterable]] = (), *,
+                 exporters: Iterable = (), *,
                  max_connections: int = MAX_CONNECTIONS, timeout_s: float = TIMEOUT_S):
+        from prometheus_client.core import CollectorRegistry
+
         self.engine = engine
         self._markers = _MarkerCount()
         self.registry = CollectorRegistry(auto_describe=False)
-        self.collector = SnapshotCollector(lambda: engine.snapshot, self._markers, extra)
+        self.collector = SnapshotCollector(lambda: engine.snapshot, self._markers, exporters)
         self.registry.register(self.collector)
         self._server = BoundedHttpServer(host, port, self._handle, max_connections=max_connections,
                                          timeout_s=timeout_s, name="tuimeter-prometheus")
@@ -244,6 +238,8 @@ class PrometheusExporter:
             return "405 Method Not Allowed", [("Allow", "GET, HEAD")], b"GET /metrics\n"
         if path == "/favicon.ico":
             return "404 Not Found", [], b""
+        from prometheus_client.exposition import choose_encoder
+
         encoder, content_type = choose_encoder(headers.get("accept", ""))
         registry = self.registry
         if "name[]" in query:
@@ -266,6 +262,9 @@ class PrometheusExporter:
     def status(self) -> str:
         return ""
 
+    def health(self) -> list[HealthMetric]:
+        return []
+
     def close(self) -> None:
         if self._closed.is_set():
             return
@@ -274,20 +273,50 @@ class PrometheusExporter:
         self._server.close()
 
 
-def influx_metrics(influx) -> Callable[[str], Iterable]:
-    """Metric families for the InfluxDB exporter's health (drops show up in Grafana too)."""
+# -- how the command line starts it ---------------------------------------------------------
 
-    def collect(host: str):
-        sent = CounterMetricFamily("tuimeter_influx_sent_points", "Points InfluxDB accepted.",
-                                   labels=("host",))
-        sent.add_metric([host], float(influx.sent_points))
-        dropped = CounterMetricFamily(
-            "tuimeter_influx_dropped_points", "Points dropped: buffer full while InfluxDB was "
-            "down or slow, refused by it, or unsent at exit.", labels=("host",))
-        dropped.add_metric([host], float(influx.dropped_points))
-        buffered = GaugeMetricFamily("tuimeter_influx_buffered_points",
-                                     "Points waiting to be sent.", labels=("host",))
-        buffered.add_metric([host], float(influx.buffered_points))
-        return sent, dropped, buffered
+def parse_listen(text: str) -> tuple[str, int]:
+    """``"9100"``, ``"0.0.0.0:9100"``, ``"[::1]:9100"`` -> (host, port); host defaults to
+    127.0.0.1 (metrics are not published beyond this machine unless asked)."""
+    text = text.strip()
+    host, sep, port_text = text.rpartition(":")
+    if not sep:
+        host, port_text = "", text
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise ExportError(f"--prometheus {text!r}: write an IPv6 address in brackets, "
+                          "[::1]:9100")
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ExportError(f"--prometheus {text!r}: expected [HOST:]PORT, e.g. 9100 or "
+                          "0.0.0.0:9100") from None
+    if not 0 <= port <= 65535:
+        raise ExportError(f"--prometheus {text!r}: port must be 0..65535")
+    return host or "127.0.0.1", port
 
-    return collect
+
+def _listen_type(text: str) -> tuple[str, int]:
+    try:
+        return parse_listen(text)
+    except ExportError as exc:
+        raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[-1]) from None
+
+
+def _add_options(g) -> None:
+    g.add_argument("--prometheus", type=_listen_type, metavar="[HOST:]PORT",
+                   help="serve /metrics for Prometheus on PORT (127.0.0.1 unless HOST is given)")
+
+
+def _start(engine, listen: tuple[str, int], exporters: list) -> PrometheusExporter:
+    host, port = listen
+    try:
+        return PrometheusExporter(engine, host, port, exporters)
+    except OSError as exc:
+        raise ExportError(f"--prometheus: cannot listen on {host}:{port}: "
+                          f"{exc.strerror or exc}") from None
+
+
+ENTRY = ExporterEntry("prometheus", _add_options, (),
+                      lambda args: getattr(args, "prometheus", None), _start)

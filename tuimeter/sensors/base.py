@@ -36,7 +36,13 @@ class SensorUnavailable(Exception):
 
 
 class Sensor(abc.ABC):
+    """A source of readings. Registered in :mod:`tuimeter.sensors.registry` (one entry);
+    optional abilities are mixins from :mod:`tuimeter.sensors.capabilities`."""
+
     name: str = "sensor"
+    #: unavailable reasons that only mean "none of this hardware here" (shown in one short
+    #: line without the fix: most machines have no GPU of a given vendor)
+    absent_reasons: tuple[str, ...] = ()
 
     @abc.abstractmethod
     def is_available(self) -> SensorStatus:
@@ -100,7 +106,8 @@ class CounterStep:
 
 class CounterTracker:
     """Turns a wrapping hardware energy counter into a monotonic cumulative energy, and
-    refuses what no hardware can produce (SENSORS.md §1, "Faults seen in the field").
+    refuses what no hardware can produce (faults seen in the field: garbage values, steps
+    beyond any hardware's power, counter resets).
 
     ``max_range`` is the counter's modulus in its native unit (``max_energy_range_uj``
     plus one step), or 0 when the range is unknown: then nothing is taken as a wrap.

@@ -1,9 +1,11 @@
 """Find every sensor this machine offers, and the ones it doesn't (with the reason).
 
-Rule for the estimate: it only fills in for the CPU side when nothing measures it (no
-RAPL, no powermetrics): then CPU and memory are estimated. It never stands in for, or
-adds to, a measured CPU (a RAPL machine without a DRAM zone gets no memory estimate,
-so its total stays "measured"; README, "What adds up").
+The candidates are the entries of :mod:`tuimeter.sensors.registry` for this platform, in
+its order. Rule for the estimate (an entry marked ``fallback``): it only fills in for the
+CPU side when no available sensor measures it (no RAPL, no powermetrics): then CPU and
+memory are estimated. It never stands in for, or adds to, a measured CPU (a RAPL machine
+without a DRAM zone gets no memory estimate, so its total stays "measured"; README, "What
+adds up").
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass, field
 
 from ..model import SensorStatus
 from .base import Sensor
+from .registry import SENSORS, SensorEntry, SensorOptions
 
 
 @dataclass
@@ -34,21 +37,22 @@ def _check(sensor: Sensor, found: Discovery) -> bool:
 
 
 def discover(powercap_root: str | None = None, *, gpu: bool = True, estimate: bool = True,
-             platform: str = sys.platform) -> Discovery:
-    """Candidate sensors in a fixed order: RAPL, powermetrics, NVML, estimate."""
-    from .estimate import EstimateSensor
-    from .nvml import NvmlSensor
-    from .powermetrics import PowermetricsSensor
-    from .rapl import RaplSensor
-
+             platform: str = sys.platform,
+             entries: list[SensorEntry] | None = None) -> Discovery:
+    """The registry's sensors for ``platform``, each checked once. ``gpu=False`` leaves out
+    the GPU-only sensors (``--no-gpu``); ``estimate=False`` the fallbacks. ``entries``:
+    another registry (tests)."""
+    options = SensorOptions(powercap_root=powercap_root)
+    candidates = [e for e in (SENSORS if entries is None else entries) if e.runs_on(platform)]
     found = Discovery()
     cpu_measured = False
-    if platform.startswith("linux"):
-        cpu_measured = _check(RaplSensor(powercap_root), found)
-    elif platform == "darwin":
-        cpu_measured = _check(PowermetricsSensor(), found)
-    if gpu:
-        _check(NvmlSensor(), found)
+    for entry in candidates:
+        if entry.fallback or (entry.gpu_only and not gpu):
+            continue
+        if _check(entry.build(options), found) and entry.measures_cpu:
+            cpu_measured = True
     if estimate and not cpu_measured:
-        _check(EstimateSensor(include_cpu=True, include_memory=True), found)
+        for entry in candidates:
+            if entry.fallback:
+                _check(entry.build(options), found)
     return found

@@ -8,7 +8,7 @@ the time (about 25 % of runtime on A100/H100, Yang et al. SC24), so joules come 
 whenever it exists. Older GPUs raise ``NVMLError_NotSupported``; their energy is then the
 trapezoid integral of the power read at each ``read`` (the domain's label says so).
 
-Faults (SENSORS.md section 2): one failed read (a field entry UNKNOWN, a call that timed out)
+Faults seen on real GPUs: one failed read (a field entry UNKNOWN, a call that timed out)
 is not a lost GPU. The power and the energy are read separately, so a failed power read
 costs only that power value; a failed energy read makes that one reading ``LOST`` (nothing is
 known of it, which is not 0 W) with an ``Event(kind="read-error")``, and the next good read
@@ -34,14 +34,17 @@ from typing import Any, Sequence
 
 from ..model import Domain, DomainKind, Event, Link, Provenance, Reading, SensorStatus, Status
 from .base import Sensor, SensorUnavailable
-from .nvml_procs import GpuProcess, GpuProcessUtil, ProcessLister, utilisation_by_pid
+from .capabilities import GpuProcess, GpuProcessSource, GpuProcessUtil
+from .nvml_procs import ProcessLister, utilisation_by_pid
 
-__all__ = ["GpuProcess", "GpuProcessUtil", "NvmlSensor"]  # the process types live in nvml_procs
+__all__ = ["GpuProcess", "GpuProcessUtil", "NvmlSensor"]  # the process types: capabilities
 
 #: ``NVML_FI_DEV_POWER_INSTANT`` (drivers >= R535); the value is mW in ``value.uiVal``.
 FI_DEV_POWER_INSTANT = 186
 #: field scopes: the GPU alone, or the whole module (GH200: GPU + Grace CPU + memory)
 SCOPE_GPU, SCOPE_MODULE = 0, 1
+#: the reason on a machine without the NVIDIA driver (most machines without a GPU)
+NO_DRIVER_REASON = "NVIDIA driver library libnvidia-ml.so.1 not found"
 #: NVML's success code.
 NVML_SUCCESS = 0
 #: ``nvmlDeviceGetMigMode``'s current mode when MIG is on (``NVML_DEVICE_MIG_ENABLE``)
@@ -80,7 +83,7 @@ class _Gpu:
         self.proc_last_seen_us: int | None = None
 
 
-class NvmlSensor(Sensor):
+class NvmlSensor(Sensor, GpuProcessSource):
     """Energy and power of every NVIDIA GPU NVML can see.
 
     Failure modes: no ``pynvml``, no driver library, driver not loaded or no GPU make
@@ -96,6 +99,7 @@ class NvmlSensor(Sensor):
     """
 
     name = "nvml"
+    absent_reasons = (NO_DRIVER_REASON,)  # most machines: one short line, no fix
     #: seconds between attempts to read a GPU lost with NVMLError_GpuIsLost again
     LOST_RETRY_S = 30.0
     #: failed energy reads in a row (other than GpuIsLost) that make a GPU lost: at a 1 s
@@ -508,10 +512,6 @@ def _quiet_shutdown(nv: Any) -> None:
         nv.nvmlShutdown()
     except Exception:  # noqa: BLE001 - shutting down; nothing useful to do with an error
         pass
-
-
-#: the reason on a machine without the NVIDIA driver (most machines without a GPU)
-NO_DRIVER_REASON = "NVIDIA driver library libnvidia-ml.so.1 not found"
 
 
 def _explain(e: BaseException) -> tuple[str, str]:

@@ -1,7 +1,7 @@
 """Processes on NVIDIA GPUs through NVML, for attribution: which processes hold a context on
 a GPU, and how much of it each used.
 
-Both need care on real machines (SENSORS.md section 2). The running-process lists come in
+Both need care on real machines (drivers differ). The running-process lists come in
 struct versions that the driver and nvidia-ml-py must agree on: :class:`ProcessLister` falls
 back from the newest call to older ones (nvitop's v3 -> v2 -> v1) when a call is missing or
 its list comes back garbled. The utilisation samples include junk (nvtop issue #110):
@@ -13,6 +13,8 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass
 from typing import Any
+
+from .capabilities import GpuProcess, GpuProcessUtil
 
 #: a utilisation sample stamped further than this ahead of the wall clock is junk (µs): kept,
 #: it would move ``last_seen`` into the future and hide every real sample until then
@@ -26,42 +28,6 @@ MEMORY_LIMIT_BYTES = 1 << 48
 # struct), then the driver's unversioned v1 symbol read with the 2-field v1 struct.
 PROC_V3, PROC_V2, PROC_V1 = "v3", "v2", "v1"
 _PROC_VERSIONS = (PROC_V3, PROC_V2, PROC_V1)
-
-
-@dataclass(frozen=True)
-class GpuProcessUtil:
-    """One process's use of a GPU over the window since the previous query.
-
-    ``sm_util_pct`` etc. are percentages (0-100) averaged over the ``n_samples`` NVML samples
-    the process had in the window; ``sm_util_sum_pct`` is their sum, the weight for sharing
-    the window's energy (each sample stands for one NVML sampling period, so a process that
-    ran in two periods used the GPU twice as long as one that ran in one: averaging per pid
-    would over-weight the intermittent one). ``timestamp_us`` is the newest sample (µs since
-    the epoch).
-    """
-
-    pid: int
-    sm_util_pct: float
-    mem_util_pct: float
-    enc_util_pct: float
-    dec_util_pct: float
-    timestamp_us: int
-    n_samples: int = 1
-    sm_util_sum_pct: float = 0.0
-
-
-@dataclass(frozen=True)
-class GpuProcess:
-    """A process holding a context on a GPU. ``used_memory_bytes`` is None where NVML
-    cannot tell (Windows WDDM, some containers). ``kind``: "compute", "graphics" or both
-    ("compute+graphics"). On a MIG-enabled GPU, ``gpu_instance_id`` and
-    ``compute_instance_id`` say which instance it runs in (None elsewhere)."""
-
-    pid: int
-    used_memory_bytes: int | None
-    kind: str
-    gpu_instance_id: int | None = None
-    compute_instance_id: int | None = None
 
 
 class ProcessLister:

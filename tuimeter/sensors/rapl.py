@@ -1,8 +1,9 @@
 """CPU package, core, uncore, DRAM and platform energy from RAPL through Linux powercap.
 
-Layout and counter facts: ``../shared/SENSORS.md`` section 1. In short: ``/sys/class/powercap``
-is a flat folder of links (``intel-rapl:0``, ``intel-rapl:0:0``, ``intel-rapl:a``: ids are
-HEX) into ``/sys/devices/virtual/powercap``; only a zone's ``name`` says what it measures;
+Layout and counter facts (the kernel's powercap sysfs interface, as real Intel and AMD
+machines and containers lay it out): ``/sys/class/powercap`` is a flat folder of links
+(``intel-rapl:0``, ``intel-rapl:0:0``, ``intel-rapl:a``: ids are HEX) into
+``/sys/devices/virtual/powercap``; only a zone's ``name`` says what it measures;
 ``energy_uj`` (µJ) is a 32-bit counter in units of ``max_energy_range_uj / 0xFFFFFFFF`` that
 wraps. The root can be the class folder or the devices tree (``TUIMETER_POWERCAP_ROOT``),
 which is what to use in a container whose ``/sys/devices`` is masked.
@@ -22,7 +23,7 @@ value; a zone that stays unreadable is looked up again every :data:`REDISCOVER_S
 name and parent, in case it was re-registered under a new id. Tests patch ``_read_text`` and
 ``_pread_text`` to inject errors.
 
-Faults (SENSORS.md §1): a value that is not a number, is negative or above
+Faults (as seen on real machines): a value that is not a number, is negative or above
 ``max_energy_range_uj``, or a step no hardware can make, is rejected (an ``event``, the
 domain ``LOST`` for that read) and the next good reading is compared with the last good one
 (:class:`~tuimeter.sensors.base.CounterTracker`), so a glitch costs no energy

@@ -31,7 +31,7 @@ a high ``--speed``, a starved sampler thread).
 
 Ticks: :meth:`ReplaySensor.next_boundary` gives the recorded tick times in order, the
 last one the recording's end. Ticking the engine at exactly those times (``origin_s + t``,
-see ``tuimeter.tui.player``) reproduces every recorded interval: its energy, and its loss.
+see ``tuimeter.replay_engine``) reproduces every recorded interval: its energy, and its loss.
 A read at a recorded boundary closes the interval that ends there (LOST if that one was
 lost); a second read at the *same* instant opens the next one (its start value), so the
 engine has the base of an interval that follows a lost one, and no recorded joule is
@@ -52,7 +52,6 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import os
-import re
 import stat
 import time
 from collections import deque
@@ -61,7 +60,7 @@ from typing import Callable
 
 from ..model import CarbonInfo, Domain, DomainKind, Link, Provenance, Reading, SensorStatus, Status
 from ..session.csvfile import bridged_span_s
-from ..session.reader import BadRow, SessionFormatError, SessionReader, find_sessions, number
+from ..session.reader import SessionFormatError, SessionReader, find_sessions, session_carbon
 from ..text import safe_text
 from .base import Sensor, SensorUnavailable
 
@@ -157,10 +156,6 @@ def _provenance(row_provenance: str, source: str) -> Provenance:
         return Provenance(row_provenance)
     except ValueError:
         return Provenance.ESTIMATED if source == "estimate" else Provenance.MEASURED
-
-
-_CARBON = re.compile(r"carbon ([0-9.eE+-]+) g/kWh \((.*?)\)(?:;|$)")
-_PUE = re.compile(r"pue ([0-9.eE+-]+)")
 
 
 class ReplaySensor(Sensor):
@@ -309,18 +304,14 @@ class ReplaySensor(Sensor):
             self._prev_bound, self._last_bound = self._last_bound, end
 
     def _read_session_row(self, label: str) -> None:
-        m = _CARBON.search(label)
-        if not m:
+        recorded = session_carbon(label)
+        if recorded is None:  # none, or not a number we can use: the caller's default applies
             return
-        pue_m = _PUE.search(label)
-        try:
-            g_per_kwh = number(m.group(1), "carbon")
-            pue = number(pue_m.group(1), "pue") if pue_m else 1.0
-        except BadRow:  # not a number we can use: the caller's default applies
-            return
+        g_per_kwh = recorded.g_per_kwh
+        pue = 1.0 if recorded.pue is None else recorded.pue
         if g_per_kwh > 0 and pue >= 1.0:
             self.carbon = CarbonInfo(g_per_kwh=g_per_kwh, pue=pue,
-                                     source=f"{m.group(2)}, as recorded")
+                                     source=f"{recorded.source}, as recorded")
 
     def _read_ahead(self, t_s: float) -> None:
         """Read until two recorded ticks after ``t_s`` are known, so the interval that

@@ -21,7 +21,7 @@ import os
 import uuid
 from typing import IO
 
-from ..carbon import co2_g
+from ..carbon import g_per_j
 from ..model import Provenance, Snapshot
 from . import files
 from .files import NewFile
@@ -312,7 +312,7 @@ class SessionWriter:
         rows (domain all: the top processes, then ``idle/system`` and ``other processes``
         with an empty pid, so that the process rows of a tick add up to its total)."""
         ts, el, iv = snap.timestamp, snap.elapsed_s, snap.interval_s
-        factor = co2_g(1.0, snap.carbon)
+        factor = g_per_j(snap.carbon)
         prov = str(Provenance.ATTRIBUTED)
         if snap.job is not None:
             j = snap.job

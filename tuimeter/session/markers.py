@@ -54,6 +54,7 @@ import threading
 import time
 import uuid
 
+from ..carbon import g_per_j
 from ..labels import MAX_LABEL_CHARS, check_label  # noqa: F401 (part of this module's API)
 
 log = logging.getLogger(__name__)
@@ -120,9 +121,9 @@ def session_state(engine, marker=None, session_id: str | None = None,
            "interval_s": engine.interval_s, "elapsed_s": now_elapsed,
            "timestamp": marker.timestamp if marker is not None else time.time()}
     if snap is not None:
-        g_per_j = snap.carbon.g_per_kwh * snap.carbon.pue / 3.6e6
         out.update({
-            "tick_seq": snap.seq, "tick_elapsed_s": snap.elapsed_s, "co2_g_per_j": g_per_j,
+            "tick_seq": snap.seq, "tick_elapsed_s": snap.elapsed_s,
+            "co2_g_per_j": g_per_j(snap.carbon),
             "total_energy_j": snap.total.total_energy_j, "total_power_w": snap.total.power_w,
             "domains": [{"id": d.domain.id, "in_total": d.domain.in_total,
                          "provenance": str(d.domain.provenance),

@@ -29,6 +29,7 @@ import csv
 import datetime as _dt
 import io
 import os
+import re
 from typing import Iterator, NamedTuple
 
 from ..text import safe_text
@@ -173,6 +174,49 @@ def parse_row(cells: list[str], line: int = 0) -> Row:
 
 
 _new_row = tuple.__new__  # Row(...) without the Python-level __new__: the hot path
+
+
+class SessionCarbon(NamedTuple):
+    """The carbon settings a ``session`` row records (see ``write_header_info``)."""
+
+    g_per_kwh: float
+    source: str  # where the intensity came from, as written in the file (untrusted text)
+    pue: float | None  # None when the row does not say
+
+
+_CARBON = re.compile(r"carbon ([0-9.eE+-]+) g/kWh \(")
+_SOURCE_END = re.compile(r"\)(?=;|$)")
+_PUE = re.compile(r"; pue ([0-9.eE+-]+)(?=;|$)")  # the part after the carbon one
+
+
+def _source_end(label: str, start: int) -> int | None:
+    """The index just after the ``)`` that closes the source starting at ``start``: the
+    matching one when that ends the part (a source may hold parentheses, and even ``;``),
+    else the first ``)`` that ends a part (a path in the source with a lone one)."""
+    depth, end = 1, start
+    while depth and end < len(label):
+        depth += {"(": 1, ")": -1}.get(label[end], 0)
+        end += 1
+    if not depth and (end == len(label) or label[end] == ";"):
+        return end
+    m = _SOURCE_END.search(label, start)
+    return m.end() if m else None
+
+
+def session_carbon(label: str) -> SessionCarbon | None:
+    """The carbon settings in a ``session`` row's label (``...; carbon 56 g/kWh (FRA
+    France: ... (2023, ...)); pue 1.2; ...``, as ``write_header_info`` writes it); None
+    when it names none, or a number in it is not one :func:`number` accepts."""
+    m = _CARBON.search(label)
+    end = _source_end(label, m.end()) if m else None
+    if end is None:
+        return None
+    pue_m = _PUE.match(label, end)
+    try:
+        return SessionCarbon(number(m.group(1), "carbon"), label[m.end():end - 1],
+                             number(pue_m.group(1), "pue") if pue_m else None)
+    except BadRow:
+        return None
 
 
 class SessionReader:

@@ -19,8 +19,9 @@ end first (:func:`_join_parts`), so they count as the one file they replace.
 **Segments**: per host, the markers of all its sessions in time order; a run of
 markers with the same label within :data:`MARKER_MERGE_S` (every rank of a job marking
 "epoch 2") is one boundary. A sample that spans a boundary is split in proportion to
-time; a segment that contains no whole sample is ``interpolated``. A marker ``end``
-from the API (a :class:`~tuimeter.api.Meter` leaving its ``with``) closes its phase: the
+time; a segment that contains no whole sample is ``interpolated`` (both by
+:func:`tuimeter.phases.energy_between`, which computes a :class:`~tuimeter.api.Meter`
+phase too). A marker ``end`` from the API (a :class:`~tuimeter.api.Meter` leaving its ``with``) closes its phase: the
 time after it until the next marker is the segment :data:`GAP_LABEL`.
 
 **Lost time**: a sample row with no energy (its sensor could not be read) covers lost
@@ -30,12 +31,11 @@ its energy over the time it was measured (duration - lost_s).
 
 from __future__ import annotations
 
-import bisect
 import math
-from array import array
 from dataclasses import dataclass, field
 
 from .csvfile import bridged_span_s
+from ..phases import DomainEnergy, Samples, combine, energy_between
 from ..text import safe_text
 from .reader import SessionFormatError, SessionReader
 
@@ -50,23 +50,15 @@ PART_JOIN_S = 1e-3
 GAP_LABEL = "(between phases)"
 
 
-class _Series:
-    """One domain in one session: parallel arrays of samples, in time order."""
+class _Series(Samples):
+    """One domain in one session: parallel arrays of samples (wall-clock s), in time order."""
 
-    __slots__ = ("t1", "iv", "e", "in_total", "provs", "last_prov", "lost", "lost_t1",
-                 "lost_iv", "g_per_j", "sid")
+    __slots__ = ("last_prov", "lost", "sid")
 
     def __init__(self, in_total: bool, sid: tuple):
-        self.t1 = array("d")  # end of the sample's interval, wall-clock s
-        self.iv = array("d")  # interval length, s
-        self.e = array("d")  # energy within the interval, J
-        self.in_total = in_total
-        self.provs: set[str] = set()
+        super().__init__(in_total)
         self.last_prov = ""
         self.lost = 0  # samples with no energy (sensor lost)
-        self.lost_t1 = array("d")  # their ends and intervals, as t1 and iv
-        self.lost_iv = array("d")
-        self.g_per_j = 0.0
         self.sid = sid
 
     @property
@@ -166,15 +158,6 @@ def load_file(path: str) -> FileResult:
 
 
 # -- computing -----------------------------------------------------------------------
-@dataclass
-class DomainEnergy:
-    energy_j: float
-    co2_g: float
-    in_total: bool
-    provenance: str
-    lost_s: float = 0.0  # time within the span when this domain could not be read
-
-
 def _lost_s(domains: dict) -> float:
     """Time during which a counted domain was lost (the longest of them)."""
     return max((d.lost_s for d in domains.values() if d.in_total), default=0.0)
@@ -277,17 +260,6 @@ def _boundaries(sessions: list[SessionData]) -> list[tuple[float, str]]:
     return out
 
 
-def _split_lost(s: _Series, clip: float, cuts: list[float], lost: list[float]) -> None:
-    """Add the lost intervals of ``s`` (after ``clip``) into segments, by time."""
-    for t1, iv in zip(s.lost_t1, s.lost_iv):
-        a = max(t1 - iv, clip)
-        k = bisect.bisect_right(cuts, a)
-        while a < t1:
-            b = min(t1, cuts[k]) if k < len(cuts) else t1
-            lost[k] += b - a
-            a, k = b, k + 1
-
-
 def _join_parts(series: list[_Series]) -> list[_Series]:
     """The parts of one session written to several files (``record --rotate``) joined end
     to end, as one file would hold them: times are rounded in the file, so a part may
@@ -308,133 +280,71 @@ def _join_parts(series: list[_Series]) -> list[_Series]:
     return out
 
 
-def _kept(series: list[_Series]) -> list[tuple[_Series, int, float]]:
-    """Each series' (start index, clip time): the part no earlier session covered."""
+def _kept(series: list[_Series]) -> list[tuple[_Series, float]]:
+    """Each series with its clip time: the part no earlier session covered."""
     out = []
     covered = -math.inf
     for s in sorted(_join_parts(series), key=lambda s: (s.start, -len(s.t1))):
         if not s.t1 or s.end <= covered:
             continue
-        out.append((s, bisect.bisect_right(s.t1, covered), covered))
+        out.append((s, covered))
         covered = s.end
     return out
 
 
-def _split(s: _Series, i0: int, clip: float, cuts: list[float], energy: list[float],
-           whole: list[int]) -> None:
-    """Add the samples of ``s`` from ``i0`` (cut at ``clip``) into segments.
-
-    ``cuts`` are the segment starts after the first: segment k is [cuts[k-1], cuts[k]).
-    ``whole[k]`` counts samples lying entirely in segment k. This is the report's hot
-    loop: a sample inside the current segment costs two comparisons and an addition.
-    """
-    t1s, ivs, es = s.t1, s.iv, s.e
-    n = len(t1s)
-    if i0 >= n:
-        return
-    inf = math.inf
-    ncuts = len(cuts)
-    k = bisect.bisect_right(cuts, max(clip, t1s[i0] - ivs[i0]))
-    seg_start = cuts[k - 1] if k else -inf
-    nxt = cuts[k] if k < ncuts else inf
-    acc = 0.0
-    w = 0
-    low = max(seg_start, clip)
-    for i in range(i0, n):
-        t1 = t1s[i]
-        if t1 <= nxt and t1 - ivs[i] >= low:
-            acc += es[i]
-            w += 1
-            continue
-        iv = ivs[i]
-        a = max(t1 - iv, clip)
-        if a >= t1:
-            continue
-        e_per_s = es[i] / iv
-        while t1 > nxt:  # the sample crosses one or more cuts
-            if nxt > a:
-                acc += e_per_s * (nxt - a)
-                a = nxt
-            energy[k] += acc
-            whole[k] += w
-            acc, w = 0.0, 0
-            k += 1
-            seg_start = low = nxt
-            nxt = cuts[k] if k < ncuts else inf
-        acc += e_per_s * (t1 - a)
-    energy[k] += acc
-    whole[k] += w
-
-
-def _provenance(provs: set[str], whole: bool) -> str:
-    if not whole:
-        return "interpolated"
-    kinds = provs - {"measured"}
-    return "measured" if not kinds else ("estimated" if kinds <= {"estimated"} else
-                                         sorted(kinds)[0])
+def _pieces(by_domain: dict[str, list[_Series]]) -> dict[str, list[Samples]]:
+    """Per domain, the parts of its series that count (each from its clip)."""
+    return {dom: [s.clipped(clip) for s, clip in _kept(series)]
+            for dom, series in by_domain.items()}
 
 
 def _host_report(host: str, sessions: list[SessionData]) -> HostReport:
     bounds = _boundaries(sessions)
-    cuts = [t for t, _ in bounds]
+    cuts = [-math.inf] + [t for t, _ in bounds] + [math.inf]  # segment k: cuts[k]..cuts[k+1]
     labels = ["(start)"] + [label for _, label in bounds]
-    nseg = len(labels)
     by_domain: dict[str, list[_Series]] = {}
     for sess in sessions:
         for dom, s in sess.series.items():
             by_domain.setdefault(dom, []).append(s)
-    seg_domains: list[dict] = [{} for _ in range(nseg)]
-    seg_whole = [0] * nseg
+    pieces = _pieces(dict(sorted(by_domain.items())))
     start_t, end_t = math.inf, -math.inf
-    dom_totals: dict[str, DomainEnergy] = {}
-    for dom, series in sorted(by_domain.items()):
-        energy = [0.0] * nseg
-        co2 = [0.0] * nseg
-        lost = [0.0] * nseg
-        whole = [0] * nseg
-        provs: set[str] = set()
-        for s, i0, clip in _kept(series):
-            part = [0.0] * nseg
-            _split(s, i0, clip, cuts, part, whole)
-            _split_lost(s, clip, cuts, lost)
-            for k in range(nseg):
-                energy[k] += part[k]
-                co2[k] += part[k] * s.g_per_j
-            provs |= s.provs
-            start_t = min(start_t, max(s.start, clip))
-            end_t = max(end_t, s.end)
+    for parts in pieces.values():
+        for s in parts:
+            start_t = min(start_t, max(s.t1[0] - s.iv[0], s.clip))
+            end_t = max(end_t, s.t1[-1])
             if s.lost_t1:  # time lost at a session's edges is still its time
-                start_t = min(start_t, max(s.lost_t1[0] - s.lost_iv[0], clip))
+                start_t = min(start_t, max(s.lost_t1[0] - s.lost_iv[0], s.clip))
                 end_t = max(end_t, s.lost_t1[-1])
-        in_total = series[0].in_total
-        for k in range(nseg):
-            seg_whole[k] += whole[k]
-            seg_domains[k][dom] = DomainEnergy(energy[k], co2[k], in_total,
-                                               _provenance(provs, whole[k] > 0), lost[k])
-        dom_totals[dom] = DomainEnergy(sum(energy), sum(co2), in_total, _provenance(provs, True),
-                                       sum(lost))
+    per_seg = [energy_between(pieces, cuts[k], cuts[k + 1]) for k in range(len(labels))]
+    seg_domains: list[dict] = [{} for _ in labels]
+    dom_totals: dict[str, DomainEnergy] = {}
+    for dom, parts in pieces.items():
+        in_total = by_domain[dom][0].in_total
+        for k, pe in enumerate(per_seg):  # a domain with no part that counts: 0 J
+            seg_domains[k][dom] = pe.domains.get(dom) or DomainEnergy(0.0, 0.0, in_total,
+                                                                      "interpolated")
+        doms = [d[dom] for d in seg_domains]
+        dom_totals[dom] = DomainEnergy(sum(d.energy_j for d in doms),
+                                       sum(d.co2_g for d in doms), in_total,
+                                       combine(p for s in parts for p in s.provs),
+                                       sum(d.lost_s for d in doms))
     if start_t == math.inf:  # no samples at all
         t = [m[0] for s in sessions for m in s.markers] or [s.offset for s in sessions]
         start_t, end_t = min(t), max(t)
     host_e = sum(d.energy_j for d in dom_totals.values() if d.in_total)
     host_co2 = sum(d.co2_g for d in dom_totals.values() if d.in_total)
     segments = []
-    for k in range(nseg):
-        s0 = max(cuts[k - 1] if k else -math.inf, start_t)
-        s1 = min(cuts[k] if k < len(cuts) else math.inf, end_t)
-        doms = seg_domains[k]
-        e = sum(d.energy_j for d in doms.values() if d.in_total)
-        if s1 - s0 < MIN_SEGMENT_S and e == 0:
+    for k, pe in enumerate(per_seg):
+        s0, s1 = max(cuts[k], start_t), min(cuts[k + 1], end_t)
+        if s1 - s0 < MIN_SEGMENT_S and pe.energy_j == 0:
             continue
-        counted = {d.provenance for d in doms.values() if d.in_total}
-        prov = _provenance(counted - {"interpolated"}, seg_whole[k] > 0)
-        segments.append(Segment(host, len(segments) + 1, labels[k], s0, max(s0, s1), e,
-                                sum(d.co2_g for d in doms.values() if d.in_total), prov,
-                                e / host_e if host_e > 0 else 0.0, doms))
+        segments.append(Segment(host, len(segments) + 1, labels[k], s0, max(s0, s1),
+                                pe.energy_j, pe.co2_g, pe.provenance,
+                                pe.energy_j / host_e if host_e > 0 else 0.0, seg_domains[k]))
     counted = {d.provenance for d in dom_totals.values() if d.in_total}
     return HostReport(host, sorted({s.path for s in sessions}),
                       len({s.session for s in sessions}), start_t,
-                      max(start_t, end_t), host_e, host_co2, _provenance(counted, True),
+                      max(start_t, end_t), host_e, host_co2, combine(counted),
                       dom_totals, segments, sessions)
 
 
@@ -448,22 +358,20 @@ def build_report(files: list[FileResult]) -> Report:
     provs = {h.provenance for h in hosts if h.energy_j > 0}
     return Report(hosts, files, sum(h.energy_j for h in hosts), sum(h.co2_g for h in hosts),
                   min((h.start_t for h in hosts), default=0.0),
-                  max((h.end_t for h in hosts), default=0.0), _provenance(provs, True))
+                  max((h.end_t for h in hosts), default=0.0), combine(provs))
 
 
 def power_series(host: HostReport, points: int = 200) -> tuple[list[float], list[float]]:
     """(times, total W) in ``points`` bins over the host's span, for plotting."""
     span = max(host.duration_s, 1e-9)
     width = span / points
-    cuts = [host.start_t + width * i for i in range(1, points)]
-    energy = [0.0] * points
+    cuts = [-math.inf] + [host.start_t + width * i for i in range(1, points)] + [math.inf]
     by_domain: dict[str, list[_Series]] = {}
     for sess in host.data:
         for dom, s in sess.series.items():
             if s.in_total:
                 by_domain.setdefault(dom, []).append(s)
-    for series in by_domain.values():
-        for s, i0, clip in _kept(series):
-            _split(s, i0, clip, cuts, energy, [0] * points)
+    pieces = _pieces(by_domain)
     times = [host.start_t + width * (i + 0.5) for i in range(points)]
-    return times, [e / width for e in energy]
+    return times, [energy_between(pieces, cuts[i], cuts[i + 1]).energy_j / width
+                   for i in range(points)]

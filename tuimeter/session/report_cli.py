@@ -1,11 +1,11 @@
-"""``tuimeter report FILE...``: energy per phase, per host and in all, in four formats.
+"""``tuimeter report FILE...``: energy per phase, per host and in all, in five formats.
 
 Exit status: 0 when anything was reported, 2 when no file could be used (each bad file
 gets ``tuimeter: error: FILE: line N: why`` on stderr, readable parts still reported;
 smaller problems are ``tuimeter: warning: ...``). ``--plot`` draws total power over
 time with the markers (plotext, imported lazily from :mod:`tuimeter.report_plot`); it
-goes to stdout before a table or markdown report, to stderr with csv or json so those
-stay machine-readable.
+goes to stdout before a table or markdown report, to stderr with csv, json or codecarbon
+(:mod:`.codecarbon`) so those stay machine-readable.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ import json
 import sys
 
 from ..text import safe_text, spreadsheet_cell
+from .codecarbon import DEFAULT_PROJECT, to_codecarbon
 from .report import J_PER_WH, Report, avg_w, build_report, load_file
 
-FORMATS = ("table", "csv", "json", "markdown")
+FORMATS = ("table", "csv", "json", "markdown", "codecarbon")
 CSV_FIELDS = ("host", "segment", "label", "start", "duration_s", "domain", "in_total",
               "energy_j", "wh", "avg_w", "co2_g", "share", "provenance", "lost_s")
 
@@ -172,13 +173,15 @@ def _grid(head: tuple, cells: list[tuple], md: bool) -> list[str]:
     return [fmt(head)] + [fmt(r) for r in cells]
 
 
-def render(rep: Report, fmt: str) -> str:
+def render(rep: Report, fmt: str, project: str = DEFAULT_PROJECT) -> str:
     if fmt == "json":
         # strict JSON: the reader keeps nan and inf out, and a bare NaN is not JSON;
         # text from the files is escaped by JSON itself (\u001b, ASCII only)
         return json.dumps(to_json(rep), indent=2, allow_nan=False) + "\n"
     if fmt == "csv":
         return to_csv(rep)
+    if fmt == "codecarbon":
+        return to_codecarbon(rep, project)
     return "\n".join(_table_lines(rep, md=fmt == "markdown")) + "\n"
 
 
@@ -190,7 +193,11 @@ def cmd_report(argv: list[str]) -> int:
     p.add_argument("files", nargs="+", metavar="FILE", help="session CSV files")
     p.add_argument("--format", choices=FORMATS, default="table", help="output format")
     p.add_argument("--plot", action="store_true", help="draw power over time with markers")
+    p.add_argument("--project", metavar="NAME",
+                   help=f"project_name of --format codecarbon rows (default {DEFAULT_PROJECT})")
     args = p.parse_args(argv)
+    if args.project is not None and args.format != "codecarbon":
+        p.error("--project is for --format codecarbon")
     files = [load_file(path) for path in args.files]
     for f in files:
         if f.error:
@@ -207,5 +214,5 @@ def cmd_report(argv: list[str]) -> int:
 
         text = plot_report(rep)
         print(text, file=sys.stdout if args.format in ("table", "markdown") else sys.stderr)
-    sys.stdout.write(render(rep, args.format))
+    sys.stdout.write(render(rep, args.format, args.project or DEFAULT_PROJECT))
     return 0

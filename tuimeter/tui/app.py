@@ -5,13 +5,14 @@ listeners). The UI only reads snapshots: a listener posts :class:`SnapshotReady`
 newer one replaces while still queued, so a slow terminal skips frames, never ticks.
 
 The app keeps what is app-wide: the keys, the snapshot feed, the notifications; the
-:class:`~tuimeter.tui.main_screen.MainScreen` lays out and draws the main view.
-
-The caller opens the engine and subscribes the recorder first (see ``run.open_session``);
-the app subscribes itself on mount, starts the sampler thread (unless ``start_engine`` is
-False: tests tick the engine by hand on a fake clock), and on ``q`` stops the engine with a
-final tick, closes the recorder and exits with the last snapshot. A replay is ticked by
-its :class:`~tuimeter.tui.player.ReplayPlayer` (``app.player``) instead of the sampler
+:class:`~tuimeter.tui.main_screen.MainScreen` lays out and draws the main view. The
+measurement is a headless :class:`~tuimeter.live.LiveSession` (built
+and opened by ``tui/run.py``; an app given only an opened engine and recorder wraps them
+in one). The app subscribes itself on mount, starts the session (unless ``start_engine``
+is False: tests tick the engine by hand on a fake clock), and on ``q`` stops it (final
+tick, marker server, exporters, engine, recorder: ``LiveSession.stop``) and exits with
+the last snapshot. A replay is ticked by its
+:class:`~tuimeter.replay_engine.ReplayPlayer` (``app.player``) instead of the sampler
 thread: at the recorded tick times, the last one the recording's end.
 """
 
@@ -30,15 +31,15 @@ from textual.app import App
 from textual.binding import Binding
 from textual.reactive import reactive
 
+from ..job import JobWatcher
+from ..live import LiveSession
 from ..model import Snapshot
 from ..session import files
 from ..session.files import NewFile
 from ..text import safe_text
 from .format import fmt_duration, fmt_interval
-from .job import JobWatcher
 from .main_screen import MainScreen, Status
 from .messages import SnapshotFeed, SnapshotReady
-from .player import ReplayPlayer
 from .screens import HelpScreen, LabelScreen
 
 if TYPE_CHECKING:
@@ -116,14 +117,17 @@ class TuimeterApp(App[Snapshot | None]):
                  job: JobWatcher | None = None, replay: "ReplaySensor | None" = None,
                  attribution: str = "unavailable", export_dir: str = ".",
                  start_engine: bool = True, keep_session: bool = True,
-                 exporters: Sequence = ()) -> None:
+                 exporters: Sequence = (), session: LiveSession | None = None) -> None:
         super().__init__()
+        if session is None:  # the caller opened the engine and started the recorder
+            session = LiveSession(engine, recorder, exporters, markers=False, replay=replay)
+        self.session = session
         self.engine = engine
-        self.exporters = tuple(exporters)
-        self.recorder = recorder
+        self.exporters = tuple(session.exporters)
+        self.recorder = session.recorder
         self.job = job
         self.replay = replay
-        self.player = ReplayPlayer(engine, replay) if replay is not None else None
+        self.player = session.player
         self.attribution = attribution
         self.export_dir = export_dir
         self.start_engine = start_engine
@@ -134,7 +138,6 @@ class TuimeterApp(App[Snapshot | None]):
         self.main = MainScreen(engine.domains, self._status, attribution=attribution,
                                follows_job=job is not None)
         self._marks = 0
-        self._running = False
         self._finished = False
         self._job_exited_at: float | None = None
         self._replay_done = False
@@ -167,11 +170,7 @@ class TuimeterApp(App[Snapshot | None]):
         if not self.is_headless:
             self._watch_the_terminal()
         if self.start_engine:
-            if self.player is not None:
-                self.player.start()
-            else:
-                self.engine.start()
-            self._running = True
+            self.session.start()
         if self._quit_requested:
             self.exit()
 
@@ -382,28 +381,15 @@ class TuimeterApp(App[Snapshot | None]):
 
     # -- shutdown -----------------------------------------------------------------
     def _stop_engine(self, final_tick: bool) -> Snapshot | None:
-        if self.player is not None:  # a replay: stopped early, it ends where it was
-            self.player.stop()
-            self._running = False
-            if final_tick and not self.player.finished and not self._replay_done:
-                return self.engine.stop(final_tick=True)
-            return self.engine.snapshot
-        if self._running:
-            self._running = False
-            return self.engine.stop(final_tick=final_tick)
-        if final_tick and not self._replay_done:
-            return self.engine.stop(final_tick=True)
-        return self.engine.snapshot
+        """Stop sampling, the files stay open (a replay that reached its end)."""
+        return self.session.halt(final_tick=final_tick)
 
     def finish(self) -> Snapshot | None:
-        """Stop sampling (final tick), close the session file. Idempotent."""
+        """End the session (final tick, marker server, exporters, engine, session file:
+        ``LiveSession.stop``); the last snapshot. Idempotent."""
         if self._finished:
             return self.final_snapshot
         self._finished = True
         self.engine.unsubscribe(self.feed)
-        snap = self._stop_engine(final_tick=True)
-        self.engine.close()
-        if self.recorder is not None:
-            self.recorder.close()
-        self.final_snapshot = snap
-        return snap
+        self.final_snapshot = self.session.stop().snapshot
+        return self.final_snapshot

@@ -25,7 +25,7 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from ..model import Domain, JobSample, Snapshot
-from .job import JobState
+from ..job import JobState
 from .messages import SnapshotReady
 from .widgets import (DomainTable, JobPanel, PowerChart, ProcessPanel, SensorStatusLine,
                       TopBar, TotalsPanel)

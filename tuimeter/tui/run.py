@@ -1,16 +1,24 @@
-"""``tuimeter`` (the UI command): parse options, build the engine, recorder and job,
-run the app, then print the summary and where the session was saved."""
+"""``tuimeter`` (the UI command): parse options, build the live session (engine,
+recorder, exporters, marker server, the followed command: :class:`~tuimeter.live.LiveSession`)
+and the app, run the app, then print the summary and where the session was saved."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import signal
-import subprocess
+from typing import TYPE_CHECKING, Any, Callable
 
-from ..cli import (_Parser, _check_target, _measure_options, _positive_float,
-                   _split_command, _start_marker_server, add_measure_options, fail,
-                   open_measurement, say, summary_line)
+from ..job import JobWatcher
+from ..live import LiveSession, StartError, exit_status, open_measurement, summary_line
+from ..options import (Parser, add_measure_options, check_target, fail, measure_options,
+                       positive_float, say, split_command)
+from ..replay_engine import make_replay
+
+if TYPE_CHECKING:
+    from ..engine.sampler import Engine
+    from ..sensors.replay import ReplaySensor
+    from .app import TuimeterApp
 
 
 #: ``tuimeter --help`` ends with the other commands, one line each
@@ -21,15 +29,15 @@ COMMANDS_EPILOG = """commands (each has its own --help):
 
 
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="tuimeter",
-                description="Live power and energy monitor. `tuimeter -- CMD ARGS` runs and "
-                            "follows a command; `tuimeter record` records headless.",
-                epilog=COMMANDS_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(prog="tuimeter",
+               description="Live power and energy monitor. `tuimeter -- CMD ARGS` runs and "
+                           "follows a command; `tuimeter record` records headless.",
+               epilog=COMMANDS_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_measure_options(p)
     p.add_argument("--replay", metavar="FILE.csv",
                    help="replay a recorded session through the UI (nothing is written "
                         "unless -o FILE)")
-    p.add_argument("--speed", type=_positive_float, metavar="N",
+    p.add_argument("--speed", type=positive_float, metavar="N",
                    help="with --replay: play N times faster (default 1); it samples at the "
                         "recorded tick times up to the recording's end (-i does not apply)")
     p.add_argument("--session", metavar="ID",
@@ -41,30 +49,38 @@ def parser() -> argparse.ArgumentParser:
 
 
 class Session:
-    """Everything the app needs, and what to clean up after it."""
+    """The app and its live session, and what to say after it."""
 
-    def __init__(self, app, recorder, job, server=None, temp_path: str | None = None,
-                 exporters=()):
+    def __init__(self, app: "TuimeterApp", live: LiveSession, job: JobWatcher | None,
+                 temp_path: str | None = None) -> None:
         self.app = app
-        self.exporters = list(exporters)
-        self.recorder = recorder
+        self.live = live
         self.job = job
-        self.server = server
         self.temp_path = temp_path  # the recorder's file when it is only for this replay
+
+    @property
+    def recorder(self) -> Any:
+        return self.live.recorder
+
+    @property
+    def server(self) -> Any:
+        return self.live.server
+
+    @property
+    def exporters(self) -> list:
+        return self.live.exporters
 
     def close(self) -> int:
         """After the app: stop what is left, print the summary; the exit status."""
-        snap = self.app.finish()
-        if self.server is not None:
-            self.server.close()
-        for e in self.exporters:  # after the final tick, so its points go out too
-            e.close()
-            if e.status():
-                say(f"tuimeter: {e.status()}")
+        snap = self.app.finish()  # LiveSession.stop: the one shutdown order
+        summary = self.live.stop()
+        for problem in summary.exporter_problems:
+            say(f"tuimeter: {problem}")
+        for problem in summary.problems:
+            say(f"tuimeter: error: {problem}")
         code = 0
         if self.job is not None and self.job.popen is not None:
-            rc = self.job.stop()
-            code = 128 - rc if rc is not None and rc < 0 else (rc or 0)
+            code = exit_status(self.job.stop()) or 0
         rec = self.recorder
         if rec is not None and rec.error:
             say(f"tuimeter: error: {rec.error}; the session up to then is in {rec.path}")
@@ -82,57 +98,27 @@ class Session:
         return code
 
 
-def open_session(engine, recorder) -> None:
-    """Open the sensors and start the session file (the app subscribes itself later)."""
-    engine.open()
-    start_recording(engine, recorder)
+def open_session(engine: "Engine", recorder: Any) -> None:
+    """Open the sensors and start the session file, for an app then given ``engine`` and
+    ``recorder`` (it subscribes itself later)."""
+    LiveSession(engine, recorder, markers=False).open()
 
 
-def start_recording(engine, recorder) -> None:
-    """Write the session row (a file replacing another takes its name now) and record
-    every tick. After the command has started: one that cannot leaves no file."""
-    if recorder is not None:
-        recorder.start(engine.snapshot)
-        engine.subscribe(recorder)
-
-
-def make_replay(path: str, speed: float = 1.0, *, clock=None, carbon=None, cpu_clock=None,
-                session: str | None = None):
-    """An engine over a :class:`ReplaySensor` of ``path`` on the sensor's session clock,
-    with the recording's markers fed back in. Returns (engine, sensor); not opened. The
-    engine's interval is the recorded one (the app's ReplayPlayer ticks it).
-
-    ``carbon`` overrides the recording's carbon settings; ``clock`` is the real clock the
-    session clock scales (tests pass a fake one), ``cpu_clock`` the engine's CPU clock.
-    """
-    from ..carbon import resolve_carbon
-    from ..engine.sampler import Engine
-    from ..sensors.replay import ReplaySensor
-
-    sensor = ReplaySensor(path, speed, session=session,
-                          **({} if clock is None else {"clock": clock}))
-    carbon = carbon or sensor.carbon or resolve_carbon()
-    kw = {} if cpu_clock is None else {"cpu_clock": cpu_clock}
-    engine = Engine([sensor], carbon, sensor.interval_s, clock=sensor.session_clock,
-                    wallclock=sensor.wallclock, host=sensor.host or "replay", **kw)
-    sensor.on_marker = lambda label, source, pid, at_s: engine.add_marker(label, source, pid,
-                                                                          at_s=at_s)
-    return engine, sensor
-
-
-def replay_app(path: str, clock, *, recorder=None, cpu_clock=lambda: 0.0):
+def replay_app(path: str, clock: Callable[[], float], *, recorder: Any = None,
+               cpu_clock: Callable[[], float] = lambda: 0.0) -> "TuimeterApp":
     """A deterministic replay of ``path`` for tests, screenshots and benchmarks: nothing
     runs by itself (advance ``clock`` and call ``app.player.run_due()``), the monitor's
     own CPU reads 0 %."""
     from .app import TuimeterApp
 
     engine, sensor = make_replay(path, clock=clock, cpu_clock=cpu_clock)
-    open_session(engine, recorder)
-    return TuimeterApp(engine, recorder=recorder, replay=sensor, attribution="replay",
-                       start_engine=False)
+    live = LiveSession(engine, recorder, markers=False, replay=sensor)
+    live.open()
+    return TuimeterApp(engine, replay=sensor, attribution="replay", start_engine=False,
+                       session=live)
 
 
-def _replay_engine(args):
+def _replay_engine(args: argparse.Namespace) -> tuple["Engine", "ReplaySensor"]:
     from ..carbon import resolve_carbon
 
     carbon = None
@@ -141,109 +127,81 @@ def _replay_engine(args):
     return make_replay(args.replay, args.speed or 1.0, carbon=carbon, session=args.session)
 
 
-def build(argv: list[str], *, start_engine: bool = True):
+def _usage_problem(args: argparse.Namespace, command: list[str] | None) -> str | None:
+    """Bad input, found before anything is created; None when there is none."""
+    problem = check_target(args, command)
+    if problem:
+        return problem
+    if args.replay and (command or args.pid is not None):
+        return "--replay shows a recorded session; it cannot follow --pid or -- CMD"
+    if args.speed is not None and not args.replay:
+        return "--speed needs --replay FILE"
+    if args.session is not None and not args.replay:
+        return "--session needs --replay FILE"
+    if not os.path.isdir(args.export_dir):
+        return f"--export-dir {args.export_dir} is not a directory"
+    return None
+
+
+def _live_session(args: argparse.Namespace, command: list[str] | None
+                  ) -> tuple[LiveSession, str, str | None]:
+    """The (unopened) live session: a replay's or a measurement's; its attribution
+    state and a replay's temporary file. Raises SetupError, ReplayError, CarbonError,
+    ExportError."""
+    from ..session.measure import open_recorder
+
+    if args.replay:
+        engine, replay = _replay_engine(args)
+        recorder = open_recorder(args.output, engine.host, args.overwrite,
+                                 temp=args.output is None)
+        temp_path = recorder.path if args.output is None else None
+        return (LiveSession(engine, recorder, markers=False, replay=replay), "replay",
+                temp_path)
+    engine, recorder, exporters = open_measurement(args, measure_options(args))
+    attribution = ("off" if args.no_attribution else
+                   "on" if engine.attributor is not None else "unavailable")
+    live = LiveSession(engine, recorder, exporters, command=command,
+                       log_base=os.path.splitext(recorder.path)[0] if command else None,
+                       overwrite_log=args.overwrite, markers=not args.no_socket)
+    return live, attribution, None
+
+
+def build(argv: list[str], *, start_engine: bool = True) -> tuple[Session | None, str | None]:
     """Parse ``argv`` and build the session (nothing runs yet). Returns (Session, None) or
     (None, error message) for bad input, before any file is created."""
     from ..carbon import CarbonError
     from ..export import ExportError
     from ..sensors.replay import ReplayError
-    from ..session.markers import child_env
-    from ..session.measure import SetupError, open_recorder
+    from ..session.measure import SetupError
     from .app import TuimeterApp
-    from .job import JobWatcher
 
-    own, command = _split_command(argv)
+    own, command = split_command(argv)
     args = parser().parse_args(own)
-    problem = _check_target(args, command)
+    problem = _usage_problem(args, command)
     if problem:
         return None, problem
-    if args.replay and (command or args.pid is not None):
-        return None, "--replay shows a recorded session; it cannot follow --pid or -- CMD"
-    if args.speed is not None and not args.replay:
-        return None, "--speed needs --replay FILE"
-    if args.session is not None and not args.replay:
-        return None, "--session needs --replay FILE"
-    if not os.path.isdir(args.export_dir):
-        return None, f"--export-dir {args.export_dir} is not a directory"
-    temp_path = None
-    replay = None
-    exporters: list = []
     try:
-        if args.replay:
-            engine, replay = _replay_engine(args)
-            recorder = open_recorder(args.output, engine.host, args.overwrite,
-                                     temp=args.output is None)
-            if args.output is None:
-                temp_path = recorder.path
-            attribution = "replay"
-        else:
-            engine, recorder, exporters = open_measurement(args, _measure_options(args))
-            attribution = ("off" if args.no_attribution else
-                           "on" if engine.attributor is not None else "unavailable")
+        live, attribution, temp_path = _live_session(args, command)
     except (SetupError, ReplayError, CarbonError, ExportError) as exc:
         return None, str(exc)
-    engine.open()
-    server = None
-    if not args.replay and not args.no_socket:  # before the command: its first marker finds us
-        server = _start_marker_server(engine, recorder)
+    try:
+        live.open()
+    except StartError as exc:
+        return None, str(exc)
     job = None
-    if command:
-        def abandon(problem: str, log=None):  # nothing started: remove only what we made
-            if server is not None:
-                server.close()
-            engine.close()
-            for e in exporters:
-                e.close()
-            recorder.discard()
-            if log is not None:
-                log.remove()
-            return None, problem
-
-        try:
-            log = _open_log(os.path.splitext(recorder.path)[0], args.overwrite)
-        except OSError as exc:
-            return abandon(str(exc))
-        with os.fdopen(log.fd, "wb") as fh:  # the command has its own copy
-            try:
-                child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=fh,
-                                         stderr=subprocess.STDOUT,
-                                         env=child_env(None if server is None
-                                                       else server.session_id))
-            except OSError as exc:
-                return abandon(f"cannot run {command[0]}: {exc.strerror or exc}", log)
-            try:
-                log.commit()
-            except OSError as exc:  # BASE.log was swapped for something else meanwhile
-                child.kill()
-                child.wait()
-                return abandon(str(exc), log)
-        if hasattr(engine.attributor, "follow"):
-            engine.attributor.follow(child.pid)
-        job = JobWatcher(child.pid, child, command, log.path)
+    if live.child is not None:
+        job = JobWatcher(live.child.pid, live.child, command, live.log_path)
     elif args.pid is not None:
         job = JobWatcher(args.pid)
-    start_recording(engine, recorder)
-    app = TuimeterApp(engine, recorder=recorder, job=job, replay=replay,
+    app = TuimeterApp(live.engine, job=job, replay=live.replay,
                       attribution=attribution, export_dir=args.export_dir,
                       start_engine=start_engine, keep_session=temp_path is None,
-                      exporters=exporters)
-    return Session(app, recorder, job, server, temp_path, exporters), None
-
-
-def _open_log(base: str, overwrite: bool = False):
-    """A new file for a command's output (a NewFile, see session.files): ``BASE.log`` or,
-    where that name is taken and ``overwrite`` is not set, ``BASE-2.log``, ...; with
-    ``overwrite`` an existing regular ``BASE.log`` is replaced at commit(). No link is
-    followed, nothing but a regular file is written."""
-    from ..session import files
-
-    if overwrite:
-        return files.create_target(base + ".log", overwrite=True)
-    directory, stem = os.path.split(base)
-    return files.create_free(directory or ".", stem, ".log")
+                      session=live)
+    return Session(app, live, job, temp_path), None
 
 
 def cmd_ui(argv: list[str]) -> int:
+    """The UI command; its exit status."""
     # SIGTERM ends the session like `q` (summary, file closed, a replay's temporary file
     # removed): the running app handles it in its event loop; one that comes before the
     # app is up (while the files are created, too) makes it quit as it starts, and one

@@ -8,7 +8,7 @@ from textual.widgets import Static
 from ...model import JobSample
 from ...text import safe_text
 from ..format import fmt_co2, fmt_duration, fmt_energy, fmt_power, fmt_wh
-from ..job import JobState
+from ...job import JobState
 
 
 def job_text(state: JobState, job: JobSample | None, exited_at_s: float | None) -> Text:

@@ -1,4 +1,7 @@
-"""Plays a replay: ticks the engine at the recorded tick times, ``speed`` x real time.
+"""Replaying a recorded session: :func:`make_replay` builds the engine over a
+:class:`~tuimeter.sensors.replay.ReplaySensor`, and :class:`ReplayPlayer` plays it.
+
+The player ticks the engine at the recorded tick times, ``speed`` x real time.
 
 The engine's own sampler thread ticks every ``interval_s`` of *its* clock but waits in
 real seconds, and a tick that spans part of a lost interval is lost as a whole; a replay
@@ -20,16 +23,43 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
-    from ..engine.sampler import Engine
-    from ..sensors.replay import ReplaySensor
+    from .engine.sampler import Engine
+    from .model import CarbonInfo
+    from .sensors.replay import ReplaySensor
 
 log = logging.getLogger(__name__)
 
 #: longest wait between two looks at the clock, real seconds (stop stays prompt)
 MAX_WAIT_S = 0.5
+
+
+def make_replay(path: str, speed: float = 1.0, *, clock: Callable[[], float] | None = None,
+                carbon: "CarbonInfo | None" = None,
+                cpu_clock: Callable[[], float] | None = None,
+                session: str | None = None) -> tuple["Engine", "ReplaySensor"]:
+    """An engine over a :class:`ReplaySensor` of ``path`` on the sensor's session clock,
+    with the recording's markers fed back in. Returns (engine, sensor); not opened. The
+    engine's interval is the recorded one (a :class:`ReplayPlayer` ticks it).
+
+    ``carbon`` overrides the recording's carbon settings; ``clock`` is the real clock the
+    session clock scales (tests pass a fake one), ``cpu_clock`` the engine's CPU clock.
+    """
+    from .carbon import resolve_carbon
+    from .engine.sampler import Engine
+    from .sensors.replay import ReplaySensor
+
+    sensor = ReplaySensor(path, speed, session=session,
+                          **({} if clock is None else {"clock": clock}))
+    carbon = carbon or sensor.carbon or resolve_carbon()
+    kw: dict[str, Any] = {} if cpu_clock is None else {"cpu_clock": cpu_clock}
+    engine = Engine([sensor], carbon, sensor.interval_s, clock=sensor.session_clock,
+                    wallclock=sensor.wallclock, host=sensor.host or "replay", **kw)
+    sensor.on_marker = lambda label, source, pid, at_s: engine.add_marker(label, source, pid,
+                                                                          at_s=at_s)
+    return engine, sensor
 
 
 class ReplayPlayer:

@@ -1,0 +1,125 @@
+"""The headless live session (tuimeter/live.py): one start and one shutdown order for
+record, the UI and Meter."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tests.fakes.scripted import FakeClock, rapl_like
+from tuimeter.engine.sampler import Engine, SessionEnded
+from tuimeter.live import LiveSession, StartError, exit_status
+from tuimeter.model import CarbonInfo
+from tuimeter.session.measure import open_recorder
+
+CARBON = CarbonInfo(g_per_kwh=360.0, pue=1.0, source="test grid")
+
+
+def _engine(clock: FakeClock) -> Engine:
+    return Engine([rapl_like()], CARBON, 1.0, clock=clock, cpu_clock=lambda: 0.0,
+                  wallclock=lambda: 1_800_000_000 + clock(), host="test-host")
+
+
+class _Logged:
+    """Records, in ``log``, when each part of the session is closed (and what the engine
+    still accepted then)."""
+
+    def __init__(self, name: str, log: list, engine: Engine, fails: bool = False):
+        self.name, self.log, self.engine, self.fails = name, log, engine, fails
+
+    def close(self) -> None:
+        try:
+            self.engine.add_marker("late")
+            accepts = "takes markers"
+        except SessionEnded:
+            accepts = "ended"
+        self.log.append(f"{self.name} ({accepts})")
+        if self.fails:
+            raise OSError(f"{self.name} broke")
+
+    def status(self) -> str:
+        return f"{self.name}: behind" if self.fails else ""
+
+
+@pytest.mark.parametrize("failing", [None, "server", "exporter"])
+def test_stop_runs_the_one_shutdown_order_even_when_a_step_fails(tmp_path, failing):
+    """Final tick, marker server, exporters, engine, recorder: in that order, each step
+    run even when an earlier one raised (a problem line, not a traceback). The UI used to
+    close the file before the server and the exporters, Meter the server before the
+    final tick."""
+    clock = FakeClock()
+    engine = _engine(clock)
+    log: list[str] = []
+    recorder = open_recorder(str(tmp_path / "s.csv"), engine.host)
+    live = LiveSession(engine, recorder, [_Logged("exporter", log, engine,
+                                                  failing == "exporter")], markers=False)
+    live.open()
+    live.server = _Logged("server", log, engine, failing == "server")
+    engine.subscribe(lambda snap: log.append(f"tick {snap.elapsed_s:g}"))
+    real_close, real_rec_close = engine.close, recorder.close
+    engine.close = lambda: (log.append("engine"), real_close())[-1]
+    recorder.close = lambda: (log.append("recorder"), real_rec_close())[-1]
+    clock.advance(1.0)
+    engine.tick()
+    clock.advance(0.5)
+    summary = live.stop()
+    assert log == ["tick 1", "tick 1.5", "server (ended)", "exporter (ended)", "engine",
+                   "recorder"]
+    assert summary.snapshot is not None and summary.snapshot.elapsed_s == pytest.approx(1.5)
+    assert summary.paths == [str(tmp_path / "s.csv")]
+    assert len(summary.problems) == (0 if failing is None else 1)
+    if failing is not None:
+        assert summary.problems[0].endswith(f"OSError: {failing} broke")
+    assert summary.exporter_problems == (["exporter: behind"] if failing == "exporter" else [])
+    assert live.stop() is summary  # idempotent: nothing closed twice
+    assert log.count("recorder") == 1
+
+
+@pytest.mark.parametrize("rc, status", [(0, 0), (3, 3), (-15, 143), (-9, 137), (None, None)])
+def test_exit_status_is_the_shells(rc, status):
+    """A child killed by signal N reports 128 + N, as a shell does; one helper for record,
+    the UI and the Summary."""
+    assert exit_status(rc) == status
+
+
+def test_a_command_that_cannot_start_leaves_nothing(tmp_path):
+    """open() with a command that cannot run: StartError, the engine and exporters closed,
+    the session file and the command's log removed (nothing else was there)."""
+    engine = _engine(FakeClock())
+    log: list[str] = []
+    recorder = open_recorder(str(tmp_path / "s.csv"), engine.host)
+    live = LiveSession(engine, recorder, [_Logged("exporter", log, engine)],
+                       command=[str(tmp_path / "no-such-program")],
+                       log_base=str(tmp_path / "s"), markers=False)
+    with pytest.raises(StartError, match="cannot run"):
+        live.open()
+    assert log == ["exporter (takes markers)"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_command_exit_code_reaches_the_summary_and_the_attributor(tmp_path):
+    """The followed command's status is in the Summary, and the attributor hears it
+    before the final tick (the job's last line)."""
+    clock = FakeClock()
+    engine = _engine(clock)
+    heard: list = []
+
+    class Attributor:
+        def follow(self, pid):
+            heard.append(("follow", pid))
+
+        def set_exit_code(self, code):
+            heard.append(("exit", code))
+
+        def attribute(self, *a, **k):
+            return None
+
+    live = LiveSession(engine, None, command=[sys.executable, "-c", "raise SystemExit(5)"],
+                       markers=False)
+    engine.attributor = Attributor()
+    live.open()
+    live.child.wait(timeout=30)
+    summary = live.stop()
+    assert summary.exit_code == 5
+    assert heard[0] == ("follow", live.child.pid) and ("exit", 5) in heard

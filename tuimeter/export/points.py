@@ -1,0 +1,81 @@
+"""One neutral projection of a snapshot, which every exporter renders (Scaphandre's
+``MetricGenerator``): the labels of a domain, the machine, the job, a marker are built here
+once, never again by an exporter.
+
+A :class:`Point` is a name, string tags, fields (units in their names: ``power_w``,
+``total_energy_j``; None where there is no value, never 0) and a timestamp in µs since the
+epoch. :func:`points` gives, in this order:
+
+* ``marker`` (one per new marker, at the marker's own instant) host, source: label, pid,
+  elapsed_s;
+* ``domain`` (one per domain) host, domain, kind, source, provenance, in_total ("1"/"0"):
+  power_w, energy_j (in the interval), total_energy_j, co2_g, total_co2_g, up (bool);
+* ``machine`` host, provenance: power_w, energy_j, total_energy_j, co2_g, total_co2_g,
+  monitor_cpu_ratio (tuimeter's own CPU, fraction of one core), seq, interval_s;
+* ``grid`` host, carbon_source, pue: g_per_kwh;
+* ``job`` (when a job is followed) host, pid, name, provenance: power_w, energy_j,
+  total_energy_j, cpu_energy_j, gpu_energy_j, total_co2_g, share, running (bool).
+
+A renderer picks the points and fields it shows (InfluxDB writes no ``grid`` point;
+Prometheus keeps cumulative values only). Headless: no UI import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from ..model import Snapshot
+
+Field = Union[float, int, bool, str, None]
+
+
+@dataclass(frozen=True)
+class Point:
+    name: str
+    tags: dict[str, str]
+    fields: dict[str, Field]
+    timestamp_us: int
+
+
+def _us(seconds: float) -> int:
+    return int(round(seconds * 1e6))
+
+
+def points(snap: Snapshot) -> list[Point]:
+    """Every point of one snapshot (see the module docstring for names, tags and fields)."""
+    host = snap.host
+    out = [Point("marker", {"host": host, "source": m.source},
+                 {"label": m.label, "pid": m.pid, "elapsed_s": float(m.elapsed_s)},
+                 _us(m.timestamp)) for m in snap.new_markers]
+    ts = _us(snap.timestamp)
+    for d in snap.domains:
+        dom = d.domain
+        out.append(Point("domain", {"host": host, "domain": dom.id, "kind": str(dom.kind),
+                                    "source": dom.source, "provenance": str(dom.provenance),
+                                    "in_total": "1" if dom.in_total else "0"},
+                         {"power_w": d.power_w, "energy_j": d.energy_j,
+                          "total_energy_j": float(d.total_energy_j), "co2_g": d.co2_g,
+                          "total_co2_g": float(d.total_co2_g), "up": d.status.value == "ok"},
+                         ts))
+    t = snap.total
+    cpu = None if snap.monitor_cpu_percent is None else snap.monitor_cpu_percent / 100.0
+    out.append(Point("machine", {"host": host, "provenance": str(t.provenance)},
+                     {"power_w": t.power_w, "energy_j": float(t.energy_j),
+                      "total_energy_j": float(t.total_energy_j), "co2_g": float(t.co2_g),
+                      "total_co2_g": float(t.total_co2_g), "monitor_cpu_ratio": cpu,
+                      "seq": int(snap.seq), "interval_s": float(snap.interval_s)}, ts))
+    c = snap.carbon
+    out.append(Point("grid", {"host": host, "carbon_source": c.source, "pue": f"{c.pue:g}"},
+                     {"g_per_kwh": float(c.g_per_kwh)}, ts))
+    job = snap.job
+    if job is not None:
+        out.append(Point("job", {"host": host, "pid": str(job.pid), "name": job.name,
+                                 "provenance": str(job.provenance)},
+                         {"power_w": float(job.power_w), "energy_j": float(job.energy_j),
+                          "total_energy_j": float(job.total_energy_j),
+                          "cpu_energy_j": float(job.cpu_energy_j),
+                          "gpu_energy_j": float(job.gpu_energy_j),
+                          "total_co2_g": float(job.total_co2_g), "share": float(job.share),
+                          "running": bool(job.running)}, ts))
+    return out

@@ -1,0 +1,419 @@
+"""The headless live session: one object that owns a measurement from start to end.
+
+:class:`LiveSession` holds the engine (with its attributor), the recorder (a session
+file, rotating files, or none), the exporters, the marker server and the followed
+command. ``tuimeter record``, the UI (``tui/run.py`` and the app) and ``Meter`` in own
+mode all go through it, so the start and the shutdown happen in one order everywhere
+(see the class docstring). Nothing here imports the UI.
+
+The followed command's signals (:class:`Caught`, :class:`Forward`,
+:func:`wait_for_child`) and its exit status as a shell reports it
+(:func:`exit_status`) live here too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+if TYPE_CHECKING:
+    from .engine.sampler import Engine
+    from .model import Snapshot
+    from .replay_engine import ReplayPlayer
+    from .sensors.replay import ReplaySensor
+    from .session.markers import MarkerServer
+    from .session.measure import MeasureOptions
+
+#: the signals that end a recording (SIGHUP: the SSH session or terminal went away)
+ENDING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+                       if hasattr(signal, name))
+#: after SIGHUP, how long the command has to exit before tuimeter ends without it, s
+HANGUP_WAIT_S = 10.0
+
+
+class StartError(Exception):
+    """The followed command could not be started; everything opened was closed again
+    and the session file removed (the message is one line for the user)."""
+
+
+def exit_status(rc: int | None) -> int | None:
+    """A child's return code as a shell reports it: ``128 + N`` after signal N."""
+    if rc is None:
+        return None
+    return 128 - rc if rc < 0 else rc
+
+
+def safely(problems: list[str], fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(...)``, or None with a line in ``problems`` when it raises."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:
+        name = getattr(fn, "__qualname__", repr(fn))
+        problems.append(f"{name} failed: {type(exc).__name__}: {exc}")
+        return None
+
+
+def make_attributor(opts: "MeasureOptions", engine: "Engine | None" = None) -> Any:
+    """The process attributor, or None when attribution is off or unavailable.
+
+    With ``engine``, the attributor finds its NVML sensor (GPU process split) among the
+    engine's sensors and uses its carbon settings for the job's CO2e.
+    """
+    from .engine.attribution import make_attributor as _make
+
+    if not opts.attribution:
+        return None
+    if engine is None:
+        return _make(opts)
+    return _make(opts, engine.sensors, engine.carbon)
+
+
+def open_measurement(args: argparse.Namespace, opts: "MeasureOptions",
+                     attributor: Callable[..., Any] = make_attributor
+                     ) -> tuple["Engine", Any, list]:
+    """The engine (with its attributor), exporters and recorder of a live measurement,
+    for `record` and the UI alike. Exporters start before the file is created, so bad
+    input (a busy port) leaves no file; on failure what was started is closed again.
+    Raises SetupError or ExportError."""
+    from .export import start_exporters
+    from .session.measure import make_engine
+
+    engine = make_engine(opts, attributor=None)
+    exporters: list = []
+    try:
+        exporters = start_exporters(engine, args)
+        recorder = open_session_file(args, engine.host)
+    except BaseException:
+        for e in exporters:
+            e.close()
+        raise
+    engine.attributor = attributor(opts, engine)
+    return engine, recorder, exporters
+
+
+def open_session_file(args: argparse.Namespace, host: str) -> Any:
+    """The recorder: over rotating files (--rotate), over none (record with an exporter
+    and no -o), or over one file."""
+    from .session.measure import open_recorder
+
+    if getattr(args, "rotate", None) is not None:
+        from .session.rotate import open_rotating_recorder
+
+        return open_rotating_recorder(args.output, host, args.rotate)
+    if getattr(args, "no_file", False):
+        from .session.recorder import NoFile
+
+        return NoFile()
+    return open_recorder(args.output, host, args.overwrite)
+
+
+def summary_line(snap: "Snapshot | None", path: str | None) -> str:
+    """``tuimeter: 12.0 s, 345.6 J (...), ... g CO2e (measured); job ...: ... J -> PATH``."""
+    if snap is None:
+        return "tuimeter: nothing recorded"
+    t = snap.total
+    line = (f"tuimeter: {snap.elapsed_s:.1f} s, {t.total_energy_j:.1f} J "
+            f"({t.total_energy_j / 3600:.4f} Wh), {t.total_co2_g:.4f} g CO2e ({t.provenance})")
+    if snap.job is not None:
+        line += f"; job {snap.job.pid}: {snap.job.total_energy_j:.1f} J"
+    if path:
+        line += f" -> {path}"
+    return line
+
+
+@dataclass
+class Summary:
+    """What :meth:`LiveSession.stop` leaves: the last snapshot (the final tick's), the
+    files written, what went wrong while stopping, and the command's exit status."""
+
+    snapshot: "Snapshot | None"
+    paths: list[str] = field(default_factory=list)
+    #: one line each: a step of the shutdown that raised (the others still ran)
+    problems: list[str] = field(default_factory=list)
+    #: each exporter's last problem (``status()``), for those that have one
+    exporter_problems: list[str] = field(default_factory=list)
+    #: the recorder's write error (the file holds the session up to ``last_written``)
+    record_error: str | None = None
+    last_written: "Snapshot | None" = None
+    #: the followed command's exit status (``128 + N`` after signal N); None: no
+    #: command of ours, or it still runs
+    exit_code: int | None = None
+
+
+class LiveSession:
+    """One live (or replayed) measurement: engine, attributor, recorder, exporters,
+    marker server and the followed command.
+
+    Life cycle:
+
+    1. the caller builds the engine, recorder and exporters (:func:`open_measurement`
+       for the command line; ``Meter`` and the replay build their own) and hands them in;
+    2. :meth:`open`: open the sensors; start the marker server *before* the command, so
+       the command's first ``mark()`` finds its session (``$TUIMETER_SESSION`` in its
+       environment names it); start the command (inherited stdio, or its output in
+       ``BASE.log`` next to the session file); write the session row and subscribe the
+       recorder, *after* the command started, so one that cannot start leaves no file
+       (:class:`StartError`, everything closed and removed again); let the attributor
+       follow the command;
+    3. :meth:`start`: start sampling (the engine's thread, or a replay's player);
+    4. :meth:`halt` (optional): stop sampling early (a replay that reached its end);
+    5. :meth:`stop` -> :class:`Summary`, always in this order, each step run even when
+       an earlier one raised:
+
+       a. the command's exit code handed to the attributor (the job's last line);
+       b. the final tick (after it the engine refuses markers, so none is acknowledged
+          and then lost);
+       c. the marker server closed;
+       d. the exporters closed (after the final tick, so its points go out too);
+       e. the engine closed (the sensors);
+       f. the recorder closed (the file is complete and flushed last).
+
+    The command itself is not ended by :meth:`stop`: ``record`` waits for it
+    (:func:`wait_for_child`), the UI ends it (``JobWatcher.stop``).
+    """
+
+    def __init__(self, engine: "Engine", recorder: Any = None, exporters: Sequence = (), *,
+                 command: list[str] | None = None, log_base: str | None = None,
+                 overwrite_log: bool = False, markers: bool = True,
+                 replay: "ReplaySensor | None" = None,
+                 warn: Callable[[str], None] | None = None) -> None:
+        """``log_base``: the command's output goes to ``BASE.log`` (None: it inherits our
+        stdio); ``markers``: listen for markers; ``warn``: told why the marker socket
+        could not be made (default: a ``tuimeter: warning:`` line on stderr)."""
+        self.engine = engine
+        self.recorder = recorder
+        self.exporters = list(exporters)
+        self.command = command or None
+        self.log_base = log_base  # None: the command inherits our stdio
+        self.overwrite_log = overwrite_log
+        self.markers = markers
+        self.warn = warn
+        self.server: MarkerServer | None = None
+        self.child: subprocess.Popen | None = None
+        self.log_path: str | None = None
+        self.replay = replay
+        self.player: ReplayPlayer | None = None
+        if replay is not None:
+            from .replay_engine import ReplayPlayer
+
+            self.player = ReplayPlayer(engine, replay)
+        self.problems: list[str] = []  # what failed once the command ran
+        self.running = False
+        self._halted = False
+        self._summary: Summary | None = None
+
+    # -- start ----------------------------------------------------------------------
+    def open(self, *, opened: bool = False) -> None:
+        """Open the sensors (unless ``opened``), the marker server, the command, the
+        session row. Raises :class:`StartError` when the command cannot start."""
+        if not opened:
+            self.engine.open()
+        if self.markers:
+            self._start_marker_server()
+        if self.command:
+            self._start_command()
+        if self.recorder is not None:
+            self.recorder.start(self.engine.snapshot)
+            self.engine.subscribe(self.recorder)
+        if self.child is not None and hasattr(self.engine.attributor, "follow"):
+            safely(self.problems, self.engine.attributor.follow, self.child.pid)
+
+    def _start_marker_server(self) -> None:
+        """Listen for `tuimeter mark`; a failure to listen never stops the measurement."""
+        from .session.markers import start_marker_server
+
+        try:
+            self.server = start_marker_server(self.engine, self.recorder)
+        except OSError as exc:
+            if self.warn is not None:
+                self.warn(str(exc))
+            else:
+                from .options import say
+
+                say(f"tuimeter: warning: markers from other processes are off: {exc}")
+
+    def _start_command(self) -> None:
+        from .session.markers import child_env
+
+        assert self.command
+        env = child_env(None if self.server is None else self.server.session_id)
+        if self.log_base is None:
+            try:
+                self.child = subprocess.Popen(self.command, env=env)
+            except OSError as exc:
+                self._abandon(f"cannot run {self.command[0]}: {exc.strerror or exc}")
+            return
+        try:
+            log = open_log(self.log_base, self.overwrite_log)
+        except OSError as exc:
+            self._abandon(str(exc))
+        with os.fdopen(log.fd, "wb") as fh:  # the command has its own copy
+            try:
+                child = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=fh,
+                                         stderr=subprocess.STDOUT, env=env)
+            except OSError as exc:
+                self._abandon(f"cannot run {self.command[0]}: {exc.strerror or exc}", log)
+            try:
+                log.commit()
+            except OSError as exc:  # BASE.log was swapped for something else meanwhile
+                child.kill()
+                child.wait()
+                self._abandon(str(exc), log)
+        self.child, self.log_path = child, log.path
+
+    def _abandon(self, problem: str, log: Any = None) -> None:
+        """Nothing started: close what was opened, remove only what we made; raise."""
+        if self.server is not None:
+            self.server.close()
+        self.engine.close()
+        for e in self.exporters:
+            e.close()
+        if self.recorder is not None:
+            self.recorder.discard()
+        if log is not None:
+            log.remove()
+        raise StartError(problem)
+
+    def start(self) -> None:
+        """Start sampling: the engine's thread, or the replay's player."""
+        if self.player is not None:
+            self.player.start()
+        else:
+            self.engine.start()
+        self.running = True
+
+    # -- stop -----------------------------------------------------------------------
+    def halt(self, final_tick: bool = True) -> "Snapshot | None":
+        """Stop sampling (the engine stays open); the last snapshot. A replay stopped
+        early ends where it was; one played to its end gets no extra tick. Idempotent."""
+        if self._halted:
+            return self.engine.snapshot
+        self._halted = True
+        running, self.running = self.running, False
+        if self.player is not None:
+            self.player.stop()
+            if final_tick and not self.player.finished:
+                return self.engine.stop(final_tick=True)
+            return self.engine.snapshot
+        if running or final_tick:
+            return self.engine.stop(final_tick=final_tick)
+        return self.engine.snapshot
+
+    def stop(self) -> Summary:
+        """End the session in the one shutdown order (see the class docstring). Never
+        raises: a step that fails is a line in ``Summary.problems``. Idempotent."""
+        if self._summary is not None:
+            return self._summary
+        problems = self.problems
+        child = self.child
+        if child is not None and child.poll() is not None \
+                and hasattr(self.engine.attributor, "set_exit_code"):
+            safely(problems, self.engine.attributor.set_exit_code, child.returncode)
+        snap = safely(problems, self.halt, final_tick=True)
+        if self.server is not None:
+            safely(problems, self.server.close)
+        for e in self.exporters:
+            safely(problems, e.close)
+        safely(problems, self.engine.close)
+        rec = self.recorder
+        if rec is not None:
+            safely(problems, rec.close)
+        self._summary = Summary(
+            snapshot=snap, paths=list(getattr(rec, "paths", ()) or ()), problems=problems,
+            exporter_problems=[p for p in (e.status() for e in self.exporters) if p],
+            record_error=getattr(rec, "error", None),
+            last_written=getattr(rec, "last_written", None),
+            exit_code=None if child is None else exit_status(child.poll()))
+        return self._summary
+
+
+def open_log(base: str, overwrite: bool = False) -> Any:
+    """A new file for a command's output (a NewFile, see session.files): ``BASE.log`` or,
+    where that name is taken and ``overwrite`` is not set, ``BASE-2.log``, ...; with
+    ``overwrite`` an existing regular ``BASE.log`` is replaced at commit(). No link is
+    followed, nothing but a regular file is written."""
+    from .session import files
+
+    if overwrite:
+        return files.create_target(base + ".log", overwrite=True)
+    directory, stem = os.path.split(base)
+    return files.create_free(directory or ".", stem, ".log")
+
+
+# -- the followed command's signals ---------------------------------------------------
+class Caught:
+    """The ENDING_SIGNALS, caught until restore(): each sets ``stop`` and is kept in
+    ``signals`` for the recording loop to act on."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.signals: list[int] = []
+        self._old = {s: signal.signal(s, self._on_signal) for s in ENDING_SIGNALS}
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        self.signals.append(signum)
+        self.stop.set()
+
+    def restore(self) -> None:
+        for s, h in self._old.items():
+            signal.signal(s, h)
+
+
+class Forward:
+    """Passes our SIGTERM and SIGHUP on to the command at once (the hang-up as a shell
+    passes it to its jobs), and SIGINT if the command still runs a second later (Ctrl-C in
+    a terminal reaches the whole group; `kill -INT` does not)."""
+
+    def __init__(self, child: subprocess.Popen | None = None,
+                 hangup_wait_s: float = HANGUP_WAIT_S) -> None:
+        self.child = child
+        self.hangup_wait_s = hangup_wait_s
+        self.sigint_at: float | None = None
+        self.hangup_at: float | None = None  # time.monotonic() of the SIGHUP passed on
+
+    def hangup_expired(self) -> bool:
+        """The command has had ``hangup_wait_s`` to exit after SIGHUP."""
+        return (self.hangup_at is not None
+                and time.monotonic() - self.hangup_at > self.hangup_wait_s)
+
+    def _send(self, signum: int) -> None:
+        if self.child is not None and self.child.poll() is None:
+            self.child.send_signal(signum)
+
+    def take(self, signals: list[int]) -> None:
+        hup = getattr(signal, "SIGHUP", None)
+        if hup is not None and hup in signals:
+            signals.remove(hup)
+            self.hangup_at = self.hangup_at or time.monotonic()
+            self._send(hup)
+        if signal.SIGTERM in signals:
+            signals.remove(signal.SIGTERM)
+            self._send(signal.SIGTERM)
+        if signal.SIGINT in signals:
+            signals.remove(signal.SIGINT)
+            self.sigint_at = self.sigint_at or time.monotonic()
+
+    def resend_sigint(self) -> None:
+        if self.sigint_at and time.monotonic() - self.sigint_at > 1.0:
+            self.sigint_at = None
+            self._send(signal.SIGINT)
+
+
+def wait_for_child(child: subprocess.Popen, forward: Forward, caught: Caught) -> int | None:
+    """Wait for the command after recording has ended (the monitor never ends the job it
+    watches), passing signals on; its exit status as a shell reports it, or None when it
+    still runs ``forward.hangup_wait_s`` after a SIGHUP."""
+    while child.poll() is None:
+        if caught.stop.wait(0.25):
+            caught.stop.clear()
+            forward.take(caught.signals)
+        forward.resend_sigint()
+        if forward.hangup_expired():
+            return None
+    return exit_status(child.returncode)

@@ -1,0 +1,250 @@
+"""Energy between two instants, and how sure it is: the one phase integrator.
+
+A :class:`~tuimeter.api.Meter` phase (own mode: from its ticks; attached: from the
+cumulative energies a session returns with each marker) and a ``report`` segment are
+all computed here, by :func:`energy_between`, and labelled by :func:`provenance`.
+docs/PHASES.md describes each case.
+
+Samples are per domain (:class:`Samples`): sample *i* covers ``(t1[i] - iv[i], t1[i]]``
+with ``e[i]`` joules, drawn at constant power within it (the piecewise-constant model:
+a sample that a phase cuts counts in proportion to the time inside). A bridged sample
+(a counter that ran on while its reads failed) simply spans the lost ticks it covers.
+Lost intervals (the domain could not be read and nothing bridged them) are kept apart:
+they carry no energy, and a phase reports how many seconds of them it holds.
+
+This module is pure computation: no I/O, no engine, no UI.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from array import array
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+MEASURED = "measured"
+ESTIMATED = "estimated"
+INTERPOLATED = "interpolated"
+LOST = "lost"
+#: tolerance (s) when a bridged sample takes the lost intervals it covers
+_SPAN_EPS_S = 1e-6
+
+
+class Samples:
+    """One domain's samples, in time order, and its lost intervals.
+
+    ``in_total``: the domain counts in the machine total. ``provs``: the provenance of
+    its readings (``measured``, ``estimated``). ``g_per_j``: grams CO2e per joule of
+    this series. ``clip``: time before it is not counted (an earlier session of the
+    same host already covered it). ``tail_w``: the power carried past the end of the
+    data when a phase is extrapolated (:meth:`add` sets the last sample's power,
+    :meth:`add_lost` None: a domain that ended lost stays lost). ``ticks``: how many
+    whole ticks each sample holds; None when each is one tick (a lump of several
+    ticks, or an edge that is part of a tick, comes from a marker reply).
+    """
+
+    __slots__ = ("t1", "iv", "e", "ticks", "lost_t1", "lost_iv", "in_total", "provs",
+                 "g_per_j", "clip", "tail_w")
+
+    def __init__(self, in_total: bool = True, provs: Iterable[str] = (),
+                 g_per_j: float = 0.0):
+        self.t1 = array("d")  # end of each sample, s
+        self.iv = array("d")  # its span, s (a bridged sample spans the lost ticks before it)
+        self.e = array("d")  # energy within it, J
+        self.ticks: array | None = None
+        self.lost_t1 = array("d")  # lost intervals: their ends and spans
+        self.lost_iv = array("d")
+        self.in_total = in_total
+        self.provs: set[str] = set(provs)
+        self.g_per_j = g_per_j
+        self.clip = -math.inf
+        self.tail_w: float | None = None
+
+    def add(self, t1_s: float, span_s: float, energy_j: float,
+            ticks: float | None = None) -> None:
+        """A sample ending at ``t1_s``. When it spans lost intervals recorded before it
+        (a bridged reading), its energy covers them: they are no longer lost."""
+        while self.lost_t1 and self.lost_t1[-1] > t1_s - span_s + _SPAN_EPS_S:
+            self.lost_t1.pop()
+            self.lost_iv.pop()
+        if ticks is not None and self.ticks is None:
+            self.ticks = array("d", [1.0] * len(self.t1))
+        if self.ticks is not None:
+            self.ticks.append(1.0 if ticks is None else ticks)
+        self.t1.append(t1_s)
+        self.iv.append(span_s)
+        self.e.append(energy_j)
+        self.tail_w = energy_j / span_s if span_s > 0 else self.tail_w
+
+    def add_lost(self, t1_s: float, span_s: float) -> None:
+        """An interval ending at ``t1_s`` in which the domain could not be read."""
+        self.lost_t1.append(t1_s)
+        self.lost_iv.append(span_s)
+        self.tail_w = None
+
+    @property
+    def data_end(self) -> float:
+        """The end of the data: the last sample or lost interval (-inf when none)."""
+        return max(self.t1[-1] if self.t1 else -math.inf,
+                   self.lost_t1[-1] if self.lost_t1 else -math.inf)
+
+    @property
+    def settled_to(self) -> float:
+        """Up to when this domain's energy is final: the end of the data, or, when it
+        ends lost, the end of its last sample (a bridged reading may still fill the
+        lost time after it)."""
+        last = self.t1[-1] if self.t1 else -math.inf
+        return last if self.lost_t1 and self.lost_t1[-1] > last else self.data_end
+
+    def clipped(self, clip: float) -> "Samples":
+        """The same samples (shared, not copied), counted only after ``clip``."""
+        out = Samples(self.in_total, self.provs, self.g_per_j)
+        out.t1, out.iv, out.e, out.ticks = self.t1, self.iv, self.e, self.ticks
+        out.lost_t1, out.lost_iv, out.tail_w = self.lost_t1, self.lost_iv, self.tail_w
+        out.clip = clip
+        return out
+
+    def drop_before(self, t: float) -> None:
+        """Forget the samples and lost intervals that end at or before ``t``."""
+        k = bisect.bisect_right(self.t1, t)
+        for arr in (self.t1, self.iv, self.e) + ((self.ticks,) if self.ticks else ()):
+            del arr[:k]
+        k = bisect.bisect_right(self.lost_t1, t)
+        del self.lost_t1[:k]
+        del self.lost_iv[:k]
+
+
+@dataclass
+class DomainEnergy:
+    """One domain over a phase."""
+
+    energy_j: float
+    co2_g: float
+    in_total: bool
+    provenance: str
+    lost_s: float = 0.0  # time within the phase when this domain could not be read
+    whole_ticks: float = 0.0  # ticks lying entirely inside the phase
+    extrapolated_s: float = 0.0  # time past the end of the data, at its last power
+
+
+@dataclass(frozen=True)
+class PhaseEnergy:
+    """A phase's energy: per domain, and the machine total (domains with ``in_total``)."""
+
+    t0_s: float
+    t1_s: float
+    energy_j: float
+    co2_g: float
+    provenance: str
+    lost_s: float  # the longest a counted domain was lost within the phase
+    domains: dict = field(default_factory=dict)  # domain id -> DomainEnergy
+
+
+def combine(provs: Iterable[str]) -> str:
+    """The provenance of a sum: ``measured`` when every part is; ``estimated`` when
+    some part is estimated and none is anything else; else the first other kind by
+    name (``attributed``, ...)."""
+    kinds = set(provs) - {MEASURED}
+    if not kinds:
+        return MEASURED
+    return ESTIMATED if kinds <= {ESTIMATED} else sorted(kinds)[0]
+
+
+def provenance(whole_ticks: float, provs: Iterable[str], *, extrapolated: bool = False,
+               lost: bool = False) -> str:
+    """The one provenance rule for an energy over a span of time.
+
+    ``lost`` when nothing was read in it (only lost time); ``interpolated`` when no
+    whole tick lies inside it (a phase shorter than a tick, or one that straddles a tick
+    edge without holding a tick: its energy is apportioned from cut ticks) or when part
+    of it is extrapolated past the data; else :func:`combine` of the readings' kinds.
+    """
+    if lost:
+        return LOST
+    if whole_ticks <= 0 or extrapolated:
+        return INTERPOLATED
+    return combine(provs)
+
+
+def _integrate(s: Samples, t0: float, t1: float, extrapolate: bool) -> tuple:
+    """(energy J, whole ticks, lost s, extrapolated s, read) of ``s`` over [t0, t1];
+    ``read``: some sample overlaps the span."""
+    a = max(t0, s.clip)
+    if not t1 > a:
+        return 0.0, 0.0, 0.0, 0.0, False
+    t1s, ivs, es, ticks = s.t1, s.iv, s.e, s.ticks
+    n = len(t1s)
+    energy = whole = 0.0
+    read = False
+    i = bisect.bisect_right(t1s, a)
+    while i < n:
+        end = t1s[i]
+        iv = ivs[i]
+        start = end - iv
+        if start >= t1:
+            break
+        read = True
+        if start >= a and end <= t1:  # entirely inside
+            energy += es[i]
+            whole += 1.0 if ticks is None else ticks[i]
+        else:
+            frac = (min(end, t1) - max(start, a)) / iv
+            energy += es[i] * frac
+            if ticks is not None:  # a lump's ticks, taken as evenly spaced
+                whole += math.floor(ticks[i] * frac + 1e-9)
+        i += 1
+    lost = 0.0
+    lt1, liv = s.lost_t1, s.lost_iv
+    j = bisect.bisect_right(lt1, a)
+    while j < len(lt1) and lt1[j] - liv[j] < t1:
+        lost += max(0.0, min(lt1[j], t1) - max(lt1[j] - liv[j], a))
+        j += 1
+    extra = 0.0
+    data_end = s.data_end
+    if extrapolate and data_end > -math.inf and t1 > max(a, data_end):
+        tail = t1 - max(a, data_end)
+        if s.tail_w is None:
+            lost += tail
+        else:
+            energy += s.tail_w * tail
+            extra = tail
+    return energy, whole, lost, extra, read
+
+
+def energy_between(samples: Mapping[str, Samples | Sequence[Samples]], t0_s: float,
+                   t1_s: float, *, extrapolate: bool = False) -> PhaseEnergy:
+    """Energy per domain and in total over [t0_s, t1_s], with provenance and lost time.
+
+    ``samples``: domain id -> its :class:`Samples`, or several (the sessions that each
+    cover part of the time, each from its ``clip``). ``extrapolate``: time past the end
+    of a domain's data counts at its ``tail_w`` (a phase not yet ticked); else it counts
+    nothing. A domain's energy is never negative.
+    """
+    domains: dict[str, DomainEnergy] = {}
+    kinds: set[str] = set()  # of the counted domains that were read
+    for dom, series in samples.items():
+        parts = (series,) if isinstance(series, Samples) else tuple(series)
+        if not parts:
+            continue
+        energy = co2 = whole = lost = extra = 0.0
+        read = False
+        provs: set[str] = set()
+        for s in parts:
+            e, w, ls, x, r = _integrate(s, t0_s, t1_s, extrapolate)
+            energy, co2 = energy + e, co2 + e * s.g_per_j
+            whole, lost, extra, read = whole + w, lost + ls, extra + x, read or r
+            provs |= s.provs
+        is_lost = lost > 0 and not read and extra == 0
+        d = domains[dom] = DomainEnergy(
+            max(0.0, energy), max(0.0, co2), parts[0].in_total,
+            provenance(whole, provs, extrapolated=extra > 0, lost=is_lost), lost, whole, extra)
+        if d.in_total and not is_lost:
+            kinds |= provs
+    counted = [d for d in domains.values() if d.in_total]
+    prov = provenance(max((d.whole_ticks for d in counted), default=0.0), kinds,
+                      extrapolated=any(d.extrapolated_s > 0 for d in counted),
+                      lost=bool(counted) and all(d.provenance == LOST for d in counted))
+    return PhaseEnergy(t0_s, t1_s, sum(d.energy_j for d in counted),
+                       sum(d.co2_g for d in counted), prov,
+                       max((d.lost_s for d in counted), default=0.0), domains)

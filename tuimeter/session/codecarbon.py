@@ -1,0 +1,201 @@
+"""``tuimeter report --format codecarbon``: the report as CodeCarbon's ``emissions.csv``.
+
+One row per segment (phase) per host, in CodeCarbon's columns and order (those that
+CodeCarbon 2.8 writes, ``experiment_id`` included; the columns later releases added to
+``EmissionsData``, such as ``water_consumed``, are not written), so CodeCarbon's
+dashboard and scripts that read its CSV read a tuimeter session. CodeCarbon's units:
+
+* ``duration`` s; ``emissions`` kg CO2e; ``emissions_rate`` kg CO2e/s (emissions/duration);
+* ``cpu_energy``, ``gpu_energy``, ``ram_energy``, ``energy_consumed`` kWh, and
+  ``energy_consumed = cpu_energy + gpu_energy + ram_energy``;
+* ``cpu_power``, ``gpu_power``, ``ram_power`` W, here the average over the segment (each
+  domain over the time it was measured, as the report's average W).
+
+**PUE.** CodeCarbon multiplies every energy column by the PUE (``core/measure.py``:
+"Apply the PUE of the datacenter to the consumed energy") but not the power columns, and
+its emissions are that energy x the grid intensity. So do these rows: with the PUE of
+1.0 that tuimeter uses unless told otherwise, ``energy_consumed`` is the report's energy
+(J / 3.6e6); with a PUE of 1.5 it is 1.5 times that, and ``emissions`` is the report's
+CO2e (which already counts the PUE) in kg. The PUE is the one recorded by the sessions
+that cover the segment; where they recorded none, or different ones, ``pue`` is empty
+and the energies are as measured.
+
+**What goes where.** Only the domains that add into the report's total (``in_total``)
+are counted, so nested domains (``core``, ``uncore``, and ``psys`` beside the packages)
+are not, and the three energies add up to the segment's total. ``gpu_energy``: GPUs
+(``gpuN``, ``amdgpuN``, Apple's ``gpu``) and Apple's neural engine ``ane`` (an
+accelerator: CodeCarbon, which has no column for it, does not measure it at all);
+``ram_energy``: DRAM (``package-N/dram``) where measured, else the memory estimate
+(``estimate/memory``); ``cpu_energy``: the rest (packages, ``estimate/cpu``, Apple's
+``cpu``, and any other counted domain a file may hold, so that nothing counted is lost). A column whose kind of domain the host did not record is empty (no GPU measured
+is not 0 W of GPU); ``gpu_count`` is the number of GPUs measured.
+
+**What tuimeter does not know is empty**, never made up: ``experiment_id``, ``region``,
+``cloud_provider``, ``cloud_region``, ``on_cloud``, ``os``, ``python_version`` (the
+session file does not record them), ``codecarbon_version``, ``cpu_count``, ``cpu_model``,
+``gpu_model``, ``longitude``, ``latitude``, ``ram_total_size``. ``tracking_mode`` is
+``machine`` (tuimeter measures the whole machine); ``country_iso_code`` (ISO 3166
+alpha-3, as CodeCarbon) and ``country_name`` come from the carbon source the session
+recorded when it is a country of tuimeter's table; ``run_id`` is the session id (several,
+joined by ``;``, when several sessions of the host cover the segment); ``timestamp`` is
+the segment's end, ISO 8601 UTC. Text cells are :func:`~tuimeter.text.spreadsheet_cell`
+safe, numbers in full precision.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import io
+import re
+from typing import Iterable, Iterator, NamedTuple
+
+from ..carbon import intensity_table
+from ..model import DomainKind
+from ..sensors.replay import kind_of
+from ..text import spreadsheet_cell
+from .reader import SessionFormatError, SessionReader, find_sessions, session_carbon
+from .report import FileResult, HostReport, Report, Segment
+
+#: CodeCarbon's ``emissions.csv`` columns, in its order
+COLUMNS = (
+    "timestamp", "project_name", "run_id", "experiment_id", "duration", "emissions",
+    "emissions_rate", "cpu_power", "gpu_power", "ram_power", "cpu_energy", "gpu_energy",
+    "ram_energy", "energy_consumed", "country_name", "country_iso_code", "region",
+    "cloud_provider", "cloud_region", "os", "python_version", "codecarbon_version",
+    "cpu_count", "cpu_model", "gpu_count", "gpu_model", "longitude", "latitude",
+    "ram_total_size", "tracking_mode", "on_cloud", "pue",
+)
+DEFAULT_PROJECT = "tuimeter"
+J_PER_KWH = 3.6e6
+#: which CodeCarbon column a counted domain's energy goes to (any other kind: cpu)
+_PART = {DomainKind.GPU: "gpu", DomainKind.ANE: "gpu", DomainKind.DRAM: "ram",
+         DomainKind.MEMORY: "ram"}
+#: the country in a carbon source written by ``CountryIntensity.source()``: ``FRA France: ...``
+_COUNTRY = re.compile(r"([A-Z]{3}) ")
+
+
+class SessionInfo(NamedTuple):
+    """What a session's ``session`` row says that CodeCarbon has a column for."""
+
+    pue: float | None
+    country_iso3: str | None
+
+
+def session_infos(files: Iterable[FileResult]) -> dict[tuple[str, str], SessionInfo]:
+    """(host, session id) -> :class:`SessionInfo`, from each session's first ``session``
+    row (found by a byte scan, then read through the reader, so it is checked like any
+    row). A file that cannot be read again, or a session with no such row, is left out."""
+    out: dict[tuple[str, str], SessionInfo] = {}
+    for f in files:
+        if not f.sessions:
+            continue
+        try:
+            found = find_sessions(f.path)
+        except OSError:
+            continue
+        for sid, offset, lines in found:
+            rows = iter(SessionReader(f.path, kinds={"session"}, session=sid,
+                                      start=(offset, lines)))
+            try:
+                row = next(rows, None)
+            except (SessionFormatError, OSError):
+                row = None
+            finally:
+                rows.close()
+            if row is not None and (row.host, sid) not in out:
+                out[(row.host, sid)] = _info(row.label)
+    return out
+
+
+def _info(label: str) -> SessionInfo:
+    recorded = session_carbon(label)
+    if recorded is None:
+        return SessionInfo(None, None)
+    m = _COUNTRY.match(recorded.source)
+    iso3 = m.group(1) if m and m.group(1) in intensity_table() else None
+    return SessionInfo(recorded.pue, iso3)
+
+
+def _sessions_of(host: HostReport, seg: Segment) -> list[str]:
+    """The ids of the host's sessions whose samples overlap the segment, in order."""
+    ids = []
+    for sess in host.data:
+        spans = [(s.start, s.end) for s in sess.series.values() if s.t1]
+        if spans and min(a for a, _ in spans) < seg.end_t \
+                and max(b for _, b in spans) > seg.start_t and sess.session not in ids:
+            ids.append(sess.session)
+    return ids or sorted({sess.session for sess in host.data})
+
+
+def _agreed(values: list):
+    """The one value all give (None counts as a value): None when they differ."""
+    return values[0] if values and all(v == values[0] for v in values) else None
+
+
+def _num(x: float | None) -> str:
+    """A number in full precision (the shortest text that reads back the same float)."""
+    return "" if x is None else repr(float(x))
+
+
+def _row(project: str, host: HostReport, seg: Segment,
+         infos: dict[tuple[str, str], SessionInfo]) -> dict[str, str]:
+    sids = _sessions_of(host, seg)
+    known = [infos.get((host.host, sid), SessionInfo(None, None)) for sid in sids]
+    pue = _agreed([i.pue for i in known])
+    iso3 = _agreed([i.country_iso3 for i in known])
+    energy = {}  # part -> J
+    power = {}  # part -> W
+    gpus = 0
+    for dom, v in seg.domains.items():
+        if not v.in_total:
+            continue
+        kind = kind_of(dom)
+        part = _PART.get(kind, "cpu")
+        gpus += kind == DomainKind.GPU
+        energy[part] = energy.get(part, 0.0) + v.energy_j
+        measured = seg.duration_s - v.lost_s
+        power[part] = power.get(part, 0.0) + (v.energy_j / measured if measured > 0 else 0.0)
+    scale = (pue or 1.0) / J_PER_KWH
+    kwh = {part: e * scale for part, e in energy.items()}
+    kg = seg.co2_g / 1000.0
+    dur = seg.duration_s
+    row = dict.fromkeys(COLUMNS, "")
+    row.update(
+        timestamp=_dt.datetime.fromtimestamp(seg.end_t, _dt.timezone.utc)
+        .isoformat(timespec="seconds"),
+        project_name=spreadsheet_cell(project),
+        run_id=spreadsheet_cell(";".join(sids)),
+        duration=_num(dur), emissions=_num(kg), emissions_rate=_num(kg / dur if dur > 0 else None),
+        energy_consumed=_num(sum(kwh.values())),
+        gpu_count=str(gpus) if gpus else "",
+        tracking_mode="machine", pue=_num(pue),
+    )
+    for part in ("cpu", "gpu", "ram"):
+        row[f"{part}_energy"] = _num(kwh.get(part))
+        row[f"{part}_power"] = _num(power.get(part) if dur > 0 else None)
+    if iso3 is not None:
+        row.update(country_iso_code=iso3,
+                   country_name=spreadsheet_cell(intensity_table()[iso3].country))
+    return row
+
+
+def codecarbon_rows(rep: Report, project: str = DEFAULT_PROJECT,
+                    infos: dict[tuple[str, str], SessionInfo] | None = None
+                    ) -> Iterator[dict[str, str]]:
+    """The rows (column -> cell text), host by host, segment by segment. ``infos``:
+    from :func:`session_infos` (read from ``rep.files`` when None)."""
+    if infos is None:
+        infos = session_infos(rep.files)
+    for host in rep.hosts:
+        for seg in host.segments:
+            yield _row(project, host, seg, infos)
+
+
+def to_codecarbon(rep: Report, project: str = DEFAULT_PROJECT) -> str:
+    """The CSV text: CodeCarbon's header, then :func:`codecarbon_rows`."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, COLUMNS, lineterminator="\n")
+    w.writeheader()
+    w.writerows(codecarbon_rows(rep, project))
+    return buf.getvalue()
