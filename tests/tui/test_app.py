@@ -672,3 +672,28 @@ def test_help_lists_every_table_column():
     shown = help_text((), None).plain
     assert all(c.help in shown for c in COLUMNS)
     assert "average since start" in shown
+
+
+@pytest.mark.asyncio
+async def test_job_exit_while_paused_under_the_help_screen(tmp_path):
+    """Paused, with the help open, the job exits: the main screen's job panel says so when
+    the help closes, and the rest of the display stays as it was when paused."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        app, clock = make_app(tmp_path, job=JobWatcher(child.pid))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await tick(pilot, clock, 2)
+            await pilot.press("p")
+            await pilot.press("question_mark")
+            assert isinstance(app.screen, HelpScreen) and app.paused
+            child.kill()
+            child.wait()
+            await tick(pilot, clock, 1)
+            await pilot.press("escape")
+            assert "EXITED" in text(app.main.query_one(JobPanel))
+            assert "0:00:02" in text(app.query_one(TopBar))  # still paused as it was
+            await pilot.press("q")
+        assert app.return_value is not None
+    finally:
+        child.kill()
+        child.wait()
