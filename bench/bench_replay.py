@@ -50,13 +50,13 @@ app = session.app
 
 async def main():
     async with app.run_test(size=(120, 40)) as pilot:
-        while app._drawn is None or not app._drawn.snapshot.elapsed_s > 0:  # a replayed tick
+        while app.main.drawn is None or not app.main.drawn.snapshot.elapsed_s > 0:  # a replayed tick
             await pilot.pause(0.01)
         out["first_frame_s"] = time.perf_counter() - t0
         out["after_imports_s"] = time.perf_counter() - t1
         out["rss_first_frame_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         await pilot.pause(play_s)
-        out["played_s"] = app._latest.snapshot.elapsed_s
+        out["played_s"] = app.main.latest.snapshot.elapsed_s
         out["read_mb"] = getattr(app.replay, "bytes_read", 0) / 1e6
         await pilot.press("q")
 

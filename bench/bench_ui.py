@@ -120,12 +120,12 @@ def with_ui(tmp: str, seconds: float, size: tuple[int, int]) -> tuple[float, int
     async def main() -> None:
         async with app.run_test(size=size) as pilot:
             await pilot.pause(1.5)  # warm-up: mount, first frames
-            frames0 = app.frames_drawn
+            frames0 = app.main.frames_drawn
             cpu0, wall0 = time.process_time(), time.monotonic()
             await asyncio.sleep(seconds)
             cpu1, wall1 = time.process_time(), time.monotonic()
             result["pct"] = 100.0 * (cpu1 - cpu0) / (wall1 - wall0)
-            result["frames"] = app.frames_drawn - frames0
+            result["frames"] = app.main.frames_drawn - frames0
             await pilot.press("q")
 
     asyncio.run(main())

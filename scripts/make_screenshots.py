@@ -36,7 +36,7 @@ async def shoot(name: str, size: tuple[int, int], ticks: int, keys: tuple[str, .
             clock.advance(1.0)
             app.player.run_due()
         await pilot.pause()
-        while app.frame_pending:  # frames are throttled: let the latest one be drawn
+        while app.main.frame_pending:  # frames are throttled: let the latest one be drawn
             await pilot.pause(0.05)
         for key in keys:
             await pilot.press(key)

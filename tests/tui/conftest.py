@@ -70,7 +70,7 @@ async def tick(pilot, clock: FakeClock, n: int = 1, dt: float = 1.0) -> None:
 
 async def drawn(pilot) -> None:
     """Let the app draw the latest snapshot (frames are throttled: it may wait for one)."""
-    assert await wait_for(pilot, lambda: not pilot.app.frame_pending)
+    assert await wait_for(pilot, lambda: not pilot.app.main.frame_pending)
 
 
 async def wait_for(pilot, condition, tries: int = 200) -> bool:

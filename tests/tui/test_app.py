@@ -110,11 +110,11 @@ async def test_marker_typed_while_paused_is_still_recorded(tmp_path):
         await pilot.press("p")
         assert app.paused
         assert "PAUSED" in text(app.query_one(TopBar))
-        drawn = app.frames_drawn
+        drawn = app.main.frames_drawn
         await tick(pilot, clock, 3)
         await pilot.press("m")
         await tick(pilot, clock, 1)
-        assert app.frames_drawn == drawn
+        assert app.main.frames_drawn == drawn
         assert "0:00:01" in text(app.query_one(TopBar))
         await pilot.press("p")
         assert not app.paused
@@ -229,10 +229,9 @@ async def test_power_now_is_the_gpus_live_reading_where_it_has_one(tmp_path):
     async with app.run_test(size=(100, 30)) as pilot:
         await tick(pilot, clock, 3)
         rows = {r.key: r for r in app.query(DomainRow)}
-        row = " ".join(text(s) for s in rows["gpu0"].query(Static))
-        assert "321.0 W" in row and "150.0 W" not in row
-        pkg = " ".join(text(s) for s in rows["package-0"].query(Static))
-        assert "40.0 W" in pkg  # no live reading: the interval's average
+        assert text(rows["gpu0"].query_one(".power", Static)) == "321.0 W"
+        # no live reading: the interval's average
+        assert text(rows["package-0"].query_one(".power", Static)) == "40.0 W"
         await pilot.press("q")
 
 
@@ -242,13 +241,13 @@ async def test_a_slow_terminal_skips_frames_not_ticks(tmp_path):
     app, clock = make_app(tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
-        drawn = app.frames_drawn
+        drawn = app.main.frames_drawn
         for _ in range(5):
             clock.advance(1.0)
             app.engine.tick()
         await pilot.pause()
         await drawn_latest(pilot)
-        assert app.frames_drawn == drawn + 1
+        assert app.main.frames_drawn == drawn + 1
         assert "0:00:05" in text(app.query_one(TopBar))
         await pilot.press("q")
     assert (session(tmp_path)["kind"] == "total").sum() == 5
@@ -267,17 +266,17 @@ async def test_drawing_is_throttled_at_short_intervals(tmp_path):
             await pilot.press("minus")
         assert app.engine.interval_s == 0.1
         await tick(pilot, clock, 1, dt=0.1)
-        app.frame_s = 30.0
-        drawn = app.frames_drawn
+        app.main.frame_s = 30.0
+        drawn = app.main.frames_drawn
         for _ in range(20):  # each processed on its own: nothing to replace in the queue
             clock.advance(0.1)
             app.engine.tick()
             await pilot.pause()
-        assert app.frames_drawn == drawn  # no frame was due: the snapshots only wait
+        assert app.main.frames_drawn == drawn  # no frame was due: the snapshots only wait
         assert "0:00:02" not in text(app.query_one(TopBar))
-        app.frame_s = 0.01
+        app.main.frame_s = 0.01
         assert await wait_for(pilot, lambda: "0:00:02" in text(app.query_one(TopBar)))
-        assert app.frames_drawn == drawn + 1
+        assert app.main.frames_drawn == drawn + 1
         await pilot.press("q")
     assert (session(tmp_path)["kind"] == "total").sum() == 21
 
@@ -611,3 +610,90 @@ def test_status_line_is_short_and_complete_at_100_columns():
         "no powercap folder"
     full = help_text(sensors, None).plain
     assert "Permission denied (since Linux 5.10" in full and "sudo chmod" in full
+
+
+def _cells(row, key: str) -> list:
+    return list(row.query(f".{key}"))
+
+
+@pytest.mark.asyncio
+async def test_avg_column_is_energy_over_elapsed_and_matches_the_totals(tmp_path):
+    """The `avg` column (one entry in COLUMNS) shows each row's energy since the start over
+    the session's seconds: 10 s at 40 W then 10 s at 100 W average 70 W while "now" says
+    100 W; the total row's average is the totals panel's."""
+    from tuimeter.tui.widgets import TotalsPanel
+
+    rapl = rapl_like()
+    app, clock = make_app(tmp_path, sensors=[rapl])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await tick(pilot, clock, 10)
+        rapl.set_power("package-0", 100.0, clock())
+        await tick(pilot, clock, 10)
+        rows = {r.key: r for r in app.query(DomainRow)}
+        pkg = rows["package-0"]
+        assert text(_cells(pkg, "avg")[0]) == "70.0 W"
+        assert text(_cells(pkg, "power")[0]) == "100.0 W"
+        header = app.query_one("DomainTable > .header")
+        assert [text(c) for c in _cells(header, "avg")] == ["avg"]
+        total_avg = text(_cells(rows["total"], "avg")[0])
+        assert f"Average {total_avg}" in text(app.query_one(TotalsPanel))
+        await pilot.press("q")
+
+
+@pytest.mark.asyncio
+async def test_avg_column_is_dropped_at_80_columns_and_back_when_wider(tmp_path):
+    """At 80x24 the sparkline keeps its room: the avg cells and header are not shown
+    (and not updated); widened to 120x40, even while paused, they show current values."""
+    app, clock = make_app(tmp_path, sensors=[rapl_like()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await tick(pilot, clock, 4)
+        avg = list(app.query(".avg"))
+        assert len(avg) == 1 + len(list(app.query(DomainRow)))  # header + every row
+        assert not any(c.display for c in avg)
+        assert all(text(c) == "N/A" for c in avg[1:])  # never filled while dropped
+        await pilot.press("p")
+        await pilot.resize_terminal(120, 40)
+        await pilot.pause()
+        assert all(c.display and c.region.width == 10 for c in avg)
+        row = {r.key: r for r in app.query(DomainRow)}["package-0"]
+        assert text(_cells(row, "avg")[0]) == "40.0 W"
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert not any(c.display for c in avg)
+        await pilot.press("q")
+
+
+def test_help_lists_every_table_column():
+    """The help screen's column list is built from COLUMNS: a new column is described
+    there without touching the screen."""
+    from tuimeter.tui.screens import help_text
+    from tuimeter.tui.widgets import COLUMNS
+
+    shown = help_text((), None).plain
+    assert all(c.help in shown for c in COLUMNS)
+    assert "average since start" in shown
+
+
+@pytest.mark.asyncio
+async def test_job_exit_while_paused_under_the_help_screen(tmp_path):
+    """Paused, with the help open, the job exits: the main screen's job panel says so when
+    the help closes, and the rest of the display stays as it was when paused."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        app, clock = make_app(tmp_path, job=JobWatcher(child.pid))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await tick(pilot, clock, 2)
+            await pilot.press("p")
+            await pilot.press("question_mark")
+            assert isinstance(app.screen, HelpScreen) and app.paused
+            child.kill()
+            child.wait()
+            await tick(pilot, clock, 1)
+            await pilot.press("escape")
+            assert "EXITED" in text(app.main.query_one(JobPanel))
+            assert "0:00:02" in text(app.query_one(TopBar))  # still paused as it was
+            await pilot.press("q")
+        assert app.return_value is not None
+    finally:
+        child.kill()
+        child.wait()

@@ -4,7 +4,9 @@ The engine samples on its own thread and records every tick (the recorder is one
 listeners). The UI only reads snapshots: a listener posts :class:`SnapshotReady`, which a
 newer one replaces while still queued, so a slow terminal skips frames, never ticks.
 
-The app draws; the measurement is a headless :class:`~tuimeter.live.LiveSession` (built
+The app keeps what is app-wide: the keys, the snapshot feed, the notifications; the
+:class:`~tuimeter.tui.main_screen.MainScreen` lays out and draws the main view. The
+measurement is a headless :class:`~tuimeter.live.LiveSession` (built
 and opened by ``tui/run.py``; an app given only an opened engine and recorder wraps them
 in one). The app subscribes itself on mount, starts the session (unless ``start_engine``
 is False: tests tick the engine by hand on a fake clock), and on ``q`` stops it (final
@@ -22,15 +24,12 @@ import os
 import shutil
 import signal
 import sys
-import time
 from typing import TYPE_CHECKING, Sequence
 
-from textual import events, work
-from textual.app import App, ComposeResult
+from textual import work
+from textual.app import App
 from textual.binding import Binding
-from textual.containers import Horizontal
 from textual.reactive import reactive
-from textual.widgets import Footer
 
 from ..job import JobWatcher
 from ..live import LiveSession
@@ -39,10 +38,9 @@ from ..session import files
 from ..session.files import NewFile
 from ..text import safe_text
 from .format import fmt_duration, fmt_interval
+from .main_screen import MainScreen, Status
 from .messages import SnapshotFeed, SnapshotReady
 from .screens import HelpScreen, LabelScreen
-from .widgets import (DomainTable, JobPanel, PowerChart, ProcessPanel, SensorStatusLine,
-                      TopBar, TotalsPanel)
 
 if TYPE_CHECKING:
     from ..engine.sampler import Engine
@@ -51,11 +49,6 @@ if TYPE_CHECKING:
 
 #: the sampling intervals ``+`` and ``-`` step through, seconds
 INTERVALS_S = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0)
-#: the display draws at most one frame this often, seconds (4 a second): at a 0.1 s
-#: interval the snapshots in between are replaced, the latest is drawn when a frame is due
-FRAME_S = 0.25
-#: while a frame waits to fall due, how often that is checked, seconds
-FRAME_CHECK_S = 0.05
 
 
 def export_file(directory: str, now: _dt.datetime | None = None) -> NewFile:
@@ -116,11 +109,9 @@ class TuimeterApp(App[Snapshot | None]):
         Binding("q", "quit", "Quit"),
     ]
 
-    paused: reactive[bool] = reactive(False)
-    """The display is frozen (the engine keeps sampling and recording)."""
     interval_s: reactive[float] = reactive(1.0)
     """The engine's sampling interval, seconds (recording and display; the display draws
-    at most every ``frame_s``)."""
+    at most every ``MainScreen.frame_s``)."""
 
     def __init__(self, engine: "Engine", *, recorder: "Recorder | None" = None,
                  job: JobWatcher | None = None, replay: "ReplaySensor | None" = None,
@@ -143,14 +134,9 @@ class TuimeterApp(App[Snapshot | None]):
         self.keep_session = keep_session
         self.final_snapshot: Snapshot | None = None
         self.exports: list[str] = []
-        self.frames_drawn = 0
-        self._widgets: dict[type, object] = {}  # see _widget
-        self.frame_s = FRAME_S
-        self._drawn_at: float | None = None  # time.monotonic() of the last frame
-        self._frame_timer = None  # armed while the latest snapshot waits for its frame
         self.feed = SnapshotFeed(self.post_message, engine.history_len)
-        self._latest: SnapshotReady | None = None
-        self._drawn: SnapshotReady | None = None  # the message of the last frame
+        self.main = MainScreen(engine.domains, self._status, attribution=attribution,
+                               follows_job=job is not None)
         self._marks = 0
         self._finished = False
         self._job_exited_at: float | None = None
@@ -165,24 +151,18 @@ class TuimeterApp(App[Snapshot | None]):
     def session_path(self) -> str | None:
         return self.recorder.path if self.recorder is not None and self.keep_session else None
 
-    # -- layout -------------------------------------------------------------------
-    def compose(self) -> ComposeResult:
-        yield TopBar(id="top")
-        job = JobPanel(id="job")
-        job.display = self.job is not None
-        yield job
-        yield DomainTable(self.engine.domains, id="domains")
-        with Horizontal(id="middle"):
-            yield PowerChart(id="chart")
-            yield TotalsPanel(id="totals")
-        yield ProcessPanel(self.attribution, id="processes")
-        yield SensorStatusLine(id="sensors")
-        yield Footer()
+    @property
+    def paused(self) -> bool:
+        """The display is frozen (the engine keeps sampling and recording)."""
+        return self.main.paused
+
+    def get_default_screen(self) -> MainScreen:
+        return self.main
 
     def on_mount(self) -> None:
         snap = self.engine.snapshot
         if snap is not None:
-            self._draw(SnapshotReady(snap, ()))
+            self.main.show(SnapshotReady(snap, ()))
         self.engine.subscribe(self.feed)
         if self.replay is not None and not self.start_engine:
             self._sessions_asked = True  # nothing ticks by itself: no frame to wait for
@@ -263,13 +243,8 @@ class TuimeterApp(App[Snapshot | None]):
             self._problems_shown = len(problems)
             self.say("; ".join(new), severity="warning", timeout=15)
 
-    def on_resize(self, event: events.Resize) -> None:
-        """Below 32 lines, the process table and status line give their rows to the chart."""
-        self.screen.set_class(event.size.height < 32, "-compact")
-
     # -- snapshots ----------------------------------------------------------------
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
-        self._latest = message
         snap = message.snapshot
         self._check_job(snap)
         self._check_recorder()
@@ -283,27 +258,7 @@ class TuimeterApp(App[Snapshot | None]):
             self._stop_engine(final_tick=False)
             self.notify(f"replay finished at {fmt_duration(snap.elapsed_s)}, the end of the "
                         f"recording; press q to quit", timeout=30)
-        if not self.paused:
-            self._draw_when_due()
-
-    def _draw_when_due(self) -> None:
-        """Draw the latest snapshot now if a frame is due, else once it is."""
-        if self._latest is None or self.paused:
-            return
-        if self._drawn_at is None or time.monotonic() - self._drawn_at >= self.frame_s:
-            self._draw(self._latest)
-        elif self._frame_timer is None:
-            self._frame_timer = self.set_timer(FRAME_CHECK_S, self._frame_due)
-
-    @property
-    def frame_pending(self) -> bool:
-        """A snapshot waits for its frame (it will be drawn when one is due)."""
-        return not self.paused and self._latest is not None and self._latest is not self._drawn
-
-    def _frame_due(self) -> None:
-        self._frame_timer = None
-        if self._latest is not None and self._latest is not self._drawn:
-            self._draw_when_due()
+        self.main.show(message)
 
     def _mode(self) -> str:
         if self.replay is None:
@@ -321,36 +276,11 @@ class TuimeterApp(App[Snapshot | None]):
             pct *= self.replay.speed  # the engine divides by session seconds
         return pct
 
-    def _widget(self, cls):
-        """The main screen's widget of a class, looked up once (they are composed once;
-        a query per widget per frame walks the whole DOM)."""
-        widget = self._widgets.get(cls)
-        if widget is None:
-            widget = self._widgets[cls] = self.query_one(cls)
-        return widget
-
-    def _draw(self, message: SnapshotReady) -> None:
-        self._drawn_at = time.monotonic()
-        self._drawn = message
-        snap = message.snapshot
-        w = self._widget
-        w(TopBar).show(snap, self.interval_s, self.paused, self._mode(),
-                       self._cpu_percent(snap))
-        w(DomainTable).show(snap)
-        w(PowerChart).show(snap, message.times_s)
-        w(TotalsPanel).show(snap)
-        w(ProcessPanel).show(snap)
+    def _status(self, snap: Snapshot) -> Status:
+        """What the main screen shows besides the snapshot (asked for at each frame)."""
         problems = "; ".join(p for p in (e.status() for e in self.exporters) if p)
-        w(SensorStatusLine).show(snap.sensors, problems)
-        if self.job is not None:
-            w(JobPanel).show(self.job.state, snap.job, self._job_exited_at)
-        self.frames_drawn += 1
-
-    def _redraw(self) -> None:
-        if self._latest is not None:
-            self._draw(self._latest)
-        elif self.engine.snapshot is not None:
-            self._draw(SnapshotReady(self.engine.snapshot, ()))
+        return Status(self.interval_s, self._mode(), self._cpu_percent(snap), problems,
+                      self.job.state if self.job is not None else None, self._job_exited_at)
 
     def _check_job(self, snap: Snapshot) -> None:
         if self.job is None or self._job_exited_at is not None:
@@ -364,7 +294,7 @@ class TuimeterApp(App[Snapshot | None]):
         how = "" if code is None else f" with code {code}"
         self.say(f"job {state.pid} ({state.name}) exited{how}", timeout=10)
         if self.paused:  # the job panel says so even while the display is paused
-            self.query_one(JobPanel).show(state, snap.job, self._job_exited_at)
+            self.main.show_job(state, snap.job, self._job_exited_at)
 
     def _check_recorder(self) -> None:
         rec = self.recorder
@@ -394,15 +324,7 @@ class TuimeterApp(App[Snapshot | None]):
         self.say(f"marker '{label}' at {fmt_duration(marker.elapsed_s)}")
 
     def action_pause(self) -> None:
-        self.paused = not self.paused
-
-    def watch_paused(self, paused: bool) -> None:
-        if not paused:
-            self._redraw()
-        else:
-            snap = self._latest.snapshot if self._latest else self.engine.snapshot
-            self.query_one(TopBar).show(snap, self.interval_s, True, self._mode(),
-                                        None if snap is None else self._cpu_percent(snap))
+        self.main.paused = not self.main.paused
 
     def _step_interval(self, direction: int) -> None:
         if self.replay is not None:
@@ -429,7 +351,7 @@ class TuimeterApp(App[Snapshot | None]):
         self._step_interval(-1)
 
     def watch_interval_s(self) -> None:
-        self._redraw()
+        self.main.redraw()
 
     def action_help(self) -> None:
         snap = self.engine.snapshot

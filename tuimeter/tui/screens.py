@@ -15,6 +15,7 @@ from textual.widgets import Input, Static
 from ..labels import check_label
 from ..model import CarbonInfo, SensorStatus
 from ..text import safe_text
+from .widgets import COLUMNS
 from .widgets._sensor_status import status_text
 
 KEYS = (
@@ -46,7 +47,7 @@ def help_text(sensors: Sequence[SensorStatus], session_path: str | None,
         text.append(f"  {key:<3}", style="bold")
         text.append(f"{what}\n")
     text.append("\nColumns\n", style="bold underline")
-    text.append("  domain, badge, power over time (sparkline), power now, energy since start\n")
+    text.append(f"  {', '.join(c.help for c in COLUMNS)}\n")
     for key, what in LEGEND:
         text.append(f"  {key:<12}", style="bold")
         text.append(f"{what}\n")

@@ -1,6 +1,6 @@
 """The UI's widgets, one per private module."""
 
-from ._domain_table import DomainRow, DomainTable
+from ._domain_table import COLUMNS, Column, DomainRow, DomainTable, RowData
 from ._job_panel import JobPanel
 from ._power_chart import PowerChart, series_marker
 from ._process_panel import ProcessPanel
@@ -8,5 +8,6 @@ from ._sensor_status import SensorStatusLine
 from ._top_bar import TopBar
 from ._totals_panel import TotalsPanel
 
-__all__ = ["DomainRow", "DomainTable", "JobPanel", "PowerChart", "ProcessPanel",
+__all__ = ["COLUMNS", "Column", "DomainRow", "DomainTable", "JobPanel", "PowerChart",
+           "ProcessPanel", "RowData",
            "SensorStatusLine", "TopBar", "TotalsPanel", "series_marker"]

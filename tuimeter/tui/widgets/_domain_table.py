@@ -1,16 +1,25 @@
-"""One row per domain: chart key, name, provenance badge, sparkline, power now, energy."""
+"""One row per domain and one for the machine total, drawn from a list of columns.
+
+A column is one :class:`Column` entry in :data:`COLUMNS`: its header, its width, how its
+cell is computed from a :class:`RowData` (a domain's sample or the total, on one
+footing), and from which table width it shows. The cells' CSS, the header, the rows and
+the help screen's list of columns are all built from that list.
+"""
 
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.widget import Widget
 from textual.widgets import Static
 
 from ...model import Domain, DomainSample, Snapshot, Status, Totals
 from ...text import safe_text
-from ..format import badge, fmt_energy, fmt_power, provenance_badge
+from ..format import average_power_w, badge, fmt_energy, fmt_power, provenance_badge
 from ._power_chart import series_marker
 from ._spark_line import SparkLine
 
@@ -34,43 +43,128 @@ def not_in_total_tag(d) -> str:
         return "(whole)"  # the whole platform, package and dram included
     return "(excl)"
 
+
+@dataclass(frozen=True)
+class RowData:
+    """What one row shows, a domain's or the machine total's."""
+
+    label: str
+    """Chart key and name, escaped (a replayed file names its domains)."""
+    badge: str
+    """Provenance in brackets (``[measured]``), or ``[LOST]``."""
+    history_w: Sequence[float | None]
+    """Average power of each interval kept, W, oldest first; None where lost."""
+    now_w: float | None
+    """Power now, W: the hardware's live reading where it has one, else the last
+    interval's average."""
+    energy_j: float | None
+    """Energy since the session started, J."""
+    elapsed_s: float
+    """Session seconds at this snapshot."""
+    lost: bool = False
+    """The domain is unreadable now."""
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of the domain table."""
+
+    key: str
+    """Its cells' CSS class (``DomainRow > .power``)."""
+    header: str
+    width: int | None
+    """Cells; None: the room the other columns leave (one such column, the sparkline)."""
+    value: Callable[[RowData], object]
+    """A cell's content from its row: text, or the sparkline's values."""
+    help: str
+    """What it shows, for the help screen."""
+    align: str = "left"
+    min_width: int = 0
+    """The table's width (cells, the terminal's on the main screen) from which the
+    column shows: in a narrower table it is dropped."""
+
+    @property
+    def sparkline(self) -> bool:
+        return self.width is None
+
+
+#: the domain table, left to right: a new column is one entry here
+COLUMNS: tuple[Column, ...] = (
+    Column("name", "  domain", 20, lambda r: r.label, "domain"),
+    Column("badge", "provenance", 13, lambda r: r.badge, "badge"),
+    Column("spark", "power over time", None, lambda r: tuple(r.history_w[-SPARK_POINTS:]),
+           "power over time (sparkline)"),
+    Column("power", "now", 10, lambda r: fmt_power(r.now_w), "power now", "right"),
+    Column("avg", "avg", 10, lambda r: fmt_power(average_power_w(r.energy_j, r.elapsed_s)),
+           "average since start (100+ wide)", "right", min_width=100),
+    Column("energy", "energy", 11, lambda r: fmt_energy(r.energy_j), "energy since start",
+           "right"),
+)
+
+
+def columns_css(selector: str, columns: Sequence[Column] = COLUMNS) -> str:
+    """Each column's width and alignment, for the cells ``selector > .KEY``."""
+    rules = []
+    for c in columns:
+        width = "1fr; margin-right: 1" if c.sparkline else str(c.width)
+        rules.append(f"{selector} > .{c.key} {{ width: {width}; text-align: {c.align}; }}")
+    return "\n".join(rules)
+
+
+def _cell(column: Column, content: object) -> Widget:
+    if column.sparkline:
+        return SparkLine(classes=column.key)
+    return Static(str(content), classes=column.key, markup=False)
+
+
+def _fill(cell: Widget, content: object) -> None:
+    if isinstance(cell, SparkLine):
+        cell.data = content  # a reactive: repainted only when the values differ
+    else:
+        _set(cell, content)  # type: ignore[arg-type]
+
+
+def _empty(label: str) -> RowData:
+    """A row before its first snapshot."""
+    return RowData(label, "", (), None, None, 0.0)
+
 class DomainRow(Horizontal):
-    """A domain (or the machine total) on one line."""
+    """A domain (or the machine total) on one line: a cell per column of ``COLUMNS``."""
 
     DEFAULT_CSS = """
     DomainRow { height: 1; }
     DomainRow > Static { height: 1; }
-    DomainRow > .name { width: 20; }
-    DomainRow > .badge { width: 13; }
-    DomainRow > SparkLine { width: 1fr; margin-right: 1; }
-    DomainRow > .power { width: 10; text-align: right; }
-    DomainRow > .energy { width: 11; text-align: right; }
-    """
+    """ + columns_css("DomainRow")
 
     def __init__(self, key: str, name: str, marker: str = " ", **kw) -> None:
         super().__init__(**kw)
         self.key = key
-        self._label = f"{marker} {safe_text(name)}"  # a replayed file names its domains
-        self._cells: tuple[Static, SparkLine, Static, Static] | None = None
+        self.data = _empty(f"{marker} {safe_text(name)}")  # a replayed file names its domains
+        self._cells: list[tuple[Callable[[RowData], object], Widget]] | None = None
+
+    @property
+    def label(self) -> str:
+        return self.data.label
 
     def compose(self) -> ComposeResult:
-        yield Static(self._label, classes="name", markup=False)
-        yield Static("", classes="badge", markup=False)
-        yield SparkLine()
-        yield Static("N/A", classes="power")
-        yield Static("N/A", classes="energy")
+        for column in COLUMNS:
+            yield _cell(column, column.value(self.data))
 
-    def show(self, badge_text: str, history: Sequence[float | None], power_w: float | None,
-             energy_j: float | None, lost: bool = False) -> None:
+    def show(self, data: RowData) -> None:
+        """Fill the shown cells from ``data`` (each repaints only if its content changed)."""
+        self.data = data
         if self._cells is None:  # looked up once: a query per cell per frame adds up
-            self._cells = (self.query_one(".badge", Static), self.query_one(SparkLine),
-                           self.query_one(".power", Static), self.query_one(".energy", Static))
-        badge_w, spark, power, energy = self._cells
-        _set(badge_w, badge_text)
-        spark.data = tuple(history[-SPARK_POINTS:])
-        _set(power, fmt_power(power_w))
-        _set(energy, fmt_energy(energy_j))
-        self.set_class(lost, "-lost")
+            # only the shown columns: a dropped one costs nothing (see columns_changed)
+            self._cells = [(c.value, cell) for c, cell in zip(COLUMNS, self.children)
+                           if cell.display]
+        for value, cell in self._cells:
+            _fill(cell, value(data))
+        self.set_class(data.lost, "-lost")
+
+    def columns_changed(self) -> None:
+        """Columns were dropped or brought back: fill the shown cells again."""
+        self._cells = None
+        self.show(self.data)
 
 
 class DomainTable(Vertical):
@@ -79,29 +173,35 @@ class DomainTable(Vertical):
     DEFAULT_CSS = """
     DomainTable { height: auto; }
     DomainTable > .header { height: 1; text-style: bold; }
-    DomainTable > .header > .name { width: 20; }
-    DomainTable > .header > .badge { width: 13; }
-    DomainTable > .header > .spark { width: 1fr; }
-    DomainTable > .header > .power { width: 10; text-align: right; }
-    DomainTable > .header > .energy { width: 11; text-align: right; }
-    """
+    """ + columns_css("DomainTable > .header")
 
     def __init__(self, domains: Sequence[Domain], **kw) -> None:
         super().__init__(**kw)
         self.domains = list(domains)
         self._rows: dict[str, DomainRow] | None = None
+        self._shown: tuple[bool, ...] = ()  # which columns show at the current width
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="header"):
-            yield Static("  domain", classes="name")
-            yield Static("provenance", classes="badge")
-            yield Static("power over time", classes="spark")
-            yield Static("now", classes="power")
-            yield Static("energy", classes="energy")
+            for column in COLUMNS:
+                yield Static(column.header, classes=column.key, markup=False)
         for i, d in enumerate(self.domains):
             name = d.id if d.in_total else f"{d.id} {not_in_total_tag(d)}"
             yield DomainRow(d.id, name, series_marker(i))
         yield DomainRow("total", "total", " ", classes="total")
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Drop the columns the table is too narrow for (and bring them back)."""
+        width = self.outer_size.width
+        shown = tuple(width >= c.min_width for c in COLUMNS)
+        if shown == self._shown:
+            return
+        self._shown = shown
+        for column, show in zip(COLUMNS, shown):
+            for cell in self.query(f".{column.key}"):
+                cell.display = show
+        for row in self.query(DomainRow):  # a column back in view: its cells are stale
+            row.columns_changed()
 
     def show(self, snap: Snapshot) -> None:
         if self._rows is None:  # the rows are composed once, never replaced
@@ -110,19 +210,20 @@ class DomainTable(Vertical):
         for sample in snap.domains:
             row = rows.get(sample.domain.id)
             if row is not None:
-                self._show_domain(row, sample)
+                row.show(self._domain(row.label, sample, snap.elapsed_s))
         total = rows.get("total")
         if total is not None:
-            self._show_total(total, snap.total)
+            total.show(self._total(total.label, snap.total, snap.elapsed_s))
 
     @staticmethod
-    def _show_domain(row: DomainRow, s: DomainSample) -> None:
+    def _domain(label: str, s: DomainSample, elapsed_s: float) -> RowData:
         lost = s.status is Status.LOST
         # "now" is the hardware's own live reading where it has one (NVML's instant power
         # field), else the average over the last interval; the sparkline stays averages
         now_w = s.power_w if lost or s.instant_power_w is None else s.instant_power_w
-        row.show(badge(s), s.history_w, now_w, s.total_energy_j, lost)
+        return RowData(label, badge(s), s.history_w, now_w, s.total_energy_j, elapsed_s, lost)
 
     @staticmethod
-    def _show_total(row: DomainRow, t: Totals) -> None:
-        row.show(provenance_badge(t.provenance), t.history_w, t.power_w, t.total_energy_j)
+    def _total(label: str, t: Totals, elapsed_s: float) -> RowData:
+        return RowData(label, provenance_badge(t.provenance), t.history_w, t.power_w,
+                       t.total_energy_j, elapsed_s)

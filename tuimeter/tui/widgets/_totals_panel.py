@@ -7,12 +7,13 @@ from textual.widgets import Static
 
 from ...model import Snapshot
 from ...text import safe_text
-from ..format import fmt_co2, fmt_duration, fmt_energy, fmt_power, fmt_wh, provenance_badge
+from ..format import (average_power_w, fmt_co2, fmt_duration, fmt_energy, fmt_power, fmt_wh,
+                      provenance_badge)
 
 
 def totals_text(snap: Snapshot) -> Content:
     t = snap.total
-    avg = t.total_energy_j / snap.elapsed_s if snap.elapsed_s > 0 else None
+    avg = average_power_w(t.total_energy_j, snap.elapsed_s)
     c = snap.carbon
     lines = [
         ("Elapsed", fmt_duration(snap.elapsed_s)),

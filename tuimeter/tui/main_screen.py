@@ -1,0 +1,178 @@
+"""The main view: its layout, and the drawing of each snapshot into its widgets.
+
+The app hands every snapshot to :meth:`MainScreen.show` (see ``TuimeterApp``); the screen
+draws at most one frame every ``frame_s`` seconds: a snapshot that arrives sooner waits,
+and a newer one replaces it, so at a 0.1 s interval four frames a second are drawn and
+every tick is still recorded. A frame updates each widget from the snapshot, and each
+widget repaints only what changed (see their ``show`` methods).
+
+What a frame shows besides the snapshot (the interval, the replay's state, the exporters'
+trouble, the followed job) belongs to the app: the screen asks for it, as a
+:class:`Status`, when it draws.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from textual import events
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from ..model import Domain, JobSample, Snapshot
+from ..job import JobState
+from .messages import SnapshotReady
+from .widgets import (DomainTable, JobPanel, PowerChart, ProcessPanel, SensorStatusLine,
+                      TopBar, TotalsPanel)
+
+#: the display draws at most one frame this often, seconds (4 a second): at a 0.1 s
+#: interval the snapshots in between are replaced, the latest is drawn when a frame is due
+FRAME_S = 0.25
+#: while a frame waits to fall due, how often that is checked, seconds
+FRAME_CHECK_S = 0.05
+#: below this many lines, the process table and status line give their rows to the chart
+COMPACT_BELOW_LINES = 32
+
+
+@dataclass(frozen=True)
+class Status:
+    """What a frame shows besides the snapshot, from the app when the frame is drawn."""
+
+    interval_s: float
+    """The engine's sampling interval, seconds."""
+    mode: str = ""
+    """The replay and its state (``REPLAY demo.csv 20x: replay finished``), or ``""``."""
+    cpu_percent: float | None = None
+    """tuimeter's own CPU, % of one core (None: not known)."""
+    problems: str = ""
+    """The exporters' trouble (server down, points dropped), for the status line."""
+    job: JobState | None = None
+    """The followed job as last polled, or None when no job is followed."""
+    job_exited_at_s: float | None = None
+    """Session seconds at which the followed job was seen to exit."""
+
+
+class MainScreen(Screen[None]):
+    """Top bar, job panel, domain table, chart and totals, process panel, sensor status
+    line and footer; drawn from snapshots, throttled to one frame every ``frame_s``."""
+
+    paused: reactive[bool] = reactive(False)
+    """The display is frozen (the engine keeps sampling and recording)."""
+
+    def __init__(self, domains: Sequence[Domain], status: Callable[[Snapshot], Status], *,
+                 attribution: str = "unavailable", follows_job: bool = False,
+                 frame_s: float = FRAME_S) -> None:
+        super().__init__()
+        self.domains = tuple(domains)
+        self.status = status
+        self.attribution = attribution
+        self.follows_job = follows_job
+        self.frame_s = frame_s
+        self.frames_drawn = 0
+        self.latest: SnapshotReady | None = None
+        """The newest snapshot handed in (drawn, or waiting for its frame)."""
+        self.drawn: SnapshotReady | None = None
+        """The snapshot of the last frame."""
+        self._drawn_at: float | None = None  # time.monotonic() of the last frame
+        self._frame_timer = None  # armed while the latest snapshot waits for its frame
+        self._widgets: dict[type, object] = {}  # see _widget
+        self._ready = False  # mounted: the widgets are there to draw into
+
+    # -- layout -------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield TopBar(id="top")
+        job = JobPanel(id="job")
+        job.display = self.follows_job
+        yield job
+        yield DomainTable(self.domains, id="domains")
+        with Horizontal(id="middle"):
+            yield PowerChart(id="chart")
+            yield TotalsPanel(id="totals")
+        yield ProcessPanel(self.attribution, id="processes")
+        yield SensorStatusLine(id="sensors")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._ready = True  # (is_mounted is set only after the mount handlers ran)
+        self._draw_when_due()  # a snapshot handed in before the widgets were there
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Below 32 lines, the process table and status line give their rows to the chart."""
+        self.set_class(event.size.height < COMPACT_BELOW_LINES, "-compact")
+
+    # -- snapshots ----------------------------------------------------------------
+    def show(self, message: SnapshotReady) -> None:
+        """A new snapshot: drawn now if a frame is due, else when one is (a newer one
+        handed in meanwhile replaces it); kept, not drawn, while paused."""
+        self.latest = message
+        self._draw_when_due()
+
+    def redraw(self) -> None:
+        """Draw the latest snapshot again now (the interval or the pause changed)."""
+        if self.latest is not None and self._ready and not self.paused:
+            self._draw(self.latest)
+
+    def show_job(self, state: JobState, job: JobSample | None,
+                 exited_at_s: float | None) -> None:
+        """Update the job panel alone (the job exited while the display is paused)."""
+        if self._ready:
+            self._widget(JobPanel).show(state, job, exited_at_s)
+
+    @property
+    def frame_pending(self) -> bool:
+        """A snapshot waits for its frame (it will be drawn when one is due)."""
+        return not self.paused and self.latest is not None and self.latest is not self.drawn
+
+    def watch_paused(self, paused: bool) -> None:
+        if not paused:
+            self.redraw()
+        elif self._ready:  # frozen as last drawn, the top bar says so
+            message = self.latest
+            snap = message.snapshot if message is not None else None
+            status = self.status(snap) if snap is not None else None
+            self._widget(TopBar).show(snap, status.interval_s if status else 0.0, True,
+                                      status.mode if status else "",
+                                      status.cpu_percent if status else None)
+
+    def _draw_when_due(self) -> None:
+        """Draw the latest snapshot now if a frame is due, else once it is."""
+        if self.latest is None or self.paused or not self._ready:
+            return
+        if self._drawn_at is None or time.monotonic() - self._drawn_at >= self.frame_s:
+            self._draw(self.latest)
+        elif self._frame_timer is None:
+            self._frame_timer = self.set_timer(FRAME_CHECK_S, self._frame_due)
+
+    def _frame_due(self) -> None:
+        self._frame_timer = None
+        if self.latest is not None and self.latest is not self.drawn:
+            self._draw_when_due()
+
+    def _widget(self, cls):
+        """The screen's widget of a class, looked up once (they are composed once; a
+        query per widget per frame walks the whole DOM)."""
+        widget = self._widgets.get(cls)
+        if widget is None:
+            widget = self._widgets[cls] = self.query_one(cls)
+        return widget
+
+    def _draw(self, message: SnapshotReady) -> None:
+        self._drawn_at = time.monotonic()
+        self.drawn = message
+        snap = message.snapshot
+        status = self.status(snap)
+        w = self._widget
+        w(TopBar).show(snap, status.interval_s, self.paused, status.mode, status.cpu_percent)
+        w(DomainTable).show(snap)
+        w(PowerChart).show(snap, message.times_s)
+        w(TotalsPanel).show(snap)
+        w(ProcessPanel).show(snap)
+        w(SensorStatusLine).show(snap.sensors, status.problems)
+        if status.job is not None:
+            w(JobPanel).show(status.job, snap.job, status.job_exited_at_s)
+        self.frames_drawn += 1
