@@ -123,3 +123,61 @@ def test_command_exit_code_reaches_the_summary_and_the_attributor(tmp_path):
     summary = live.stop()
     assert summary.exit_code == 5
     assert heard[0] == ("follow", live.child.pid) and ("exit", 5) in heard
+
+
+#: a main thread waiting on the stop flag, as record's loop does; it says on stdout how
+#: many signals it has handled so far
+_WAITER = """
+import sys, threading, time
+from tuimeter.live import Caught
+
+caught = Caught()
+for _ in range(2):  # like the sampler and the marker server: a signal may land on them
+    threading.Thread(target=lambda: [time.sleep(0.001) for _ in iter(int, 1)],
+                     daemon=True).start()
+print("ready", flush=True)
+seen = 0
+while seen < int(sys.argv[1]):
+    caught.stop.wait(0.02)
+    caught.stop.clear()
+    if len(caught.signals) > seen:
+        seen = len(caught.signals)
+        print(seen, flush=True)
+"""
+
+
+def test_a_signal_after_a_stop_never_hangs_the_recording_loop():
+    """Regression: the handler set a threading.Event. A process stopped (SIGSTOP) inside
+    the loop's Event.wait, then sent SIGCONT and SIGTERM, resumes with the wait timed out
+    and runs the handler while Event.wait still holds the event's lock: set() waited for
+    it forever (a recorder hung like this). Stopped, continued and signalled 30 times, the
+    loop handles every signal (a deadlock would stop the count)."""
+    import signal
+    import subprocess
+    import time
+
+    import queue
+    import threading
+
+    rounds = 30
+    proc = subprocess.Popen([sys.executable, "-c", _WAITER, str(rounds)],
+                            stdout=subprocess.PIPE, text=True)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x.strip()) for x in proc.stdout],
+                     daemon=True).start()
+    try:
+        assert lines.get(timeout=30) == "ready"
+        for n in range(1, rounds + 1):
+            proc.send_signal(signal.SIGSTOP)
+            time.sleep(0.05)  # stopped past the loop's 0.02 s wait, as a Ctrl-Z is
+            proc.send_signal(signal.SIGCONT)
+            proc.send_signal(signal.SIGTERM)
+            try:
+                assert lines.get(timeout=30) == str(n)
+            except queue.Empty:
+                pytest.fail(f"signal {n} was never handled: the loop hangs")
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import select
 import signal
 import subprocess
 import threading
@@ -347,17 +348,66 @@ def open_log(base: str, overwrite: bool = False) -> Any:
 
 
 # -- the followed command's signals ---------------------------------------------------
-class Caught:
-    """The ENDING_SIGNALS, caught until restore(): each sets ``stop`` and is kept in
-    ``signals`` for the recording loop to act on."""
+class SignalFlag:
+    """An event a signal handler may set: ``set()`` takes no lock (it writes a byte to a
+    pipe), ``wait(timeout_s)`` sleeps in ``select`` on that pipe.
+
+    A ``threading.Event`` cannot be set from a handler: the handler runs on the main
+    thread between two bytecodes, possibly while that thread holds the event's lock inside
+    ``Event.wait``, and ``set()`` then waits for that lock forever (a recorder stopped with
+    SIGSTOP, then sent SIGCONT and SIGTERM, hung like this)."""
 
     def __init__(self) -> None:
-        self.stop = threading.Event()
+        self._r, self._w = os.pipe()
+        os.set_blocking(self._r, False)
+        os.set_blocking(self._w, False)
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+        try:
+            os.write(self._w, b"\0")
+        except OSError:  # the pipe is full (it is set already) or closed
+            pass
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def clear(self) -> None:
+        self._set = False
+        try:
+            while os.read(self._r, 512):
+                pass
+        except OSError:  # drained (BlockingIOError) or closed
+            pass
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        if not self._set:
+            try:
+                select.select([self._r], [], [], timeout_s)
+            except (OSError, ValueError):  # closed meanwhile
+                pass
+        return self._set
+
+    def close(self) -> None:
+        for fd in (self._r, self._w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+class Caught:
+    """The ENDING_SIGNALS, caught until restore(): each sets ``stop`` (a
+    :class:`SignalFlag`) and is kept in ``signals`` for the recording loop to act on."""
+
+    def __init__(self) -> None:
+        self.stop = SignalFlag()
         self.signals: list[int] = []
         self._old = {s: signal.signal(s, self._on_signal) for s in ENDING_SIGNALS}
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
-        self.signals.append(signum)
+        self.signals.append(signum)  # list.append takes no lock a handler could wait on
         self.stop.set()
 
     def restore(self) -> None:
