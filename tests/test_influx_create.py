@@ -124,6 +124,15 @@ def _query(base: str, q: str, db: str = "", auth: tuple[str, str] | None = None)
         return json.loads(r.read())
 
 
+def _http_requests(base: str) -> tuple[int, int]:
+    """(write requests, query requests) the server has received (its /debug/vars)."""
+    import json
+
+    with urllib.request.urlopen(f"{base}/debug/vars", timeout=5) as r:
+        httpd = next(v for k, v in json.loads(r.read()).items() if k.startswith("httpd"))
+    return httpd["values"].get("writeReq", 0), httpd["values"].get("queryReq", 0)
+
+
 def _databases(base: str, auth=None) -> set[str]:
     series = _query(base, "SHOW DATABASES", auth=auth)["results"][0].get("series", [])
     return {v[0] for s in series for v in s.get("values", [])}
@@ -212,13 +221,16 @@ def test_a_user_who_may_not_create_it_gets_one_line(tmp_path, auth_influxd):
     that waited go out."""
     base, admin = auth_influxd
     url = base.replace("http://", "http://bob:bobpw@")
+    before = _http_requests(base)
     with LivePowercap(tmp_path / "pc") as pc:
         proc = start_record(pc.root, tmp_path / "s.csv", "--influx", url,
                             "--influx-db", "energy", interval_s=0.25)
         try:
-            marker = tmp_path / "s.csv"
-            wait_for(lambda: (record_alive(proc) or True) and marker.stat().st_size > 2000, 30,
-                     "a few ticks")
+            # the server has seen tuimeter's write (404: no database) and its CREATE
+            # DATABASE (403: not allowed): the warning is out before the admin steps in
+            wait_for(lambda: (record_alive(proc) or True) and all(
+                n > b for n, b in zip(_http_requests(base), before)), 30,
+                "tuimeter's write and its CREATE DATABASE")
             assert "energy" not in _databases(base, admin)
             _query(base, 'CREATE DATABASE "energy"', auth=admin)
             _query(base, 'GRANT WRITE ON "energy" TO "bob"', auth=admin)
