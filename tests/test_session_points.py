@@ -1,0 +1,94 @@
+"""The session CSV's rows and the marker reply's JSON of a fixed scripted run are byte for
+byte what they were before both were rendered from the neutral projection (reference
+files under tests/data/session_points/, written by the walkers the CSV writer and the
+marker server had of their own)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.fakes.scripted import FakeClock, ScriptedSensor, domain, rapl_like
+from tests.helpers import make_engine
+from tuimeter.model import CarbonInfo, DomainKind, JobSample, Marker, ProcessShare
+
+DATA = Path(__file__).resolve().parent / "data" / "session_points"
+CARBON = CarbonInfo(g_per_kwh=360.0, pue=1.2, source="country FRA, test")
+
+
+class _Attribution:
+    """A job with CPU and GPU parts, two top processes and an idle power."""
+
+    def attribute(self, interval_s, domains, now_s):
+        job = JobSample(pid=4242, name="train, v2.py", running=True, n_processes=3,
+                        power_w=12.5, energy_j=12.5 * interval_s, total_energy_j=100.0,
+                        cpu_energy_j=70.0, gpu_energy_j=30.0, co2_g=0.1, total_co2_g=0.9,
+                        share=0.25, cpu_power_w=8.25, gpu_power_w=4.25)
+        procs = (ProcessShare(pid=4242, name="python3", cpu_share=0.2, gpu_share=0.1,
+                              power_w=9.5, energy_j=9.5 * interval_s, total_energy_j=20.0,
+                              in_job=True),
+                 ProcessShare(pid=77, name='sh "quoted"', cpu_share=0.05, gpu_share=0.0,
+                              power_w=1.75, energy_j=1.75 * interval_s, total_energy_j=3.0))
+        return procs, 21.5, job
+
+
+def fixed_run():
+    """(engine, clock, rapl, gpu): RAPL-like domains (package-0 lost in tick 2 and bridged
+    when it returns), a GPU lost in tick 3, attribution; wall clock and host fixed."""
+    rapl = rapl_like()
+    rapl.bridging.add("package-0")
+    gpu = ScriptedSensor("nvml", [domain("gpu0", DomainKind.GPU, source="nvml")],
+                         {"gpu0": 150.0})
+    eng, clock = make_engine([rapl, gpu], carbon=CARBON, wall_follows_clock=True,
+                             host="node 7", attributor=_Attribution())
+    return eng, clock, rapl, gpu
+
+
+def recorded(tmp_path):
+    """(csv text, marker replies): the session file of four ticks and the reply to a
+    marker after each tick."""
+    from tuimeter.session.csvfile import SessionWriter
+    from tuimeter.session.markers import session_state
+
+    eng, clock, rapl, gpu = fixed_run()
+    path = tmp_path / "run.csv"
+    w = SessionWriter.create(path, "node 7", session_id="s1")
+    eng.open()
+    w.write_header_info(eng.snapshot, "test")
+    replies = [session_state(eng, None, "s1", "run.csv")]
+    replies[0].pop("timestamp")  # now, with no marker
+    eng.add_marker("phase 1", "cli")
+    for i in range(4):
+        if i == 1:
+            rapl.lost.add("package-0")
+        if i == 2:
+            rapl.lost.discard("package-0")
+            gpu.lost.add("gpu0")
+        clock.advance(1.0)
+        eng.tick()
+        w.write_snapshot(eng.snapshot)
+        m = Marker(f"m{i}", eng.snapshot.elapsed_s + 0.25, 1.7e9 + i, "socket", 99)
+        replies.append(session_state(eng, m, "s1", "run.csv"))
+    w.close()
+    for r in replies:
+        r.pop("server")  # this process's pid
+    text = path.read_text()
+    return text, json.dumps(replies, indent=1) + "\n"
+
+
+def test_session_csv_and_marker_reply_are_unchanged(tmp_path):
+    """Guards the CSV's sample, total, job and process rows and the marker reply across
+    the change to one projection: a change to either fails here first."""
+    text, replies = recorded(tmp_path)
+    assert "lost" in text and "bridged" in text and "idle/system" in text
+    assert text == (DATA / "session.csv").read_text()
+    assert replies == (DATA / "marker_replies.json").read_text()
+
+
+if __name__ == "__main__":  # writes the reference files (only when the output is meant to change)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        t, r = recorded(Path(d))
+    (DATA / "session.csv").write_text(t)
+    (DATA / "marker_replies.json").write_text(r)
