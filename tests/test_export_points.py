@@ -1,6 +1,6 @@
 """One projection, two renderers: the Prometheus text and the InfluxDB line protocol of a
 fixed snapshot are byte for byte what they were before both were rendered from
-``export.points`` (files under tests/data/export/, written by the walkers each exporter
+``tuimeter.points`` (files under tests/data/export/, written by the walkers each exporter
 had of its own), and the points carry every label once."""
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ if __name__ == "__main__":  # writes the reference files (only when the output i
 def test_points_carry_each_label_once_and_missing_values_as_none():
     """The one projection: a domain's labels, the machine, grid and job points; a lost
     domain is up=False with power None (not 0 W)."""
-    from tuimeter.export.points import points
+    from tuimeter.points import points
 
     eng, clock, cpu, gpu = fixed_run()
     eng.open()
@@ -98,7 +98,9 @@ def test_points_carry_each_label_once_and_missing_values_as_none():
                          "provenance": "measured", "in_total": "1"}
     assert gpu0.fields["up"] is False and gpu0.fields["power_w"] is None
     grid = next(p for p in pts if p.name == "grid")
-    assert grid.tags["pue"] == "1.2" and grid.fields == {"g_per_kwh": 360.0}
+    # 360 g/kWh at PUE 1.2: 360 * 1.2 / 3.6e6 g per joule
+    assert grid.tags["pue"] == "1.2" and grid.fields["g_per_kwh"] == 360.0
+    assert grid.fields["g_per_j"] == pytest.approx(360.0 * 1.2 / 3.6e6)
     assert all(p.timestamp_us == int(round(snap.timestamp * 1e6)) for p in pts)
 
 

@@ -20,7 +20,7 @@ HEADLESS = [
     "tuimeter.session.csvfile", "tuimeter.session.recorder", "tuimeter.session.measure",
     "tuimeter.session.markers", "tuimeter.session.report", "tuimeter.engine.attribution",
     "tuimeter.export", "tuimeter.export.prometheus", "tuimeter.export.influx", "tuimeter.api",
-    "tuimeter.export.points", "tuimeter.export.base", "tuimeter.export.registry",
+    "tuimeter.points", "tuimeter.export.base", "tuimeter.export.registry",
     "tuimeter.doctor", "tuimeter.doctor.render",
     "tuimeter.text", "tuimeter.session.reader",
     "tuimeter.live", "tuimeter.options", "tuimeter.replay_engine", "tuimeter.job",

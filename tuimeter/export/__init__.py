@@ -10,7 +10,7 @@ Two calls for a command (``record``, the UI):
   start the exporters before creating the session file so that nothing is left behind.
 
 Each exporter (:class:`~tuimeter.export.base.Exporter`) renders
-:func:`~tuimeter.export.points.points`, and declares its options, environment variables
+:func:`~tuimeter.points.points`, and declares its options, environment variables
 and start next to its code (:class:`~tuimeter.export.base.ExporterEntry`), listed in
 :mod:`tuimeter.export.registry`.
 """

@@ -1,7 +1,7 @@
 """What an exporter is, and how it declares itself to the command line.
 
 An exporter consumes the engine's snapshots (as a listener, or by reading
-``engine.snapshot`` when asked) and renders :func:`tuimeter.export.points.points`; it never
+``engine.snapshot`` when asked) and renders :func:`tuimeter.points.points`; it never
 walks a snapshot itself. Each exporter module defines an :class:`ExporterEntry` next to its
 code: its options, the environment variables it reads, how the settings come from the
 parsed options, and how it starts. :mod:`tuimeter.export.registry` lists the entries (one

@@ -48,7 +48,7 @@ from typing import Callable
 
 from ..model import Snapshot
 from .base import ExportError, ExporterEntry, HealthMetric
-from .points import points
+from ..points import points
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ MEASUREMENTS = {
 
 
 def snapshot_lines(snap: Snapshot) -> list[str]:
-    """Every point of one tick, from :func:`~tuimeter.export.points.points` (only the
+    """Every point of one tick, from :func:`~tuimeter.points.points` (only the
     markers for seq 0, the empty starting snapshot)."""
     out: list[str | None] = []
     for p in points(snap):

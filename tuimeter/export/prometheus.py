@@ -13,7 +13,7 @@ A counter restarts at 0 with each tuimeter session; ``rate()``/``increase()`` ha
 The names are listed in README ("Across a cluster") and used by
 ``grafana/tuimeter-dashboard.json``.
 
-The series are rendered from :func:`tuimeter.export.points.points` through the table
+The series are rendered from :func:`tuimeter.points.points` through the table
 :data:`METRICS` (point, field, metric name, labels); every started exporter's own health
 (:meth:`~tuimeter.export.base.Exporter.health`: InfluxDB's sent and dropped points ...) is
 served too. ``prometheus_client`` is imported when the exporter starts, not with the module,
@@ -30,7 +30,7 @@ from typing import Callable, Iterable
 from ..model import Snapshot
 from ._http import BoundedHttpServer
 from .base import ExportError, ExporterEntry, HealthMetric
-from .points import Point, points
+from ..points import Point, points
 
 DOMAIN_LABELS = ("host", "domain", "kind", "source", "provenance", "in_total")
 MACHINE_LABELS = ("host", "provenance")

@@ -21,8 +21,8 @@ import os
 import uuid
 from typing import IO
 
-from ..carbon import co2_g, g_per_j
-from ..model import Domain, Provenance, Snapshot
+from ..model import Domain, Snapshot
+from ..points import points
 from . import files, schema
 from .files import NewFile
 from .schema import (COLUMNS, EVENT, JOB, LOST, MARKER, PROCESS, SAMPLE, SESSION,
@@ -262,46 +262,42 @@ class SessionWriter:
                       source=e.source, label=f"{e.kind}: {e.message}")
         if snap.interval_s > 0:
             self._domain_rows(snap)
-            ts, el, iv = snap.timestamp, snap.elapsed_s, snap.interval_s
-            for d in snap.domains:
-                prov = str(d.domain.provenance) if d.status.value == "ok" else LOST
-                # energy bridged across the lost intervals before it: say over how long
-                label = "" if d.bridged_s is None else bridged_label(d.bridged_s)
-                self._row(ts, el, iv, SAMPLE, d.domain.id, d.domain.source, d.domain.in_total,
-                          d.power_w, d.energy_j, d.co2_g, prov, label)
-            t = snap.total
-            self._row(ts, el, iv, TOTAL, "total", "", None, t.power_w, t.energy_j, t.co2_g,
-                      str(t.provenance))
-            self._attribution_rows(snap)
+            self._point_rows(snap)
         self._flush()
 
-    def _attribution_rows(self, snap: Snapshot) -> None:
-        """``job`` rows (domain all, cpu, gpu: the followed process tree) and ``process``
-        rows (domain all: the top processes, then ``idle/system`` and ``other processes``
-        with an empty pid, so that the process rows of a tick add up to its total)."""
+    def _point_rows(self, snap: Snapshot) -> None:
+        """The tick's derived rows, rendered from :func:`~tuimeter.points.points`: a
+        ``sample`` row per domain (provenance ``lost`` when it was not read), ``total``,
+        ``job`` (domain all, cpu, gpu: the followed process tree) and ``process`` rows
+        (domain all: the top processes, then ``idle/system`` and ``other processes`` with
+        an empty pid, so that the process rows of a tick add up to its total)."""
         ts, el, iv = snap.timestamp, snap.elapsed_s, snap.interval_s
-        factor = g_per_j(snap.carbon)
-        prov = str(Provenance.ATTRIBUTED)
-        if snap.job is not None:
-            j = snap.job
-            self._row(ts, el, iv, JOB, "all", "attribution", None, j.power_w, j.energy_j,
-                      j.co2_g, str(j.provenance), j.name, j.pid)
-            for dom, w in (("cpu", j.cpu_power_w), ("gpu", j.gpu_power_w)):
-                self._row(ts, el, iv, JOB, dom, "attribution", None, w, w * iv, w * iv * factor,
-                          str(j.provenance), j.name, j.pid)
-        if not snap.processes and snap.idle_power_w is None:
-            return
-        shown_w = 0.0
-        for p in snap.processes:
-            shown_w += p.power_w
-            self._row(ts, el, iv, PROCESS, "all", "attribution", None, p.power_w, p.energy_j,
-                      p.energy_j * factor, str(p.provenance), p.name, p.pid)
-        if snap.idle_power_w is not None:
-            idle_w = snap.idle_power_w
-            other_w = max((snap.total.power_w or 0.0) - idle_w - shown_w, 0.0)
-            for label, w in (("idle/system", idle_w), ("other processes", other_w)):
-                self._row(ts, el, iv, PROCESS, "all", "attribution", None, w, w * iv,
-                          w * iv * factor, prov, label)
+        factor = 0.0
+        for p in points(snap):
+            t, f = p.tags, p.fields
+            if p.name == "domain":
+                prov = t["provenance"] if f["up"] else LOST
+                # energy bridged across the lost intervals before it: say over how long
+                label = "" if f["bridged_s"] is None else bridged_label(f["bridged_s"])
+                self._row(ts, el, iv, SAMPLE, t["domain"], t["source"], t["in_total"] == "1",
+                          f["power_w"], f["energy_j"], f["co2_g"], prov, label)
+            elif p.name == "machine":
+                self._row(ts, el, iv, TOTAL, "total", "", None, f["power_w"], f["energy_j"],
+                          f["co2_g"], t["provenance"])
+            elif p.name == "grid":
+                factor = f["g_per_j"]
+            elif p.name == "job":
+                pid = int(t["pid"])
+                self._row(ts, el, iv, JOB, "all", "attribution", None, f["power_w"],
+                          f["energy_j"], f["co2_g"], t["provenance"], t["name"], pid)
+                for dom in ("cpu", "gpu"):
+                    w = f[f"{dom}_power_w"]
+                    self._row(ts, el, iv, JOB, dom, "attribution", None, w, w * iv,
+                              w * iv * factor, t["provenance"], t["name"], pid)
+            elif p.name == "process":
+                self._row(ts, el, iv, PROCESS, "all", "attribution", None, f["power_w"],
+                          f["energy_j"], f["co2_g"], t["provenance"], t["name"],
+                          int(t["pid"]) if t["pid"] else None)
 
     def close(self) -> None:
         if self.closed:

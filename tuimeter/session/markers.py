@@ -54,8 +54,8 @@ import threading
 import time
 import uuid
 
-from ..carbon import g_per_j
 from ..labels import MAX_LABEL_CHARS, check_label  # noqa: F401 (part of this module's API)
+from ..points import points
 
 log = logging.getLogger(__name__)
 
@@ -121,15 +121,21 @@ def session_state(engine, marker=None, session_id: str | None = None,
            "interval_s": engine.interval_s, "elapsed_s": now_elapsed,
            "timestamp": marker.timestamp if marker is not None else time.time()}
     if snap is not None:
-        out.update({
-            "tick_seq": snap.seq, "tick_elapsed_s": snap.elapsed_s,
-            "co2_g_per_j": g_per_j(snap.carbon),
-            "total_energy_j": snap.total.total_energy_j, "total_power_w": snap.total.power_w,
-            "domains": [{"id": d.domain.id, "in_total": d.domain.in_total,
-                         "provenance": str(d.domain.provenance),
-                         "total_energy_j": d.total_energy_j, "power_w": d.power_w}
-                        for d in snap.domains],
-        })
+        out.update({"tick_seq": snap.seq, "tick_elapsed_s": snap.elapsed_s,
+                    "co2_g_per_j": None, "total_energy_j": None, "total_power_w": None})
+        domains = []
+        for p in points(snap):  # the cumulative values, from the one projection
+            if p.name == "grid":
+                out["co2_g_per_j"] = p.fields["g_per_j"]
+            elif p.name == "machine":
+                out["total_energy_j"] = p.fields["total_energy_j"]
+                out["total_power_w"] = p.fields["power_w"]
+            elif p.name == "domain":
+                domains.append({"id": p.tags["domain"], "in_total": p.tags["in_total"] == "1",
+                                "provenance": p.tags["provenance"],
+                                "total_energy_j": p.fields["total_energy_j"],
+                                "power_w": p.fields["power_w"]})
+        out["domains"] = domains
     return out
 
 

@@ -9,15 +9,22 @@ epoch. :func:`points` gives, in this order:
 * ``marker`` (one per new marker, at the marker's own instant) host, source: label, pid,
   elapsed_s;
 * ``domain`` (one per domain) host, domain, kind, source, provenance, in_total ("1"/"0"):
-  power_w, energy_j (in the interval), total_energy_j, co2_g, total_co2_g, up (bool);
+  power_w, energy_j (in the interval), total_energy_j, co2_g, total_co2_g, up (bool),
+  bridged_s (the lost span this interval's energy was bridged across, else None);
 * ``machine`` host, provenance: power_w, energy_j, total_energy_j, co2_g, total_co2_g,
   monitor_cpu_ratio (tuimeter's own CPU, fraction of one core), seq, interval_s;
-* ``grid`` host, carbon_source, pue: g_per_kwh;
-* ``job`` (when a job is followed) host, pid, name, provenance: power_w, energy_j,
-  total_energy_j, cpu_energy_j, gpu_energy_j, total_co2_g, share, running (bool).
+* ``grid`` host, carbon_source, pue: g_per_kwh, g_per_j (grams per joule, PUE included);
+* ``job`` (when a job is followed) host, pid, name, provenance: power_w, energy_j, co2_g,
+  total_energy_j, cpu_energy_j, gpu_energy_j (cumulative), cpu_power_w, gpu_power_w,
+  total_co2_g, share, running (bool);
+* ``process`` (when attribution ran) host, pid ("" for the last two), name, provenance:
+  power_w, energy_j, co2_g (in the interval): the top processes, then ``idle/system`` and
+  ``other processes`` (what the machine total leaves), so that they add up to the total.
 
 A renderer picks the points and fields it shows (InfluxDB writes no ``grid`` point;
-Prometheus keeps cumulative values only). Headless: no UI import.
+Prometheus keeps cumulative values only; the session CSV writes the interval's values and
+the marker reply the cumulative ones). Headless: imports the model and carbon only, never
+an exporter, the session or the UI.
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-from ..model import Snapshot
+from .carbon import g_per_j
+from .model import Provenance, Snapshot
 
 Field = Union[float, int, bool, str, None]
 
@@ -56,7 +64,8 @@ def points(snap: Snapshot) -> list[Point]:
                                     "in_total": "1" if dom.in_total else "0"},
                          {"power_w": d.power_w, "energy_j": d.energy_j,
                           "total_energy_j": float(d.total_energy_j), "co2_g": d.co2_g,
-                          "total_co2_g": float(d.total_co2_g), "up": d.status.value == "ok"},
+                          "total_co2_g": float(d.total_co2_g), "up": d.status.value == "ok",
+                          "bridged_s": d.bridged_s},
                          ts))
     t = snap.total
     cpu = None if snap.monitor_cpu_percent is None else snap.monitor_cpu_percent / 100.0
@@ -67,15 +76,43 @@ def points(snap: Snapshot) -> list[Point]:
                       "seq": int(snap.seq), "interval_s": float(snap.interval_s)}, ts))
     c = snap.carbon
     out.append(Point("grid", {"host": host, "carbon_source": c.source, "pue": f"{c.pue:g}"},
-                     {"g_per_kwh": float(c.g_per_kwh)}, ts))
+                     {"g_per_kwh": float(c.g_per_kwh), "g_per_j": g_per_j(c)}, ts))
     job = snap.job
     if job is not None:
         out.append(Point("job", {"host": host, "pid": str(job.pid), "name": job.name,
                                  "provenance": str(job.provenance)},
                          {"power_w": float(job.power_w), "energy_j": float(job.energy_j),
+                          "co2_g": float(job.co2_g),
                           "total_energy_j": float(job.total_energy_j),
                           "cpu_energy_j": float(job.cpu_energy_j),
                           "gpu_energy_j": float(job.gpu_energy_j),
+                          "cpu_power_w": float(job.cpu_power_w),
+                          "gpu_power_w": float(job.gpu_power_w),
                           "total_co2_g": float(job.total_co2_g), "share": float(job.share),
                           "running": bool(job.running)}, ts))
+    out.extend(_process_points(snap, ts))
+    return out
+
+
+def _process_points(snap: Snapshot, ts: int) -> list[Point]:
+    """The ``process`` points: the top processes, then ``idle/system`` and ``other
+    processes`` (the machine total less idle and the processes shown, never below 0)."""
+    if not snap.processes and snap.idle_power_w is None:
+        return []
+    host, factor, iv = snap.host, g_per_j(snap.carbon), snap.interval_s
+    out = [Point("process", {"host": host, "pid": str(p.pid), "name": p.name,
+                             "provenance": str(p.provenance)},
+                 {"power_w": p.power_w, "energy_j": p.energy_j,
+                  "co2_g": p.energy_j * factor}, ts) for p in snap.processes]
+    if snap.idle_power_w is not None:
+        idle_w = snap.idle_power_w
+        shown_w = 0.0
+        for p in snap.processes:
+            shown_w += p.power_w
+        other_w = max((snap.total.power_w or 0.0) - idle_w - shown_w, 0.0)
+        prov = str(Provenance.ATTRIBUTED)
+        for name, w in (("idle/system", idle_w), ("other processes", other_w)):
+            out.append(Point("process", {"host": host, "pid": "", "name": name,
+                                         "provenance": prov},
+                             {"power_w": w, "energy_j": w * iv, "co2_g": w * iv * factor}, ts))
     return out
