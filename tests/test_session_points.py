@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.fakes.scripted import FakeClock, ScriptedSensor, domain, rapl_like
 from tests.helpers import make_engine
 from tuimeter.model import CarbonInfo, DomainKind, JobSample, Marker, ProcessShare
@@ -83,6 +85,24 @@ def test_session_csv_and_marker_reply_are_unchanged(tmp_path):
     assert "lost" in text and "bridged" in text and "idle/system" in text
     assert text == (DATA / "session.csv").read_text()
     assert replies == (DATA / "marker_replies.json").read_text()
+
+
+def test_process_points_add_up_to_the_machine_total():
+    """The ``process`` points: the top processes, then idle/system and other processes
+    (pid ""), whose power adds up to the machine's."""
+    from tuimeter.points import points
+
+    eng, clock, rapl, gpu = fixed_run()
+    eng.open()
+    clock.advance(1.0)
+    eng.tick()
+    pts = points(eng.snapshot)
+    procs = [p for p in pts if p.name == "process"]
+    assert [(p.tags["pid"], p.tags["name"]) for p in procs] == [
+        ("4242", "python3"), ("77", 'sh "quoted"'), ("", "idle/system"), ("", "other processes")]
+    machine = next(p for p in pts if p.name == "machine")
+    assert sum(p.fields["power_w"] for p in procs) == pytest.approx(machine.fields["power_w"])
+    assert procs[2].fields["power_w"] == 21.5
 
 
 if __name__ == "__main__":  # writes the reference files (only when the output is meant to change)
