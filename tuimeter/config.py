@@ -233,12 +233,12 @@ def apply_config(args: argparse.Namespace, env: Mapping[str, str] = os.environ,
         else:
             continue
         setattr(args, key.dest, key.to_dest(value))
-    _defaults(args, env)
+    _defaults(args)
     args._config_applied = True
     return args
 
 
-def _defaults(args: argparse.Namespace, env: Mapping[str, str]) -> None:
+def _defaults(args: argparse.Namespace) -> None:
     """The built-in defaults of what nothing set."""
     for dest, default in (("interval", 1.0), ("no_gpu", False), ("no_attribution", False),
                           ("export_dir", ".")):
