@@ -30,20 +30,14 @@ import io
 import math
 import os
 import stat
-import sys
-import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Mapping
 
+from .config import ConfigWarning, default_config_path  # noqa: F401 (re-exported)
 from .model import CarbonInfo
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
 
 #: g CO2e per kWh when nothing better is known (IEA 2019, as used by CodeCarbon).
 WORLD_AVERAGE_G_PER_KWH = 475.0
@@ -61,18 +55,13 @@ ENV_PUE = "TUIMETER_PUE"
 _ALIASES = {"uk": "GBR", "great britain": "GBR", "england": "GBR", "america": "USA"}
 
 
-#: the keys config.toml may hold
+#: the carbon keys of config.toml (tuimeter.config.KEYS has them all)
 CONFIG_KEYS = ("country", "carbon_intensity", "pue")
 _ENV_NAMES = {"country": ENV_COUNTRY, "carbon_intensity": ENV_INTENSITY, "pue": ENV_PUE}
-_warned_keys: set = set()
 
 
 class CarbonError(ValueError):
     """A country, intensity or PUE that cannot be used; the message says what would."""
-
-
-class ConfigWarning(UserWarning):
-    """Something in config.toml was ignored (an unknown key); the message says which."""
 
 
 @dataclass(frozen=True)
@@ -121,22 +110,9 @@ class CarbonSettings:
     @classmethod
     def from_config(cls, path: Path) -> "CarbonSettings":
         """Settings from a TOML file; a missing file gives empty settings."""
-        try:
-            text = read_config_text(path)
-        except FileNotFoundError:
-            return cls(f"config {path}")
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise CarbonError(f"cannot read config file {path}: {exc}") from None
-        for key in data:
-            if key not in CONFIG_KEYS and (str(path), key) not in _warned_keys:
-                _warned_keys.add((str(path), key))
-                hint = difflib.get_close_matches(key, CONFIG_KEYS, n=1)
-                warnings.warn(
-                    f"{path}: unknown key {key!r} ignored"
-                    + (f" (did you mean {hint[0]!r}?)" if hint else "")
-                    + f"; known keys: {', '.join(CONFIG_KEYS)}", ConfigWarning, stacklevel=3)
+        from .config import read_table
+
+        data = read_table(path)
         return cls(f"config {path}", data.get("country"), data.get("carbon_intensity"),
                    data.get("pue"), Path(path))
 
@@ -180,12 +156,6 @@ def read_config_text(path: str | os.PathLike) -> str:
     except UnicodeDecodeError as exc:
         raise CarbonError(f"cannot read config file {path}: not UTF-8 text (byte "
                           f"0x{data[exc.start]:02x} at offset {exc.start})") from None
-
-
-def default_config_path(env: Mapping[str, str] = os.environ) -> Path:
-    """``$XDG_CONFIG_HOME/tuimeter/config.toml``, or ``~/.config/tuimeter/config.toml``."""
-    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "tuimeter" / "config.toml"
 
 
 def _read_data(name: str) -> list[dict[str, str]]:

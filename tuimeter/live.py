@@ -111,7 +111,8 @@ def open_session_file(args: argparse.Namespace, host: str) -> Any:
         from .session.recorder import NoFile
 
         return NoFile()
-    return open_recorder(args.output, host, args.overwrite)
+    return open_recorder(args.output, host, args.overwrite,
+                         directory=getattr(args, "output_dir", None))
 
 
 def summary_line(snap: "Snapshot | None", path: str | None) -> str:

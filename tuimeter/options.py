@@ -27,6 +27,20 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # type: ignore[override]
         self.exit(EXIT_BAD_INPUT, f"tuimeter: error: {message} (see --help)\n")
 
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        """Parsed, then the measurement options the command line left unset come from
+        the environment or config.toml (tuimeter.config.apply_config); a bad value
+        there is one line and exit status 2."""
+        ns, rest = super().parse_known_args(args, namespace)
+        if hasattr(ns, "interval"):  # a command with the measurement options
+            from .config import apply_config
+
+            try:
+                apply_config(ns)
+            except ValueError as exc:
+                self.exit(EXIT_BAD_INPUT, f"tuimeter: error: {safe_text(str(exc))}\n")
+        return ns, rest
+
 
 def say(message: str, end: str = "\n", *, raw: bool = False) -> None:
     """A line on stderr; a terminal that has gone away (SSH dropped) is not an error.
@@ -116,7 +130,7 @@ def add_measure_options(p: argparse.ArgumentParser) -> None:
     """Options shared by the UI and ``record``."""
     p.add_argument("-o", "--output", metavar="FILE", help="session CSV to write")
     p.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
-    p.add_argument("-i", "--interval", type=interval, default=1.0, metavar="S",
+    p.add_argument("-i", "--interval", type=interval, default=None, metavar="S",
                    help="seconds between samples (default 1)")
     p.add_argument("--pid", type=pid, metavar="PID",
                    help="follow this process and its descendants")
@@ -129,9 +143,9 @@ def add_measure_options(p: argparse.ArgumentParser) -> None:
                    help="powercap folder (default /sys/class/powercap, or $TUIMETER_POWERCAP_ROOT)")
     from .sensors.registry import gpu_sensor_names
 
-    p.add_argument("--no-gpu", action="store_true",
+    p.add_argument("--no-gpu", action="store_true", default=None,
                    help=f"do not use the GPU sensors ({', '.join(gpu_sensor_names())})")
-    p.add_argument("--no-attribution", action="store_true",
+    p.add_argument("--no-attribution", action="store_true", default=None,
                    help="do not attribute power to processes")
     p.add_argument("--no-socket", action="store_true",
                    help="do not listen for markers from `tuimeter mark` and the API")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..carbon import resolve_carbon
+from ..config import default_data_dir
 from ..engine.sampler import Engine
 from ..sensors.discover import discover
 from . import files
@@ -43,15 +44,15 @@ class MeasureOptions:
 
 
 def data_dir() -> Path:
-    """Where sessions go by default: ``$XDG_DATA_HOME/tuimeter/sessions``."""
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return Path(base) / "tuimeter" / "sessions"
+    """Where sessions go by default: ``$XDG_DATA_HOME/tuimeter/sessions`` on Linux
+    (tuimeter.config.default_data_dir); ``output_dir`` in config.toml overrides it."""
+    return default_data_dir()
 
 
-def _new_default_file() -> NewFile:
-    """A new ``session-YYYYmmdd-HHMMSS[-N].csv`` in the data directory (never an existing
-    name, see files.create_free)."""
-    d = data_dir()
+def _new_default_file(directory: str | os.PathLike | None = None) -> NewFile:
+    """A new ``session-YYYYmmdd-HHMMSS[-N].csv`` in ``directory`` (None: the data
+    directory), never an existing name (see files.create_free)."""
+    d = Path(directory) if directory else data_dir()
     d.mkdir(parents=True, exist_ok=True)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     return files.create_free(d, f"session-{stamp}", ".csv")
@@ -96,10 +97,11 @@ def make_engine(opts: MeasureOptions, attributor=None) -> Engine:
 
 
 def open_recorder(path: str | None, host: str, overwrite: bool = False,
-                  append: bool = False, *, temp: bool = False) -> Recorder:
+                  append: bool = False, *, temp: bool = False,
+                  directory: str | os.PathLike | None = None) -> Recorder:
     """Create the session file now (fails early, before sampling) and wrap it.
 
-    ``path`` None: a new file in the data directory, or with ``temp`` a new
+    ``path`` None: a new file in ``directory`` (None: the data directory), or with ``temp`` a new
     ``tuimeter-replay-*.csv`` in the temporary directory (the caller discards it).
     ``append``: add the session to an existing session file (see SessionWriter.create).
     Raises SetupError with a one-line message."""
@@ -109,7 +111,7 @@ def open_recorder(path: str | None, host: str, overwrite: bool = False,
         else:
             new = (files.create_free(tempfile.gettempdir(),  # private, as mkstemp's
                                      f"tuimeter-replay-{uuid.uuid4().hex[:8]}", ".csv", 0o600)
-                   if temp else _new_default_file())
+                   if temp else _new_default_file(directory))
             writer = SessionWriter.open_new(new, host)
     except OSError as exc:
         msg = exc.strerror if getattr(exc, "strerror", None) else str(exc)

@@ -43,7 +43,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--session", metavar="ID",
                    help="with --replay, for a file holding several sessions: replay this one "
                         "(default: the first)")
-    p.add_argument("--export-dir", metavar="DIR", default=".",
+    p.add_argument("--export-dir", metavar="DIR", default=None,
                    help="where `e` writes exports (default: the current directory)")
     return p
 

@@ -1,0 +1,194 @@
+"""config.toml: every key applied, the order option > environment > file > default, bad
+values (one line naming the file and key, exit 2), unknown keys warned about once, and
+the Linux locations kept (README, "Configuration")."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+from tuimeter import config
+from tuimeter.carbon import resolve_carbon
+from tuimeter.cli import _record_parser
+from tuimeter.tui.run import parser as ui_parser
+
+ALL_KEYS = """\
+interval_s = 0.5
+output_dir = "{out}"
+export_dir = "{exp}"
+gpu = false
+attribution = false
+prometheus = "127.0.0.1:9109"
+influx_url = "http://127.0.0.1:8086"
+influx_db = "power"
+influx_org = "lab"
+influx_bucket = "b"
+influx_token = "t"
+country = "FR"
+carbon_intensity = 12.5
+pue = 1.2
+theme = "textual-light"
+"""
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private XDG_CONFIG_HOME (its config.toml is written by each test) and no
+    TUIMETER_* settings from outside."""
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("TUIMETER_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    (tmp_path / "cfg" / "tuimeter").mkdir(parents=True)
+    return tmp_path
+
+
+def write(home: Path, text: str) -> Path:
+    path = home / "cfg" / "tuimeter" / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_every_key_in_the_file_is_applied(home: Path) -> None:
+    """Guards against a documented key that nothing reads."""
+    (home / "out").mkdir()
+    (home / "exp").mkdir()
+    path = write(home, ALL_KEYS.format(out=home / "out", exp=home / "exp"))
+    args = ui_parser().parse_args([])
+    assert args.interval == 0.5
+    assert args.output_dir == str(home / "out")
+    assert args.export_dir == str(home / "exp")
+    assert args.no_gpu is True and args.no_attribution is True
+    assert args.prometheus == ("127.0.0.1", 9109)
+    assert args.influx == "http://127.0.0.1:8086"
+    assert (args.influx_db, args.influx_org, args.influx_bucket, args.influx_token) == (
+        "power", "lab", "b", "t")
+    assert args.theme == "textual-light"
+    info = resolve_carbon(env={}, config_path=path)
+    assert (info.g_per_kwh, info.pue) == (12.5, 1.2)
+
+
+def test_output_dir_is_where_a_new_session_file_goes(home: Path) -> None:
+    from tuimeter.live import open_session_file
+
+    (home / "out").mkdir()
+    write(home, f'output_dir = "{home / "out"}"\n')
+    recorder = open_session_file(_record_parser().parse_args([]), "h")
+    try:
+        assert Path(recorder.path).parent == home / "out"
+    finally:
+        recorder.close()
+
+
+def test_nothing_set_gives_the_built_in_defaults(home: Path) -> None:
+    args = ui_parser().parse_args([])
+    assert args.interval == 1.0 and args.export_dir == "."
+    assert args.no_gpu is False and args.no_attribution is False
+    assert args.prometheus is None and args.influx is None and args.output_dir is None
+
+
+@pytest.mark.parametrize("argv, env, expected", [
+    (["-i", "4"], {"TUIMETER_INTERVAL": "3"}, 4.0),  # option beats env and file
+    ([], {"TUIMETER_INTERVAL": "3"}, 3.0),           # env beats file
+    ([], {}, 2.0),                                    # file beats default
+])
+def test_interval_precedence(home: Path, monkeypatch: pytest.MonkeyPatch, argv, env,
+                             expected) -> None:
+    write(home, "interval_s = 2\n")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert _record_parser().parse_args(argv).interval == expected
+
+
+@pytest.mark.parametrize("argv, env, no_gpu", [
+    (["--no-gpu"], {"TUIMETER_GPU": "1"}, True),
+    ([], {"TUIMETER_GPU": "yes"}, False),
+    ([], {}, True),
+])
+def test_gpu_precedence(home: Path, monkeypatch: pytest.MonkeyPatch, argv, env,
+                        no_gpu) -> None:
+    write(home, "gpu = false\n")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert _record_parser().parse_args(argv).no_gpu is no_gpu
+
+
+def test_prometheus_precedence(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write(home, 'prometheus = "9101"\n')
+    assert _record_parser().parse_args([]).prometheus == ("127.0.0.1", 9101)
+    monkeypatch.setenv("TUIMETER_PROMETHEUS", "9102")
+    assert _record_parser().parse_args([]).prometheus == ("127.0.0.1", 9102)
+    assert _record_parser().parse_args(["--prometheus", "9103"]).prometheus == (
+        "127.0.0.1", 9103)
+
+
+def test_influx_url_in_the_file_yields_to_the_variable(home: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file's URL starts the exporter; TUIMETER_INFLUX_URL, set, decides the URL."""
+    from tuimeter.export import influx
+
+    write(home, 'influx_url = "http://127.0.0.1:1"\ninflux_db = "filedb"\n')
+    monkeypatch.setenv("TUIMETER_INFLUX_URL", "http://127.0.0.1:2")
+    monkeypatch.setenv("TUIMETER_INFLUX_DB", "envdb")
+    target = influx.ENTRY.settings(_record_parser().parse_args([]))
+    assert "127.0.0.1:2" in target.url and target.db == "envdb"
+
+
+@pytest.mark.parametrize("line, key", [
+    ("interval_s = 0.001", "interval_s"),
+    ('interval_s = "fast"', "interval_s"),
+    ("gpu = 3", "gpu"),
+    ('prometheus = "host:port"', "prometheus"),
+    ("output_dir = 1", "output_dir"),
+    ("theme = true", "theme"),
+    ("pue = 0.5", "pue"),
+])
+def test_a_bad_value_in_the_file_is_one_line_naming_file_and_key_exit_2(
+        home: Path, capsys: pytest.CaptureFixture, line: str, key: str) -> None:
+    path = write(home, line + "\n")
+    with pytest.raises(SystemExit) as exc:
+        _record_parser().parse_args([])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("tuimeter: error: ")
+    assert str(path) in err and repr(key) in err
+
+
+def test_a_bad_environment_value_names_the_variable(home: Path, capsys,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TUIMETER_INTERVAL", "soon")
+    with pytest.raises(SystemExit) as exc:
+        _record_parser().parse_args([])
+    assert exc.value.code == 2 and "TUIMETER_INTERVAL" in capsys.readouterr().err
+
+
+def test_an_unknown_key_warns_once(home: Path) -> None:
+    """One warning across the parser and the carbon settings reading the same file."""
+    path = write(home, 'intervall_s = 2\n')
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        _record_parser().parse_args([])
+        resolve_carbon(env={}, config_path=path)
+        _record_parser().parse_args([])
+    [w] = [w for w in seen if issubclass(w.category, config.ConfigWarning)]
+    assert "'intervall_s'" in str(w.message) and "'interval_s'" in str(w.message)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the XDG locations")
+def test_linux_locations_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tuimeter.session.measure import data_dir
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    assert config.default_config_path() == tmp_path / ".config" / "tuimeter" / "config.toml"
+    assert data_dir() == tmp_path / ".local" / "share" / "tuimeter" / "sessions"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "c"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "d"))
+    assert config.default_config_path() == tmp_path / "c" / "tuimeter" / "config.toml"
+    assert data_dir() == tmp_path / "d" / "tuimeter" / "sessions"
