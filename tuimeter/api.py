@@ -540,7 +540,11 @@ def measure(func: _F | None = None, /, *, label: str | None = None, output: str 
     """Decorator: run each call under a :class:`Meter` (one phase named after the function).
 
     Usable bare (``@measure``) or with keywords (``@measure(output="f.csv")``). The
-    keywords are :class:`Meter`'s, with the same meaning and defaults, except:
+    keywords are :class:`Meter`'s, with the same meaning and defaults: ``output`` (str,
+    default None: no file), ``overwrite`` (False), ``interval_s`` (seconds, 1.0), ``gpu``
+    (True), ``powercap_root`` (None), ``country`` (None), ``carbon_intensity`` (gCO2e/kWh,
+    None), ``pue`` (None), ``host`` (None), ``extra_sensors`` (None), ``attach`` (True),
+    ``wait_attached_s`` (seconds, 30), ``engine`` (None), ``autostart`` (True); except:
 
     * ``label`` (str | None, default None): the phase's label; None uses the function's
       qualified name (cut to 200 characters).
