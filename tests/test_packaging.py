@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,8 @@ def test_wheel_installs_in_a_fresh_venv_and_runs(tmp_path):
     dist = tmp_path / "dist"
     run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", dist, ROOT, cwd=tmp_path)
     (wheel,) = dist.glob("tuimeter-*.whl")
+    with zipfile.ZipFile(wheel) as whl:  # the typed-package marker ships (PEP 561)
+        assert "tuimeter/py.typed" in whl.namelist()
     venv.create(tmp_path / "venv", with_pip=True)
     bindir = tmp_path / "venv" / "bin"
     py = bindir / "python"

@@ -12,7 +12,13 @@ Public API (imported lazily, so ``import tuimeter`` stays light: no pandas, no I
 In IPython or Jupyter, ``%load_ext tuimeter`` adds the ``%%tuimeter`` cell magic.
 """
 
+from typing import TYPE_CHECKING
+
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # type checkers see the lazily exported names and their signatures
+    from .api import Meter, Phase, mark, measure
+    from .frames import read_report, read_session
 
 _API = ("Meter", "Phase", "measure", "mark")
 _FRAMES = ("read_session", "read_report")

@@ -45,6 +45,7 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar, overload
 
 from .carbon import g_per_j
 from .labels import check_label
@@ -52,6 +53,11 @@ from .phases import Samples, energy_between
 from .live import LiveSession
 from .session import mark_client, markers
 from .session.mark_client import MarkResult
+
+if TYPE_CHECKING:
+    from .engine.sampler import Engine
+    from .sensors.base import Sensor
+    from .session.measure import MeasureOptions
 
 log = logging.getLogger(__name__)
 _warned_none = False
@@ -148,23 +154,63 @@ def _entry_lock():
 class Meter:
     """Measure phases of a program (context manager). See the module docstring.
 
-    ``output``: session CSV to write in own mode (None: no file). ``label``: the first
-    phase. ``attach``: False always samples on its own. ``engine``: an unopened
-    :class:`~tuimeter.engine.sampler.Engine` to use instead of discovering sensors (tests,
-    custom sensors); with ``autostart=False`` its ticks are left to the caller.
-    ``append``: add this session to ``output`` when it already holds sessions (a file that
-    is not a session CSV is still refused); without it an existing file is an error
-    unless ``overwrite``. ``wait_attached_s``: how long, on exit, a sampling meter keeps
-    measuring for meters of other processes (or threads) attached to it that have not
-    ended yet.
-    Other keywords are :class:`~tuimeter.session.measure.MeasureOptions` fields
-    (``interval_s``, ``country``, ``carbon_intensity``, ``pue``, ``gpu``, ...).
+    Every keyword has a default; an unknown keyword is a TypeError.
+
+    Where the data goes:
+
+    * ``output`` (str | None, default None): session CSV written in own mode; None writes
+      no file. Not written when the meter attaches to a running session (a warning says so).
+    * ``overwrite`` (bool, default False): replace an existing ``output``. Without it (or
+      ``append``) an existing file is an error.
+    * ``append`` (bool, default False): add this session to ``output`` when it already
+      holds sessions (a file that is not a session CSV is still refused).
+
+    Phases:
+
+    * ``label`` (str, default ``"start"``): the first phase's label (label rules as for
+      :func:`mark`; a bad one is a ValueError).
+
+    Sampling (own mode only; ignored when attached to a running session):
+
+    * ``interval_s`` (float, seconds, default 1.0): sampling interval, at least 0.01 s.
+    * ``gpu`` (bool, default True): read GPUs (NVML, amdsmi); False skips them.
+    * ``powercap_root`` (str | None, default None: ``$TUIMETER_POWERCAP_ROOT``, else
+      ``/sys/class/powercap``): where RAPL counters are read.
+    * ``country`` (str | None, default None): country code whose grid carbon intensity
+      (gCO2e/kWh) comes from the bundled table.
+    * ``carbon_intensity`` (float | None, gCO2e/kWh, default None): the grid's carbon
+      intensity; wins over ``country``.
+    * ``pue`` (float | None, default None): power usage effectiveness (>= 1), multiplies
+      CO2e. For these three, None falls back to the environment, then the config file,
+      then 1.0 / no CO2e (README, "Carbon").
+    * ``host`` (str | None, default None: this machine's host name): host name written
+      to the session.
+    * ``extra_sensors`` (sequence of :class:`~tuimeter.sensors.base.Sensor` | None,
+      default None): sensors added to the ones discovered.
+
+    A bad ``interval_s``, ``country``, ``carbon_intensity`` or ``pue`` raises
+    :class:`~tuimeter.session.measure.SetupError` on entry, before anything runs.
+
+    Modes:
+
+    * ``attach`` (bool, default True): attach to a running session when there is one;
+      False always samples on its own.
+    * ``wait_attached_s`` (float, seconds, default 30): how long, on exit, a sampling
+      meter keeps measuring for meters of other processes (or threads) attached to it
+      that have not ended yet.
+    * ``engine`` (:class:`~tuimeter.engine.sampler.Engine` | None, default None): an
+      unopened engine to use instead of discovering sensors (tests, custom sensors); the
+      sampling keywords above then do not apply.
+    * ``autostart`` (bool, default True): False leaves ``engine``'s ticks to the caller.
     """
 
-    def __init__(self, output: str | None = None, *, label: str = "start", attach: bool = True,
-                 engine=None, autostart: bool = True, overwrite: bool = False,
-                 append: bool = False, wait_attached_s: float = WAIT_ATTACHED_S,
-                 **options):
+    def __init__(self, output: str | None = None, *, label: str = "start",
+                 interval_s: float = 1.0, overwrite: bool = False, append: bool = False,
+                 gpu: bool = True, powercap_root: str | None = None, country: str | None = None,
+                 carbon_intensity: float | None = None, pue: float | None = None,
+                 host: str | None = None, extra_sensors: Sequence[Sensor] | None = None,
+                 attach: bool = True, wait_attached_s: float = WAIT_ATTACHED_S,
+                 engine: Engine | None = None, autostart: bool = True) -> None:
         self.output = output
         self.first_label = check_label(label)
         self.attach = attach
@@ -172,7 +218,11 @@ class Meter:
         self.autostart = autostart
         self.overwrite = overwrite
         self.append = append
-        self.options = options
+        #: sampling keywords, as :class:`~tuimeter.session.measure.MeasureOptions` fields
+        self.options: dict[str, Any] = dict(
+            interval_s=interval_s, gpu=gpu, powercap_root=powercap_root, country=country,
+            carbon_intensity=carbon_intensity, pue=pue, host=host,
+            extra_sensors=list(extra_sensors or ()))
         self.wait_attached_s = wait_attached_s
         self.attached = False
         self.recorder = None
@@ -218,13 +268,19 @@ class Meter:
                           f"and {self.output} is not written", RuntimeWarning, stacklevel=4)
         return True
 
-    def _start_own(self) -> None:
-        from .session.measure import MeasureOptions, make_engine, open_recorder
+    def measure_options(self) -> MeasureOptions:
+        """The options an own-mode engine is built from (no attribution: a Meter
+        measures the machine)."""
+        from .session.measure import MeasureOptions
 
-        opts = MeasureOptions(output=self.output, overwrite=self.overwrite, attribution=False,
+        return MeasureOptions(output=self.output, overwrite=self.overwrite, attribution=False,
                               **self.options)
+
+    def _start_own(self) -> None:
+        from .session.measure import make_engine, open_recorder
+
         if self.engine is None:
-            self.engine = make_engine(opts)
+            self.engine = make_engine(self.measure_options())
         eng = self.engine
         if self.output:
             self.recorder = open_recorder(self.output, eng.host, self.overwrite, self.append)
@@ -457,29 +513,68 @@ def _at_marker(state: dict) -> dict:
     return {d["id"]: d["total_energy_j"] + (d["power_w"] or 0.0) * dt for d in state["domains"]}
 
 
-def measure(func=None, *, label: str | None = None, output: str | None = None, **options):
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+@overload
+def measure(func: _F, /) -> _F: ...
+
+
+@overload
+def measure(func: None = None, /, *, label: str | None = None, output: str | None = None,
+            interval_s: float = 1.0, overwrite: bool = False, append: bool = False,
+            gpu: bool = True, powercap_root: str | None = None, country: str | None = None,
+            carbon_intensity: float | None = None, pue: float | None = None,
+            host: str | None = None, extra_sensors: Sequence[Sensor] | None = None,
+            attach: bool = True, wait_attached_s: float = WAIT_ATTACHED_S,
+            engine: Engine | None = None, autostart: bool = True) -> Callable[[_F], _F]: ...
+
+
+def measure(func: _F | None = None, /, *, label: str | None = None, output: str | None = None,
+            interval_s: float = 1.0, overwrite: bool = False, append: bool = False,
+            gpu: bool = True, powercap_root: str | None = None, country: str | None = None,
+            carbon_intensity: float | None = None, pue: float | None = None,
+            host: str | None = None, extra_sensors: Sequence[Sensor] | None = None,
+            attach: bool = True, wait_attached_s: float = WAIT_ATTACHED_S,
+            engine: Engine | None = None, autostart: bool = True) -> Any:
     """Decorator: run each call under a :class:`Meter` (one phase named after the function).
 
-    Usable bare (``@measure``) or with Meter options (``@measure(output="f.csv")``). After
-    each call, ``wrapper.last_meter`` holds the meter (``.phases``, ``.energy_j``) and a
-    line is logged at INFO on the ``tuimeter.api`` logger. ``func.meter`` is not
-    reachable from inside the function; use ``tuimeter.mark`` there. With ``output``,
-    every call after the first adds its session to the file the first call wrote.
+    Usable bare (``@measure``) or with keywords (``@measure(output="f.csv")``). The
+    keywords are :class:`Meter`'s, with the same meaning and defaults: ``output`` (str,
+    default None: no file), ``overwrite`` (False), ``interval_s`` (seconds, 1.0), ``gpu``
+    (True), ``powercap_root`` (None), ``country`` (None), ``carbon_intensity`` (gCO2e/kWh,
+    None), ``pue`` (None), ``host`` (None), ``extra_sensors`` (None), ``attach`` (True),
+    ``wait_attached_s`` (seconds, 30), ``engine`` (None), ``autostart`` (True); except:
+
+    * ``label`` (str | None, default None): the phase's label; None uses the function's
+      qualified name (cut to 200 characters).
+    * ``append`` (bool, default False): with ``output``, every call after the first adds
+      its session to the file the first call wrote anyway; True appends from the first.
+
+    After each call, ``wrapper.last_meter`` holds the meter (``.phases``, ``.energy_j``)
+    and a line is logged at INFO on the ``tuimeter.api`` logger. ``func.meter`` is not
+    reachable from inside the function; use ``tuimeter.mark`` there. An unknown keyword
+    is a TypeError here, at decoration; a bad label a ValueError at the first call.
     """
-    if func is None:
-        return lambda f: measure(f, label=label, output=output, **options)
+    meter_kw = dict(output=output, interval_s=interval_s, overwrite=overwrite, gpu=gpu,
+                    powercap_root=powercap_root, country=country,
+                    carbon_intensity=carbon_intensity, pue=pue, host=host,
+                    extra_sensors=extra_sensors, attach=attach,
+                    wait_attached_s=wait_attached_s, engine=engine, autostart=autostart)
 
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        meter = Meter(output=output, label=label or func.__qualname__[:200],
-                      append=getattr(wrapper.last_meter, "recorder", None) is not None,
-                      **options)
-        wrapper.last_meter = meter  # set first: phases are there even if func raises
-        with meter:
-            result = func(*args, **kwargs)
-        e = meter.energy_j
-        log.info("tuimeter: %s: %s J", func.__qualname__, "N/A" if e is None else f"{e:.3f}")
-        return result
+    def decorate(f: _F) -> _F:
+        @functools.wraps(f)
+        def wrapper(*args, **kwargs):
+            appending = append or getattr(wrapper.last_meter, "recorder", None) is not None
+            meter = Meter(label=label or f.__qualname__[:200], append=appending, **meter_kw)
+            wrapper.last_meter = meter  # set first: phases are there even if f raises
+            with meter:
+                result = f(*args, **kwargs)
+            e = meter.energy_j
+            log.info("tuimeter: %s: %s J", f.__qualname__, "N/A" if e is None else f"{e:.3f}")
+            return result
 
-    wrapper.last_meter = None
-    return wrapper
+        wrapper.last_meter = None  # type: ignore[attr-defined]
+        return wrapper  # type: ignore[return-value]
+
+    return decorate if func is None else decorate(func)
