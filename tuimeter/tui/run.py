@@ -9,6 +9,8 @@ import os
 import signal
 from typing import TYPE_CHECKING, Any, Callable
 
+from .. import __version__
+from ..cli_help import EXAMPLES, EXIT_CODES, SUBCOMMANDS, Formatter
 from ..options import (Parser, add_measure_options, check_target, fail, measure_options,
                        positive_float, say, split_command)
 
@@ -20,18 +22,22 @@ if TYPE_CHECKING:  # the measurement stack is imported when the UI runs, not for
     from .app import TuimeterApp
 
 
-#: ``tuimeter --help`` ends with the other commands, one line each
-COMMANDS_EPILOG = """commands (each has its own --help):
-  tuimeter record   record headless to a session CSV (batch jobs, SSH, clusters)
-  tuimeter mark     add a phase marker to every running tuimeter session of yours
-  tuimeter report   energy per phase (between markers) of one or more session CSVs"""
+#: ``tuimeter --help``: the usage shows ``-- CMD`` and the subcommands; it ends with the
+#: subcommands, one line each, and examples
+USAGE = ("tuimeter [options] [--pid PID | --replay FILE.csv | -- CMD ARGS...]\n"
+         f"       tuimeter {{{','.join(SUBCOMMANDS)}}} [-h] ...")
+COMMANDS_EPILOG = ("commands (each has its own --help):\n"
+                   + "\n".join(f"  tuimeter {name:<10s} {line}"
+                                for name, line in SUBCOMMANDS.items())
+                   + "\n\n" + EXAMPLES["tuimeter"] + "\n\n" + EXIT_CODES)
 
 
 def parser() -> argparse.ArgumentParser:
-    p = Parser(prog="tuimeter",
+    p = Parser(prog="tuimeter", usage=USAGE,
                description="Live power and energy monitor. `tuimeter -- CMD ARGS` runs and "
                            "follows a command; `tuimeter record` records headless.",
-               epilog=COMMANDS_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+               epilog=COMMANDS_EPILOG, formatter_class=Formatter)
+    p.add_argument("-V", "--version", action="version", version=f"tuimeter {__version__}")
     add_measure_options(p)
     p.add_argument("--replay", metavar="FILE.csv",
                    help="replay a recorded session through the UI (nothing is written "
