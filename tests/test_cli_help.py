@@ -10,7 +10,8 @@ import sys
 import pytest
 
 #: what a --help must not import (the UI, and what only a measurement needs)
-HEAVY = ("textual", "rich", "plotext", "psutil", "pandas", "prometheus_client")
+HEAVY = ("textual", "rich", "plotext", "psutil", "pandas", "prometheus_client",
+         "tuimeter.session.measure", "tuimeter.engine", "tuimeter.tui.app")
 
 _PROBE = """
 import json, sys
@@ -20,7 +21,8 @@ try:
 except SystemExit:
     pass
 heavy = json.loads(sys.argv[2])
-print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in heavy)))
+print(json.dumps(sorted(m for m in sys.modules
+                        if m in heavy or m.split('.')[0] in heavy)))
 """
 
 

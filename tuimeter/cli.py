@@ -94,14 +94,14 @@ def _record_usage_problem(args: argparse.Namespace, command: list[str] | None) -
 
 def cmd_record(argv: list[str]) -> int:
     """``tuimeter record``; its exit status (the command's, with ``-- CMD``)."""
-    from .export import ExportError
-    from .session.measure import SetupError
-
     own, command = split_command(argv)
-    args = _record_parser().parse_args(own)
+    args = _record_parser().parse_args(own)  # before the measurement stack: --help is fast
     problem = _record_usage_problem(args, command)
     if problem:
         return fail(problem)
+    from .export import ExportError
+    from .session.measure import SetupError
+
     opts = measure_options(args)
     caught = Caught()  # from before the file exists: a signal never leaves a bare header
     try:
