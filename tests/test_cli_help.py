@@ -10,7 +10,7 @@ import sys
 import pytest
 
 #: what a --help must not import (the UI, and what only a measurement needs)
-HEAVY = ("textual", "rich", "plotext", "psutil", "pandas", "prometheus_client",
+HEAVY = ("textual", "rich", "plotext", "psutil", "pandas", "prometheus_client", "http",
          "tuimeter.session.measure", "tuimeter.engine", "tuimeter.tui.app")
 
 _PROBE = """
