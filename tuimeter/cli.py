@@ -18,6 +18,7 @@ import warnings
 from typing import TYPE_CHECKING, Any, Callable, Iterable, TextIO
 
 from . import __version__
+from .cli_help import ALIASES, SUBCOMMANDS, help_text, unknown_command
 from .live import (HANGUP_WAIT_S, Caught, Forward, LiveSession, StartError, Summary,
                    make_attributor, open_measurement, summary_line, wait_for_child)
 from .options import (EXIT_BAD_INPUT, Parser, add_measure_options, check_target, fail,
@@ -64,7 +65,8 @@ def _record_parser() -> Parser:
                description="Record energy headless to a session CSV (for batch jobs, SSH). "
                            "With -- CMD ARGS... it runs the command, ends when it ends and "
                            "exits with its code. With an exporter (--prometheus, --influx) "
-                           "-o may be left out: a node exporter that writes no file.")
+                           "-o may be left out: a node exporter that writes no file.",
+               **help_text("record"))
     add_measure_options(p)
     p.add_argument("--rotate", type=_rotate, metavar="SIZE|daily",
                    help="start a new file next to FILE past SIZE (100M, 1G) or each UTC day: "
@@ -92,14 +94,14 @@ def _record_usage_problem(args: argparse.Namespace, command: list[str] | None) -
 
 def cmd_record(argv: list[str]) -> int:
     """``tuimeter record``; its exit status (the command's, with ``-- CMD``)."""
-    from .export import ExportError
-    from .session.measure import SetupError
-
     own, command = split_command(argv)
-    args = _record_parser().parse_args(own)
+    args = _record_parser().parse_args(own)  # before the measurement stack: --help is fast
     problem = _record_usage_problem(args, command)
     if problem:
         return fail(problem)
+    from .export import ExportError
+    from .session.measure import SetupError
+
     opts = measure_options(args)
     caught = Caught()  # from before the file exists: a signal never leaves a bare header
     try:
@@ -283,23 +285,31 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     warnings.showwarning = _show_warning
-    if argv and argv[0] == "record":
+    first = argv[0] if argv else "-"
+    first = ALIASES.get(first, first)
+    if first == "record":
         return cmd_record(argv[1:])
-    if argv and argv[0] == "mark":
+    if first == "mark":
         from .session.mark_client import cmd_mark
 
         return cmd_mark(argv[1:])
-    if argv and argv[0] in ("doctor", "check"):
+    if first == "doctor":
         from .doctor import cmd_doctor
 
         return cmd_doctor(argv[1:])
-    if argv and argv[0] == "report":
+    if first == "report":
         from .session.report_cli import cmd_report
 
         return cmd_report(argv[1:])
-    if argv and argv[0] in ("--version", "-V"):
+    if first == "completion":
+        from .completion import cmd_completion
+
+        return cmd_completion(argv[1:])
+    if first in ("--version", "-V"):
         print(f"tuimeter {__version__}")
         return 0
+    if not first.startswith("-"):  # the UI takes no positional argument: a mistyped command
+        return fail(unknown_command(first))
     from .tui.run import cmd_ui
 
     return cmd_ui(argv)

@@ -14,8 +14,8 @@ from tests.fakes.scripted import FakeClock
 from tuimeter.model import Status
 from tuimeter.sensors.replay import ReplayError, ReplaySensor
 from tuimeter.session.schema import guess_kind as kind_of
-from tuimeter.replay_engine import ReplayPlayer
-from tuimeter.tui.run import build, make_replay, parser
+from tuimeter.replay_engine import ReplayPlayer, make_replay
+from tuimeter.tui.run import build, parser
 from tuimeter.tui.widgets import DomainRow, TopBar
 
 from .conftest import DEMO, drawn, replay_app, tick, wait_for

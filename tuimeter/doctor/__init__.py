@@ -30,6 +30,7 @@ from ._common import BUG_FIX, Probe
 from .nvml import NvmlProbe
 from .other import CarbonProbe, EstimateProbe, PowermetricsProbe
 from .rapl import RaplProbe
+from ..cli_help import help_text
 
 SCHEMA = 1
 DEFAULT_SECONDS = 2.0
@@ -138,6 +139,7 @@ def cmd_doctor(argv: list[str]) -> int:
     from ..options import Parser as _Parser, positive_float as _positive_float
 
     p = _Parser(prog="tuimeter doctor",
+                **help_text("doctor"),
                 description="List every sensor tuimeter finds, what each reads, what is "
                             "wrong and the fix. Exit 0 when everything found is readable, "
                             "1 when something found is not.")

@@ -40,9 +40,7 @@ import math
 import os
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from typing import Callable
 
@@ -194,6 +192,8 @@ def _create_database(target: InfluxTarget, timeout_s: float) -> None:
 
     Raises _Rejected when the server refuses it (401/403: the user is not an admin; or an
     error in the answer), OSError when it cannot be reached."""
+    import urllib.request  # here, not at the top: `--help` does not need http.client
+
     body = urllib.parse.urlencode({"q": create_database_statement(target.db)}).encode()
     headers = dict(target.headers(), **{"Content-Type": "application/x-www-form-urlencoded"})
     req = urllib.request.Request(f"{target.url}/query", data=body, method="POST",
@@ -210,6 +210,7 @@ def _create_database(target: InfluxTarget, timeout_s: float) -> None:
 
 def _post(target: InfluxTarget, body: bytes, timeout_s: float) -> None:
     """POST one batch; raises _Rejected (4xx) or OSError (down, slow, 5xx)."""
+    import urllib.request
     req = urllib.request.Request(target.write_url(), data=body, method="POST",
                                  headers=target.headers())
     try:
@@ -220,8 +221,10 @@ def _post(target: InfluxTarget, body: bytes, timeout_s: float) -> None:
         raise
 
 
-def _request(req: urllib.request.Request, timeout_s: float) -> bytes:
+def _request(req: "urllib.request.Request", timeout_s: float) -> bytes:
     """The answer's body; raises _Rejected (4xx, with ``code``) or OSError (down, slow, 5xx)."""
+    import urllib.error
+    import urllib.request
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:
             return resp.read(1 << 20)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from ..labels import check_label
 from .markers import SESSION_ENV, socket_dir
+from ..cli_help import help_text
 
 log = logging.getLogger(__name__)
 
@@ -226,6 +227,7 @@ def cmd_mark(argv: list[str]) -> int:
     2 bad input."""
     p = argparse.ArgumentParser(
         prog="tuimeter mark",
+        **help_text("mark"),
         description="Add a phase marker to every running tuimeter session of this user (UI, "
                     "record, Python API), or to one with --session. Exit status: 0 every "
                     "session marked, 3 some did not answer or refused, 1 none marked, 2 bad "

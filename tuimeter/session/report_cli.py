@@ -20,6 +20,7 @@ import sys
 from ..text import safe_text, spreadsheet_cell
 from .codecarbon import DEFAULT_PROJECT, to_codecarbon
 from .report import J_PER_WH, Report, avg_w, build_report, load_file
+from ..cli_help import help_text
 
 FORMATS = ("table", "csv", "json", "markdown", "codecarbon")
 CSV_FIELDS = ("host", "segment", "label", "start", "duration_s", "domain", "in_total",
@@ -188,6 +189,7 @@ def render(rep: Report, fmt: str, project: str = DEFAULT_PROJECT) -> str:
 def cmd_report(argv: list[str]) -> int:
     p = argparse.ArgumentParser(
         prog="tuimeter report",
+        **help_text("report"),
         description="Energy per phase (segments between markers) of one or more session "
                     "files; several files are merged per host, overlaps counted once.")
     p.add_argument("files", nargs="+", metavar="FILE", help="session CSV files")

@@ -9,30 +9,35 @@ import os
 import signal
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..job import JobWatcher
-from ..live import LiveSession, StartError, exit_status, open_measurement, summary_line
+from .. import __version__
+from ..cli_help import EXAMPLES, EXIT_CODES, SUBCOMMANDS, Formatter
 from ..options import (Parser, add_measure_options, check_target, fail, measure_options,
                        positive_float, say, split_command)
-from ..replay_engine import make_replay
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the measurement stack is imported when the UI runs, not for --help
+    from ..job import JobWatcher
+    from ..live import LiveSession
     from ..engine.sampler import Engine
     from ..sensors.replay import ReplaySensor
     from .app import TuimeterApp
 
 
-#: ``tuimeter --help`` ends with the other commands, one line each
-COMMANDS_EPILOG = """commands (each has its own --help):
-  tuimeter record   record headless to a session CSV (batch jobs, SSH, clusters)
-  tuimeter mark     add a phase marker to every running tuimeter session of yours
-  tuimeter report   energy per phase (between markers) of one or more session CSVs"""
+#: ``tuimeter --help``: the usage shows ``-- CMD`` and the subcommands; it ends with the
+#: subcommands, one line each, and examples
+USAGE = ("tuimeter [options] [--pid PID | --replay FILE.csv | -- CMD ARGS...]\n"
+         f"       tuimeter {{{','.join(SUBCOMMANDS)}}} [-h] ...")
+COMMANDS_EPILOG = ("commands (each has its own --help):\n"
+                   + "\n".join(f"  tuimeter {name:<10s} {line}"
+                                for name, line in SUBCOMMANDS.items())
+                   + "\n\n" + EXAMPLES["tuimeter"] + "\n\n" + EXIT_CODES)
 
 
 def parser() -> argparse.ArgumentParser:
-    p = Parser(prog="tuimeter",
+    p = Parser(prog="tuimeter", usage=USAGE,
                description="Live power and energy monitor. `tuimeter -- CMD ARGS` runs and "
                            "follows a command; `tuimeter record` records headless.",
-               epilog=COMMANDS_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+               epilog=COMMANDS_EPILOG, formatter_class=Formatter)
+    p.add_argument("-V", "--version", action="version", version=f"tuimeter {__version__}")
     add_measure_options(p)
     p.add_argument("--replay", metavar="FILE.csv",
                    help="replay a recorded session through the UI (nothing is written "
@@ -51,7 +56,7 @@ def parser() -> argparse.ArgumentParser:
 class Session:
     """The app and its live session, and what to say after it."""
 
-    def __init__(self, app: "TuimeterApp", live: LiveSession, job: JobWatcher | None,
+    def __init__(self, app: "TuimeterApp", live: "LiveSession", job: "JobWatcher | None",
                  temp_path: str | None = None) -> None:
         self.app = app
         self.live = live
@@ -72,6 +77,8 @@ class Session:
 
     def close(self) -> int:
         """After the app: stop what is left, print the summary; the exit status."""
+        from ..live import exit_status, summary_line
+
         snap = self.app.finish()  # LiveSession.stop: the one shutdown order
         summary = self.live.stop()
         for problem in summary.exporter_problems:
@@ -101,6 +108,8 @@ class Session:
 def open_session(engine: "Engine", recorder: Any) -> None:
     """Open the sensors and start the session file, for an app then given ``engine`` and
     ``recorder`` (it subscribes itself later)."""
+    from ..live import LiveSession
+
     LiveSession(engine, recorder, markers=False).open()
 
 
@@ -109,6 +118,8 @@ def replay_app(path: str, clock: Callable[[], float], *, recorder: Any = None,
     """A deterministic replay of ``path`` for tests, screenshots and benchmarks: nothing
     runs by itself (advance ``clock`` and call ``app.player.run_due()``), the monitor's
     own CPU reads 0 %."""
+    from ..live import LiveSession
+    from ..replay_engine import make_replay
     from .app import TuimeterApp
 
     engine, sensor = make_replay(path, clock=clock, cpu_clock=cpu_clock)
@@ -120,6 +131,7 @@ def replay_app(path: str, clock: Callable[[], float], *, recorder: Any = None,
 
 def _replay_engine(args: argparse.Namespace) -> tuple["Engine", "ReplaySensor"]:
     from ..carbon import resolve_carbon
+    from ..replay_engine import make_replay
 
     carbon = None
     if args.country is not None or args.carbon_intensity is not None or args.pue is not None:
@@ -144,10 +156,11 @@ def _usage_problem(args: argparse.Namespace, command: list[str] | None) -> str |
 
 
 def _live_session(args: argparse.Namespace, command: list[str] | None
-                  ) -> tuple[LiveSession, str, str | None]:
+                  ) -> tuple["LiveSession", str, str | None]:
     """The (unopened) live session: a replay's or a measurement's; its attribution
     state and a replay's temporary file. Raises SetupError, ReplayError, CarbonError,
     ExportError."""
+    from ..live import LiveSession, open_measurement
     from ..session.measure import open_recorder
 
     if args.replay:
@@ -169,17 +182,20 @@ def _live_session(args: argparse.Namespace, command: list[str] | None
 def build(argv: list[str], *, start_engine: bool = True) -> tuple[Session | None, str | None]:
     """Parse ``argv`` and build the session (nothing runs yet). Returns (Session, None) or
     (None, error message) for bad input, before any file is created."""
-    from ..carbon import CarbonError
-    from ..export import ExportError
-    from ..sensors.replay import ReplayError
-    from ..session.measure import SetupError
-    from .app import TuimeterApp
-
     own, command = split_command(argv)
+    # parsed before the UI and the measurement stack are imported: --help stays fast
     args = parser().parse_args(own)
     problem = _usage_problem(args, command)
     if problem:
         return None, problem
+    from ..carbon import CarbonError
+    from ..export import ExportError
+    from ..job import JobWatcher
+    from ..live import StartError
+    from ..sensors.replay import ReplayError
+    from ..session.measure import SetupError
+    from .app import TuimeterApp
+
     try:
         live, attribution, temp_path = _live_session(args, command)
     except (SetupError, ReplayError, CarbonError, ExportError) as exc:
