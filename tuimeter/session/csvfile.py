@@ -59,6 +59,7 @@ class SessionWriter:
         self._fd = fh.fileno()  # kept for truncating after a failed write
         self._csv = csv.writer(fh, lineterminator="\n")
         self._buf = io.StringIO()  # the tick's rows, written at once by _flush
+        self._buf_bytes = 0  # their size in UTF-8, counted as each row is checked
         self._line = io.StringIO()  # one row, checked before it joins the tick's rows
         self._linecsv = csv.writer(self._line, lineterminator="\n")
         self.refused_rows = 0  # rows refused for their content (see the module docstring)
@@ -174,10 +175,11 @@ class SessionWriter:
         try:
             self._linecsv.writerow(fields)
             text = self._line.getvalue()
-            text.encode("utf-8")
+            size = len(text.encode("utf-8"))
         except (UnicodeError, csv.Error):
             return False
         self._buf.write(text)
+        self._buf_bytes += size
         return True
 
     def _refuse(self, ts, elapsed, kind: str, source, label, exc: Exception) -> None:
@@ -196,9 +198,10 @@ class SessionWriter:
                                   f"{shown}", None)))
 
     def _flush(self) -> None:
-        data = self._buf.getvalue()
+        data, size = self._buf.getvalue(), self._buf_bytes
         self._buf.seek(0)
         self._buf.truncate()
+        self._buf_bytes = 0
         if not data:
             return
         self.commit()
@@ -211,7 +214,7 @@ class SessionWriter:
             self._abandon(self.good_bytes)
             raise SessionWriteError(
                 f"cannot write {self.path}: {getattr(exc, 'strerror', None) or exc}") from exc
-        self.good_bytes += len(data.encode("utf-8"))
+        self.good_bytes += size
 
     def _abandon(self, size: int) -> None:
         """After a failed write: close without writing more, truncate to ``size``."""
