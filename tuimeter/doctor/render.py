@@ -3,17 +3,14 @@ GPU names, the CPU model, file paths) may hold control characters: they are show
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+from tuimeter.text import safe_text
 
 
 def _s(value: Any) -> str:
-    """Text safe to print: control and bidi characters shown as ``\\xNN`` / ``\\uNNNN``."""
-    text = "N/A" if value is None else str(value)
-    return _CONTROL.sub(lambda m: (f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                                   else f"\\u{ord(m.group()):04x}"), text)
+    """Text safe to print (:func:`tuimeter.text.safe_text`); ``None`` reads ``N/A``."""
+    return "N/A" if value is None else safe_text(value)
 
 
 def _w(value: float | None) -> str:

@@ -99,6 +99,16 @@ def _pread_text(fd: int, path: str) -> str:
     return os.pread(fd, 64, 0).decode("ascii", "replace")
 
 
+def _close_fd(z: _Zone) -> None:
+    """Close the zone's kept energy_uj descriptor, if any; it has none afterwards."""
+    if z.fd is not None:
+        fd, z.fd = z.fd, None
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
 def _zone_ids(zone: str) -> tuple[str, tuple[int, ...]] | None:
     """``"intel-rapl:0:a"`` → ``("intel-rapl", (0, 10))``; None if not a zone name."""
     ctype, sep, rest = zone.partition(":")
@@ -387,22 +397,12 @@ class RaplSensor(Sensor):
 
     def _reopen(self, z: _Zone) -> None:
         """(Re)open the zone's energy_uj. Raises OSError; the zone then has no descriptor."""
-        if z.fd is not None:
-            fd, z.fd = z.fd, None
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        _close_fd(z)
         z.fd = os.open(z.energy_path, os.O_RDONLY)
 
     def close(self) -> None:
         for z in self._zones:
-            if z.fd is not None:
-                try:
-                    os.close(z.fd)
-                except OSError:
-                    pass
-                z.fd = None
+            _close_fd(z)
         self._zones = []
 
     def max_poll_interval_s(self) -> float | None:
