@@ -130,12 +130,11 @@ def load_file(path: str) -> FileResult:
                     label = row.label
                     span = bridged_span_s(label) if label else None
                     if span:  # its energy is that of the lost rows before it too
-                        while s.lost_t1 and s.lost_t1[-1] > el - span + 1e-6:
-                            s.lost_t1.pop()
-                            s.lost_iv.pop()
-                    s.e.append(energy)
-                    s.t1.append(el)
-                    s.iv.append(span or row.interval_s)
+                        s.add(el, span, energy)
+                    else:  # a plain sample, inline (the hot path): it covers no lost rows
+                        s.e.append(energy)
+                        s.t1.append(el)
+                        s.iv.append(row.interval_s)
                     prov = row.provenance
                     if prov != s.last_prov:
                         s.last_prov = prov
