@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar, overload
 
 from .carbon import g_per_j
 from .labels import check_label
-from .phases import Samples, energy_between
+from .phases import Samples, average_power_w, energy_between
 from .live import LiveSession
 from .session import mark_client, markers
 from .session.mark_client import MarkResult
@@ -86,9 +86,7 @@ class Phase:
     @property
     def power_w(self) -> float | None:
         """Average power over the phase (W)."""
-        if self.energy_j is None or self.duration_s <= 0:
-            return None
-        return self.energy_j / self.duration_s
+        return average_power_w(self.energy_j, self.duration_s)
 
     def _repr_html_(self) -> str:
         from .htmlrepr import phase_html

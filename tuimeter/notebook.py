@@ -24,6 +24,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from .htmlrepr import PHASE_HEAD, _e, fmt, phase_cells, sparkline_svg, sparkline_text, table
+from .phases import average_power_w
 
 
 @dataclass(frozen=True)
@@ -51,9 +52,7 @@ class CellEnergy:
 
     @property
     def avg_power_w(self) -> float | None:
-        if self.energy_j is None or self.duration_s <= 0:
-            return None
-        return self.energy_j / self.duration_s
+        return average_power_w(self.energy_j, self.duration_s)
 
     def summary(self) -> str:
         """``12.300 J (0.00342 Wh), 0.00123 g CO2e in 2.00 s, avg 6.15 W, measured``"""

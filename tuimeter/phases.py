@@ -141,6 +141,14 @@ class PhaseEnergy:
     domains: dict = field(default_factory=dict)  # domain id -> DomainEnergy
 
 
+def average_power_w(energy_j: float | None, duration_s: float) -> float | None:
+    """Average power over ``duration_s`` seconds, W: energy / time; None where the
+    energy is unknown (None or NaN) or no time has passed."""
+    if energy_j is None or energy_j != energy_j or duration_s <= 0:
+        return None
+    return energy_j / duration_s
+
+
 def combine(provs: Iterable[str]) -> str:
     """The provenance of a sum: ``measured`` when every part is; ``estimated`` when
     some part is estimated and none is anything else; else the first other kind by

@@ -54,12 +54,11 @@ GAP_LABEL = "(between phases)"
 class _Series(Samples):
     """One domain in one session: parallel arrays of samples (wall-clock s), in time order."""
 
-    __slots__ = ("last_prov", "lost", "sid")
+    __slots__ = ("last_prov", "sid")
 
     def __init__(self, in_total: bool, sid: tuple):
         super().__init__(in_total)
         self.last_prov = ""
-        self.lost = 0  # samples with no energy (sensor lost)
         self.sid = sid
 
     @property
@@ -78,7 +77,6 @@ class _Series(Samples):
             getattr(out, name).extend(getattr(later, name))
         out.provs = self.provs | later.provs
         out.last_prov = later.last_prov
-        out.lost = self.lost + later.lost
         out.g_per_j = self.g_per_j
         return out
 
@@ -132,13 +130,11 @@ def load_file(path: str) -> FileResult:
                     label = row.label
                     span = bridged_span_s(label) if label else None
                     if span:  # its energy is that of the lost rows before it too
-                        while s.lost_t1 and s.lost_t1[-1] > el - span + 1e-6:
-                            s.lost_t1.pop()
-                            s.lost_iv.pop()
-                            s.lost -= 1
-                    s.e.append(energy)
-                    s.t1.append(el)
-                    s.iv.append(span or row.interval_s)
+                        s.add(el, span, energy)
+                    else:  # a plain sample, inline (the hot path): it covers no lost rows
+                        s.e.append(energy)
+                        s.t1.append(el)
+                        s.iv.append(row.interval_s)
                     prov = row.provenance
                     if prov != s.last_prov:
                         s.last_prov = prov
@@ -146,7 +142,6 @@ def load_file(path: str) -> FileResult:
                     if cur.g_per_j is None and row.co2_g is not None and energy > 0:
                         cur.g_per_j = row.co2_g / energy
                 else:
-                    s.lost += 1
                     s.lost_t1.append(row.elapsed_s + cur.offset)
                     s.lost_iv.append(row.interval_s)
             elif kind == MARKER:

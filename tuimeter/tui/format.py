@@ -23,13 +23,6 @@ def _scaled(x: float, units: tuple[tuple[float, str], ...], digits: int = 1) -> 
     return f"{x / factor:.{digits}f} {unit}"
 
 
-def average_power_w(energy_j: float | None, elapsed_s: float) -> float | None:
-    """Average power over ``elapsed_s`` seconds, W (None before any time has passed)."""
-    if _missing(energy_j) or elapsed_s <= 0:
-        return None
-    return energy_j / elapsed_s
-
-
 def fmt_power(w: float | None) -> str:
     """Watts: ``850 mW``, ``42.0 W``, ``1.25 kW``."""
     if _missing(w):

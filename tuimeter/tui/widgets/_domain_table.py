@@ -18,8 +18,9 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from ...model import Domain, DomainSample, Snapshot, Status, Totals
+from ...phases import average_power_w
 from ...text import safe_text
-from ..format import average_power_w, badge, fmt_energy, fmt_power, provenance_badge
+from ..format import badge, fmt_energy, fmt_power, provenance_badge
 from ._power_chart import series_marker
 from ._spark_line import SparkLine
 

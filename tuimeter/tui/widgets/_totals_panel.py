@@ -6,8 +6,9 @@ from textual.content import Content
 from textual.widgets import Static
 
 from ...model import Snapshot
+from ...phases import average_power_w
 from ...text import safe_text
-from ..format import (average_power_w, fmt_co2, fmt_duration, fmt_energy, fmt_power, fmt_wh,
+from ..format import (fmt_co2, fmt_duration, fmt_energy, fmt_power, fmt_wh,
                       provenance_badge)
 
 
