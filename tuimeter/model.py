@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
 class Provenance(str, enum.Enum):
@@ -221,6 +222,53 @@ class JobSample:
 
 
 @dataclass(frozen=True)
+class CgroupInfo:
+    """A cgroup and what it was recognised as (``tuimeter.engine.cgroups.describe``).
+
+    ``path`` is the cgroup v2 path as the kernel shows it, escaped to printable text
+    (``/system.slice/nginx.service``); "" for the processes whose cgroup could not be read.
+    ``kind``: systemd, docker, podman, containerd, cri-o, container, kubernetes, slurm,
+    root, cgroup (none of those) or unknown. ``name`` is short and readable
+    (``docker 3f05ee050f82``, ``pod d0511cd2 cri-o f93ee491b8ed``, ``slurm job 42 step 0``,
+    ``nginx.service``); ``container`` the full container id (64 hex), ``pod`` the
+    Kubernetes pod UID (with dashes), ``job`` the SLURM job id, each "" where none.
+    """
+
+    path: str
+    kind: str
+    name: str
+    container: str = ""
+    pod: str = ""
+    job: str = ""
+
+
+@dataclass(frozen=True)
+class CgroupShare:
+    """The attributed power of one cgroup: the sum over its processes' shares."""
+
+    info: CgroupInfo
+    power_w: float  # attributed CPU + GPU power over the last interval
+    energy_j: float  # in the last interval
+    total_energy_j: float  # cumulative since the session started (or the cgroup was seen)
+    cpu_energy_j: float = 0.0  # cumulative, CPU part
+    gpu_energy_j: float = 0.0  # cumulative, GPU part
+    n_processes: int = 0  # its processes that used power in the interval
+    provenance: Provenance = Provenance.ATTRIBUTED
+
+
+class Attribution(NamedTuple):
+    """What an attributor returns each tick: the top processes, the power no process
+    used (W, None when nothing was measured), the followed job, and every cgroup known so
+    far (most power first; empty when cgroups are not read). Three-element tuples (an
+    attributor that knows no cgroups) are accepted: ``Attribution(*result)``."""
+
+    processes: tuple[ProcessShare, ...]
+    idle_power_w: float | None
+    job: JobSample | None
+    cgroups: tuple[CgroupShare, ...] = ()
+
+
+@dataclass(frozen=True)
 class CarbonInfo:
     """Where the CO2e numbers come from."""
 
@@ -250,6 +298,8 @@ class Snapshot:
     idle_power_w: float | None = None  # power no process used (attribution)
     job: JobSample | None = None
     monitor_cpu_percent: float | None = None  # tuimeter's own CPU use, % of one core
+    #: attribution per cgroup: every cgroup known (bounded), most power first
+    cgroups: tuple[CgroupShare, ...] = ()
 
     def domain(self, domain_id: str) -> DomainSample | None:
         for d in self.domains:

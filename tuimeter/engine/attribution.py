@@ -54,8 +54,9 @@ import time
 from typing import Callable, Iterable, Sequence
 
 from ..carbon import g_per_j
-from ..model import CarbonInfo, DomainKind, DomainSample, JobSample, ProcessShare
+from ..model import Attribution, CarbonInfo, DomainKind, DomainSample, JobSample, ProcessShare
 from ..sensors.capabilities import GpuProcessSource
+from .cgroups import CgroupTally
 from .procscan import ProcFsScanner, ProcStat, make_scanner
 
 #: domains divided by CPU share (when they count in the machine total)
@@ -109,13 +110,17 @@ class Attributor:
     :class:`~tuimeter.sensors.capabilities.GpuProcessSource` (NVML, AMD SMI) split their GPU
     domains. ``carbon``: for the job's CO2e (else derived from the domains' own CO2e).
     ``wallclock`` (seconds since the epoch) dates the first NVML process query.
+    ``cgroups``: also sum each tick's shares per cgroup (:mod:`.cgroups`), read from the
+    scanner's ``/proc`` (off with a scanner that has none).
     Thread-safe: :meth:`follow` may be called from any thread.
     """
 
     def __init__(self, sensors: Iterable = (), carbon: CarbonInfo | None = None, *,
                  scanner=None, top_n: int = TOP_N,
-                 wallclock: Callable[[], float] = time.time):
+                 wallclock: Callable[[], float] = time.time, cgroups: bool = True):
         self.scanner = scanner or make_scanner()
+        self.cgroups = (CgroupTally(self.scanner.root)
+                        if cgroups and isinstance(self.scanner, ProcFsScanner) else None)
         self.carbon = carbon
         self.top_n = top_n
         self.wallclock = wallclock
@@ -211,7 +216,7 @@ class Attributor:
 
     # -- the tick -------------------------------------------------------------------
     def attribute(self, interval_s: float, domains: Sequence[DomainSample], now_s: float
-                  ) -> tuple[tuple[ProcessShare, ...], float | None, JobSample | None]:
+                  ) -> Attribution:
         with self._lock:
             return self._attribute(max(interval_s, 1e-9), domains)
 
@@ -262,7 +267,9 @@ class Attributor:
             p.used_s = 0.0
         idle_w = (total_j - attributed) / interval_s if counted else None
         job = self._job_sample(interval_s, job_cpu, job_gpu, total_j, factor)
-        return tuple(shares), idle_w, job
+        cgroups = (self.cgroups.tally(touched.values(), gone, interval_s)
+                   if self.cgroups is not None else ())
+        return Attribution(tuple(shares), idle_w, job, cgroups)
 
     def _split_gpus(self, counted, gone, touched) -> float:
         """Add each GPU domain's energy to its processes' ``tick_gpu_j``; return GPU total."""

@@ -33,6 +33,7 @@ from typing import Callable, Iterable, Protocol, Sequence
 
 from ..carbon import g_per_j
 from ..model import (
+    Attribution,
     CarbonInfo,
     Domain,
     DomainSample,
@@ -75,8 +76,9 @@ class Attributor(Protocol):
 
     def attribute(
         self, interval_s: float, domains: Sequence[DomainSample], now_s: float
-    ) -> tuple[tuple[ProcessShare, ...], float | None, JobSample | None]:
-        """Return (top processes, idle/system power W, the followed job or None)."""
+    ) -> Attribution | tuple[tuple[ProcessShare, ...], float | None, JobSample | None]:
+        """Return (top processes, idle/system power W, the followed job or None[, every
+        cgroup known]): an :class:`~tuimeter.model.Attribution`."""
 
 
 class _DomainState:
@@ -428,7 +430,7 @@ class Engine:
             provenance=Provenance.ESTIMATED if estimated else Provenance.MEASURED,
             history_w=tuple(self._total_history),
         )
-        processes, idle_w, job = attribution
+        processes, idle_w, job, cgroups = Attribution(*attribution)
         return Snapshot(
             seq=self._seq,
             timestamp=self.wallclock(),
@@ -446,6 +448,7 @@ class Engine:
             idle_power_w=idle_w,
             job=job,
             monitor_cpu_percent=monitor_pct,
+            cgroups=tuple(cgroups),
         )
 
     # -- thread -------------------------------------------------------------------
