@@ -6,6 +6,7 @@ attributor and engine over a fake /proc tree, with the truth in joules."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -373,3 +374,94 @@ def test_real_child_moved_into_a_cgroup_is_read_there(real_cgroup):
     path = read_cgroup(child.pid)
     assert path is not None and path.endswith("/" + group.name), path
     assert describe(path).name == group.name
+
+
+# -- the points and the session CSV -----------------------------------------------------
+def fake_snapshot(n_cgroups: int, idle_w: float = 5.0):
+    """A one-second tick of the scripted engine with ``n_cgroups`` cgroups of 1..n J."""
+    from tuimeter.model import CgroupShare
+
+    eng, clock = make_engine()
+    eng.open()
+    clock.advance(1.0)
+    snap = eng.tick()
+    eng.close()
+    shares = tuple(CgroupShare(describe(f"/system.slice/s{i}.service"), float(i), float(i),
+                               10.0 * i, 10.0 * i, 0.0, 1) for i in range(n_cgroups, 0, -1))
+    return dataclasses.replace(snap, cgroups=shares, idle_power_w=idle_w)
+
+
+def test_points_keep_the_top_cgroups_then_other_cgroups_and_idle():
+    """25 cgroups of 1..25 J: the 20 largest (6..25 J) one point each, ``other cgroups``
+    1+2+3+4+5 = 15 J, ``idle/system`` 5 J; a cgroup at 0 J this tick is no point."""
+    from tuimeter.points import CGROUP_POINTS, cgroup_total_points, points
+
+    snap = fake_snapshot(25)
+    snap = dataclasses.replace(snap, cgroups=snap.cgroups + (dataclasses.replace(
+        snap.cgroups[0], info=describe("/idle.slice/x.service"), energy_j=0.0, power_w=0.0),))
+    pts = [p for p in points(snap) if p.name == "cgroup"]
+    assert len(pts) == CGROUP_POINTS + 2
+    assert [p.fields["energy_j"] for p in pts[:3]] == [25.0, 24.0, 23.0]
+    assert pts[-2].tags["cgroup"] == "other cgroups" and pts[-2].fields["energy_j"] == 15.0
+    assert pts[-1].tags["cgroup"] == "idle/system" and pts[-1].fields["energy_j"] == 5.0
+    assert pts[0].tags["kind"] == "systemd" and pts[0].tags["name"] == "s25.service"
+    totals = cgroup_total_points(snap)
+    assert len(totals) == 26 and totals[-1].tags["cgroup"] == "/idle.slice/x.service"
+
+
+def test_csv_cgroup_rows_add_up_to_the_total_and_old_readers_skip_them(tmp_path):
+    """The session CSV's cgroup rows of a tick (container, service, idle/system) add up to
+    its total row; report reads the file as before (it passes over the new kind)."""
+    import pandas as pd
+
+    from tuimeter.session.csvfile import SessionWriter
+    from tuimeter.session.report import build_report, load_file
+
+    hz = os.sysconf("SC_CLK_TCK")
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    write_machine(proc, 0)
+    write_stat(proc, 10, 0)
+    write_stat(proc, 11, 0)
+    write_cgroup(proc, 10, f"0::/system.slice/docker-{ID}.scope\n")
+    write_cgroup(proc, 11, "0::/system.slice/nginx.service\n")
+    sensor = ScriptedSensor("rapl", [domain("package-0")], {"package-0": 48.0})
+    att = Attributor([sensor], CARBON, scanner=ProcFsScanner(str(proc)))
+    eng, clock = make_engine([sensor], attributor=att)
+    eng.open()
+    w = SessionWriter.create(tmp_path / "s.csv", "h")
+    w.write_header_info(eng.snapshot)
+    for k in range(1, 4):
+        write_machine(proc, 4 * hz * k)
+        write_stat(proc, 10, 2 * hz * k)
+        write_stat(proc, 11, hz * k)
+        clock.advance(1.0)
+        w.write_snapshot(eng.tick())
+    w.close()
+    df = pd.read_csv(tmp_path / "s.csv")
+    cg = df[df.kind == "cgroup"]
+    assert set(cg.label) == {f"/system.slice/docker-{ID}.scope", "/system.slice/nginx.service",
+                             "idle/system"}
+    by_tick = cg.groupby("elapsed_s").energy_j.sum()
+    totals = df[df.kind == "total"].set_index("elapsed_s").energy_j
+    assert by_tick.to_dict() == pytest.approx(totals.to_dict())
+    assert cg[cg.label == "/system.slice/nginx.service"].energy_j.sum() == pytest.approx(36.0)
+    rep = build_report([load_file(str(tmp_path / "s.csv"))])
+    assert rep.energy_j == pytest.approx(144.0) and rep.problems == []
+
+
+def test_influx_writes_the_cgroup_points_with_escaped_tags():
+    """``tuimeter_cgroup`` lines: one per cgroup point, the container and pod as tags, the
+    synthetic rows without a total (a None field is left out)."""
+    from tuimeter.export.influx import snapshot_lines
+
+    snap = fake_snapshot(2)
+    pod_path = (f"/kubepods.slice/kubepods-pod{POD_}.slice/cri-containerd-{ID}.scope")
+    snap = dataclasses.replace(snap, cgroups=(dataclasses.replace(
+        snap.cgroups[0], info=describe(pod_path)), snap.cgroups[1]))
+    lines = [x for x in snapshot_lines(snap) if x.startswith("tuimeter_cgroup,")]
+    assert len(lines) == 3
+    assert f"container={ID}" in lines[0] and f"pod={POD}" in lines[0]
+    assert r"name=pod\ 2c9f8a79\ containerd\ a09343ca9790" in lines[0]
+    assert "total_energy_j=20.0" in lines[0]
+    assert "cgroup=idle/system" in lines[2] and "total_energy_j" not in lines[2]

@@ -73,6 +73,9 @@ EVERY_KIND = [
          pid=77),
     _row("process", interval_s=1.0, domain="all", source="attribution", power_w=1.0,
          energy_j=1.0, co2_g=8.7e-05, provenance="attributed", label="idle/system"),
+    _row("cgroup", interval_s=1.0, domain="all", source="attribution", power_w=2.0,
+         energy_j=2.0, co2_g=0.000174, provenance="attributed",
+         label="/kubepods.slice/kubepods-pod2c9f8a79_5391.slice/cri-containerd-ab.scope"),
 ]
 
 

@@ -19,7 +19,15 @@ epoch. :func:`points` gives, in this order:
   total_co2_g, share, running (bool);
 * ``process`` (when attribution ran) host, pid ("" for the last two), name, provenance:
   power_w, energy_j, co2_g (in the interval): the top processes, then ``idle/system`` and
-  ``other processes`` (what the machine total leaves), so that they add up to the total.
+  ``other processes`` (what the machine total leaves), so that they add up to the total;
+* ``cgroup`` (when cgroups were read) host, cgroup (the path; ``unknown`` for processes
+  whose cgroup could not be read), kind, name, container, pod, provenance: power_w,
+  energy_j, co2_g (in the interval), total_energy_j: the :data:`CGROUP_POINTS` cgroups
+  that used most power in the interval, then ``other cgroups`` (the rest, when any) and
+  ``idle/system`` (total_energy_j None for those two), so that they add up to the total.
+
+:func:`cgroup_total_points` gives, for an exporter of counters, a ``cgroup_total`` point
+per cgroup known (same tags; field total_energy_j), idle ones included.
 
 A renderer picks the points and fields it shows (InfluxDB writes no ``grid`` point;
 Prometheus keeps cumulative values only; the session CSV writes the interval's values and
@@ -44,6 +52,13 @@ class Point:
     tags: dict[str, str]
     fields: dict[str, Field]
     timestamp_us: int
+
+
+#: ``cgroup`` points per tick at most (then ``other cgroups``): the session CSV writes one
+#: row each, so a node with hundreds of containers does not write hundreds of rows a tick
+CGROUP_POINTS = 20
+#: the ``cgroup`` tag of the cgroup that could not be read, the rest and the unused power
+UNKNOWN_CGROUP, OTHER_CGROUPS, IDLE = "unknown", "other cgroups", "idle/system"
 
 
 def _us(seconds: float) -> int:
@@ -91,7 +106,48 @@ def points(snap: Snapshot) -> list[Point]:
                           "total_co2_g": float(job.total_co2_g), "share": float(job.share),
                           "running": bool(job.running)}, ts))
     out.extend(_process_points(snap, ts))
+    out.extend(_cgroup_points(snap, ts))
     return out
+
+
+def _cgroup_tags(host: str, info) -> dict[str, str]:
+    return {"host": host, "cgroup": info.path or UNKNOWN_CGROUP, "kind": info.kind,
+            "name": info.name, "container": info.container, "pod": info.pod,
+            "provenance": str(Provenance.ATTRIBUTED)}
+
+
+def _cgroup_points(snap: Snapshot, ts: int) -> list[Point]:
+    """The ``cgroup`` points: the top cgroups of the interval, ``other cgroups``,
+    ``idle/system``."""
+    if not snap.cgroups:
+        return []
+    host, factor, iv = snap.host, g_per_j(snap.carbon), snap.interval_s
+    used = sorted((c for c in snap.cgroups if c.energy_j > 0), key=lambda c: c.energy_j,
+                  reverse=True)
+    out = [Point("cgroup", _cgroup_tags(host, c.info),
+                 {"power_w": c.power_w, "energy_j": c.energy_j, "co2_g": c.energy_j * factor,
+                  "total_energy_j": c.total_energy_j}, ts) for c in used[:CGROUP_POINTS]]
+    rest_j = sum(c.energy_j for c in used[CGROUP_POINTS:])
+    none = {"host": host, "kind": "", "name": "", "container": "", "pod": "",
+            "provenance": str(Provenance.ATTRIBUTED)}
+    if rest_j > 0:
+        out.append(Point("cgroup", {**none, "cgroup": OTHER_CGROUPS, "name": OTHER_CGROUPS},
+                         {"power_w": rest_j / iv if iv > 0 else 0.0, "energy_j": rest_j,
+                          "co2_g": rest_j * factor, "total_energy_j": None}, ts))
+    if snap.idle_power_w is not None:
+        w = snap.idle_power_w
+        out.append(Point("cgroup", {**none, "cgroup": IDLE, "name": IDLE},
+                         {"power_w": w, "energy_j": w * iv, "co2_g": w * iv * factor,
+                          "total_energy_j": None}, ts))
+    return out
+
+
+def cgroup_total_points(snap: Snapshot) -> list[Point]:
+    """A ``cgroup_total`` point per cgroup known (field total_energy_j, cumulative), for
+    an exporter that keeps counters (see the module docstring)."""
+    ts = _us(snap.timestamp)
+    return [Point("cgroup_total", _cgroup_tags(snap.host, c.info),
+                  {"total_energy_j": c.total_energy_j}, ts) for c in snap.cgroups]
 
 
 def _process_points(snap: Snapshot, ts: int) -> list[Point]:

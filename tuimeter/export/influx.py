@@ -116,6 +116,8 @@ MEASUREMENTS = {
                                      "total_co2_g", "monitor_cpu_ratio", "seq")),
     "job": ("tuimeter_job", ("power_w", "energy_j", "total_energy_j", "cpu_energy_j",
                              "gpu_energy_j", "total_co2_g", "share", "running")),
+    # at most 22 a tick (points.CGROUP_POINTS, other cgroups, idle/system)
+    "cgroup": ("tuimeter_cgroup", ("power_w", "energy_j", "co2_g", "total_energy_j")),
 }
 
 

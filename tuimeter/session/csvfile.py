@@ -25,7 +25,7 @@ from ..model import Domain, Snapshot
 from ..points import points
 from . import files, schema
 from .files import NewFile
-from .schema import (COLUMNS, EVENT, JOB, LOST, MARKER, PROCESS, SAMPLE, SESSION,
+from .schema import (CGROUP, COLUMNS, EVENT, JOB, LOST, MARKER, PROCESS, SAMPLE, SESSION,
                      SETTINGS, TOTAL, Row, bridged_label, render)
 
 __all__ = ["COLUMNS", "SessionWriteError", "SessionWriter", "bridged_label"]
@@ -271,9 +271,11 @@ class SessionWriter:
     def _point_rows(self, snap: Snapshot) -> None:
         """The tick's derived rows, rendered from :func:`~tuimeter.points.points`: a
         ``sample`` row per domain (provenance ``lost`` when it was not read), ``total``,
-        ``job`` (domain all, cpu, gpu: the followed process tree) and ``process`` rows
+        ``job`` (domain all, cpu, gpu: the followed process tree), ``process`` rows
         (domain all: the top processes, then ``idle/system`` and ``other processes`` with
-        an empty pid, so that the process rows of a tick add up to its total)."""
+        an empty pid, so that the process rows of a tick add up to its total) and
+        ``cgroup`` rows (domain all, label the cgroup path: the top cgroups, ``other
+        cgroups``, ``idle/system``; they add up to the total too)."""
         ts, el, iv = snap.timestamp, snap.elapsed_s, snap.interval_s
         factor = 0.0
         for p in points(snap):
@@ -301,6 +303,9 @@ class SessionWriter:
                 self._row(ts, el, iv, PROCESS, "all", "attribution", None, f["power_w"],
                           f["energy_j"], f["co2_g"], t["provenance"], t["name"],
                           int(t["pid"]) if t["pid"] else None)
+            elif p.name == "cgroup":
+                self._row(ts, el, iv, CGROUP, "all", "attribution", None, f["power_w"],
+                          f["energy_j"], f["co2_g"], t["provenance"], t["cgroup"])
 
     def close(self) -> None:
         if self.closed:

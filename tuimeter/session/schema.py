@@ -66,7 +66,11 @@ MARKER = "marker"
 EVENT = "event"
 JOB = "job"  # attribution: the followed command
 PROCESS = "process"  # attribution: the top processes, idle/system, other processes
-ROW_KINDS = frozenset({SESSION, SETTINGS, DOMAIN, SAMPLE, TOTAL, MARKER, EVENT, JOB, PROCESS})
+#: attribution per cgroup: the top cgroups of the tick (label: the cgroup path, or
+#: ``unknown``), then ``other cgroups`` and ``idle/system``; older readers pass over it
+CGROUP = "cgroup"
+ROW_KINDS = frozenset({SESSION, SETTINGS, DOMAIN, SAMPLE, TOTAL, MARKER, EVENT, JOB, PROCESS,
+                       CGROUP})
 #: the kinds that describe a session rather than measure it
 META_KINDS = frozenset({SESSION, SETTINGS, DOMAIN})
 
