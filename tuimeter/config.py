@@ -103,6 +103,12 @@ def _listen(value: object) -> tuple[str, int]:
         raise ValueError(str(exc).split(": ", 1)[-1]) from None
 
 
+def _cgroups(value: object) -> int:
+    from .export.prometheus import parse_cgroups
+
+    return parse_cgroups(value)  # an ExportError is a ValueError
+
+
 def _carbon(name: str) -> Callable[[object], object]:
     def check(value: object) -> object:
         from . import carbon
@@ -142,6 +148,7 @@ KEYS: tuple[Key, ...] = (
     Key("gpu", _bool, "TUIMETER_GPU", "no_gpu", to_dest=_negated),
     Key("attribution", _bool, "TUIMETER_ATTRIBUTION", "no_attribution", to_dest=_negated),
     Key("prometheus", _listen, "TUIMETER_PROMETHEUS", "prometheus"),
+    Key("prometheus_cgroups", _cgroups, "TUIMETER_PROMETHEUS_CGROUPS", "prometheus_cgroups"),
     # the influx keys: the exporter itself reads TUIMETER_INFLUX_* (export/influx.py)
     Key("influx_url", _text, "TUIMETER_INFLUX_URL", "influx"),
     Key("influx_db", _text, "TUIMETER_INFLUX_DB", "influx_db"),

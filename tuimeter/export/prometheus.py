@@ -27,10 +27,13 @@ import gzip
 import threading
 from typing import Callable, Iterable
 
+from typing import NamedTuple
+
 from ..model import Snapshot
 from ._http import BoundedHttpServer
 from .base import ExportError, ExporterEntry, HealthMetric
-from ..points import Point, points
+from .cgroup_counters import CgroupCounters, CgroupSeries
+from ..points import Point, cgroup_total_points, points
 
 DOMAIN_LABELS = ("host", "domain", "kind", "source", "provenance", "in_total")
 MACHINE_LABELS = ("host", "provenance")
@@ -86,6 +89,10 @@ METRICS: tuple[tuple[str, str, str, str, str, tuple[str, ...], dict[str, str]], 
 #: points always described (their families are served even without a series); a ``job``
 #: family only while a job is followed
 ALWAYS = frozenset({"domain", "machine", "grid"})
+#: the labels of ``tuimeter_cgroup_energy_joules_total``
+CGROUP_LABELS = ("host", "cgroup", "kind", "container", "pod")
+#: cgroup series served by default (``--prometheus-cgroups``), and the most allowed
+DEFAULT_CGROUPS, MAX_CGROUPS = 10, 1000
 
 
 class _MarkerCount:
@@ -160,10 +167,11 @@ class SnapshotCollector:
     """
 
     def __init__(self, snapshot: Callable[[], Snapshot | None], markers: _MarkerCount,
-                 exporters: Iterable = ()):
+                 exporters: Iterable = (), cgroups: int = DEFAULT_CGROUPS):
         self._snapshot = snapshot
         self._markers = markers
         self._exporters = exporters
+        self._cgroups = CgroupCounters(cgroups) if cgroups > 0 else None
 
     def describe(self):
         return []  # no registration-time collect (the engine may not be open yet)
@@ -173,8 +181,28 @@ class SnapshotCollector:
         host = snap.host if snap is not None else ""
         if snap is not None:
             yield from _families(points(snap))
+            if self._cgroups is not None:
+                yield from _cgroup_families(self._cgroups.update(cgroup_total_points(snap)))
         yield from _marker_metrics(host, self._markers)
         yield from _health_families(host, self._exporters)
+
+
+def _cgroup_families(series: list[CgroupSeries]) -> list:
+    """``tuimeter_cgroup_energy_joules_total``: the top cgroups and ``other``
+    (:mod:`.cgroup_counters`); nothing while no cgroup was read."""
+    from prometheus_client.core import CounterMetricFamily
+
+    if not series:
+        return []
+    fam = CounterMetricFamily(
+        "tuimeter_cgroup_energy_joules", "Energy attributed to the processes of a cgroup, "
+        "in joules: the top cgroups by energy (--prometheus-cgroups), and cgroup=\"other\" "
+        "for the energy of the rest while they were not among them (each series counts "
+        "only the energy given to it; all add up to the attributed energy).",
+        labels=CGROUP_LABELS)
+    for s in series:
+        fam.add_metric([s.labels[k] for k in CGROUP_LABELS], s.energy_j)
+    return [fam]
 
 
 def _marker_metrics(host: str, markers: _MarkerCount):
@@ -216,13 +244,15 @@ class PrometheusExporter:
 
     def __init__(self, engine, host: str = "127.0.0.1", port: int = 9100,
                  exporters: Iterable = (), *,
-                 max_connections: int = MAX_CONNECTIONS, timeout_s: float = TIMEOUT_S):
+                 max_connections: int = MAX_CONNECTIONS, timeout_s: float = TIMEOUT_S,
+                 cgroups: int = DEFAULT_CGROUPS):
         from prometheus_client.core import CollectorRegistry
 
         self.engine = engine
         self._markers = _MarkerCount()
         self.registry = CollectorRegistry(auto_describe=False)
-        self.collector = SnapshotCollector(lambda: engine.snapshot, self._markers, exporters)
+        self.collector = SnapshotCollector(lambda: engine.snapshot, self._markers, exporters,
+                                           cgroups)
         self.registry.register(self.collector)
         self._server = BoundedHttpServer(host, port, self._handle, max_connections=max_connections,
                                          timeout_s=timeout_s, name="tuimeter-prometheus")
@@ -304,19 +334,56 @@ def _listen_type(text: str) -> tuple[str, int]:
         raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[-1]) from None
 
 
+def parse_cgroups(text: object) -> int:
+    """A ``--prometheus-cgroups`` value: a whole number from 0 to MAX_CGROUPS."""
+    if isinstance(text, bool) or not isinstance(text, (str, int)):
+        raise ExportError(f"must be a whole number from 0 to {MAX_CGROUPS}, got {text!r}")
+    try:
+        n = int(text)
+    except ValueError:
+        raise ExportError(f"must be a whole number from 0 to {MAX_CGROUPS}, "
+                          f"got {text!r}") from None
+    if not 0 <= n <= MAX_CGROUPS:
+        raise ExportError(f"must be a whole number from 0 to {MAX_CGROUPS}, got {n}")
+    return n
+
+
+def _cgroups_type(text: str) -> int:
+    try:
+        return parse_cgroups(text)
+    except ExportError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _add_options(g) -> None:
     g.add_argument("--prometheus", type=_listen_type, metavar="[HOST:]PORT",
                    help="serve /metrics for Prometheus on PORT (127.0.0.1 unless HOST is given)")
+    g.add_argument("--prometheus-cgroups", type=_cgroups_type, metavar="N",
+                   help="cgroups served one series each, the top N by energy; the rest "
+                        f"add up in cgroup=\"other\" (default {DEFAULT_CGROUPS}; 0: none)")
 
 
-def _start(engine, listen: tuple[str, int], exporters: list) -> PrometheusExporter:
-    host, port = listen
+class PrometheusSettings(NamedTuple):
+    host: str
+    port: int
+    cgroups: int = DEFAULT_CGROUPS  # cgroup series served (the top N by energy)
+
+
+def _settings(args) -> PrometheusSettings | None:
+    listen = getattr(args, "prometheus", None)
+    if listen is None:
+        return None
+    n = getattr(args, "prometheus_cgroups", None)
+    return PrometheusSettings(*listen, DEFAULT_CGROUPS if n is None else n)
+
+
+def _start(engine, settings: PrometheusSettings, exporters: list) -> PrometheusExporter:
+    host, port, cgroups = settings
     try:
-        return PrometheusExporter(engine, host, port, exporters)
+        return PrometheusExporter(engine, host, port, exporters, cgroups=cgroups)
     except OSError as exc:
         raise ExportError(f"--prometheus: cannot listen on {host}:{port}: "
                           f"{exc.strerror or exc}") from None
 
 
-ENTRY = ExporterEntry("prometheus", _add_options, (),
-                      lambda args: getattr(args, "prometheus", None), _start)
+ENTRY = ExporterEntry("prometheus", _add_options, (), _settings, _start)
