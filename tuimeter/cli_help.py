@@ -39,7 +39,8 @@ examples:
 examples:
   tuimeter report run.csv
   tuimeter report --format json node-*.csv
-  tuimeter report --plot run.csv""",
+  tuimeter report --plot run.csv
+  tuimeter report --by cgroup run.csv""",
     "doctor": """\
 examples:
   tuimeter doctor

@@ -23,6 +23,8 @@ from .report import J_PER_WH, Report, avg_w, build_report, load_file
 from ..cli_help import help_text
 
 FORMATS = ("table", "csv", "json", "markdown", "codecarbon")
+#: ``--by``: who owns each segment's energy (the grouping's module renders it)
+BY = ("cgroup",)
 CSV_FIELDS = ("host", "segment", "label", "start", "duration_s", "domain", "in_total",
               "energy_j", "wh", "avg_w", "co2_g", "share", "provenance", "lost_s")
 
@@ -197,9 +199,14 @@ def cmd_report(argv: list[str]) -> int:
     p.add_argument("--plot", action="store_true", help="draw power over time with markers")
     p.add_argument("--project", metavar="NAME",
                    help=f"project_name of --format codecarbon rows (default {DEFAULT_PROJECT})")
+    p.add_argument("--by", choices=BY,
+                   help="per segment, the energy of each owner from the attribution rows, "
+                        "and 'unowned' (idle/system), adding up to the total")
     args = p.parse_args(argv)
     if args.project is not None and args.format != "codecarbon":
         p.error("--project is for --format codecarbon")
+    if args.by is not None and args.format == "codecarbon":
+        p.error("--by is for --format table, markdown, csv or json")
     files = [load_file(path) for path in args.files]
     for f in files:
         if f.error:
@@ -216,5 +223,10 @@ def cmd_report(argv: list[str]) -> int:
 
         text = plot_report(rep)
         print(text, file=sys.stdout if args.format in ("table", "markdown") else sys.stderr)
+    if args.by == "cgroup":
+        from .cgroup_owners import render as render_cgroups
+
+        sys.stdout.write(render_cgroups(rep, args.format, _iso, _grid))
+        return 0
     sys.stdout.write(render(rep, args.format, args.project or DEFAULT_PROJECT))
     return 0
