@@ -24,6 +24,8 @@ HEADLESS = [
     "tuimeter.doctor", "tuimeter.doctor.render",
     "tuimeter.text", "tuimeter.session.reader",
     "tuimeter.live", "tuimeter.options", "tuimeter.replay_engine", "tuimeter.job",
+    "tuimeter.grouping", "tuimeter.engine.cgroups", "tuimeter.export.cgroup_counters",
+    "tuimeter.session.cgroup_owners",
 ]
 PACKAGE = ROOT / "tuimeter"
 
