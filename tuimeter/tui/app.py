@@ -31,6 +31,7 @@ from textual.app import App
 from textual.binding import Binding
 from textual.reactive import reactive
 
+from ..grouping import next_grouping
 from ..job import JobWatcher
 from ..live import LiveSession
 from ..model import Snapshot
@@ -102,6 +103,7 @@ class TuimeterApp(App[Snapshot | None]):
         Binding("m", "mark", "Mark"),
         Binding("M", "mark_labelled", "Label mark", key_display="M"),
         Binding("p", "pause", "Pause"),
+        Binding("g", "group", "Group", show=False),
         Binding("e", "export", "Export"),
         Binding("plus,equals_sign", "slower", "Slower", key_display="+"),
         Binding("minus,underscore", "faster", "Faster", key_display="-"),
@@ -325,6 +327,12 @@ class TuimeterApp(App[Snapshot | None]):
 
     def action_pause(self) -> None:
         self.main.paused = not self.main.paused
+
+    def action_group(self) -> None:
+        """The process table's next grouping: per process, the job as one row, per cgroup."""
+        self.main.grouping = next_grouping(self.main.grouping)
+        self.notify(f"process table: per {self.main.grouping}")
+        self.main.redraw()
 
     def _step_interval(self, direction: int) -> None:
         if self.replay is not None:

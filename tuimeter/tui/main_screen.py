@@ -13,6 +13,7 @@ trouble, the followed job) belongs to the app: the screen asks for it, as a
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -24,7 +25,8 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from ..model import Domain, JobSample, Snapshot
+from ..grouping import group_rows
+from ..model import Domain, JobSample, ProcessShare, Snapshot
 from ..job import JobState
 from .messages import SnapshotReady
 from .widgets import (DomainTable, JobPanel, PowerChart, ProcessPanel, SensorStatusLine,
@@ -82,6 +84,8 @@ class MainScreen(Screen[None]):
         self._frame_timer = None  # armed while the latest snapshot waits for its frame
         self._widgets: dict[type, object] = {}  # see _widget
         self._ready = False  # mounted: the widgets are there to draw into
+        self.grouping = "process"
+        """The process table's grouping (``tuimeter.grouping.GROUPINGS``; key ``g``)."""
 
     # -- layout -------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -153,6 +157,18 @@ class MainScreen(Screen[None]):
         if self.latest is not None and self.latest is not self.drawn:
             self._draw_when_due()
 
+    def _grouped(self, snap: Snapshot) -> Snapshot:
+        """The snapshot the process table draws: under a grouping other than
+        ``process``, its processes are the grouped rows (a group's PID cell reads 0:
+        the table takes ProcessShare rows until it takes GroupRow ones)."""
+        if self.grouping == "process":
+            return snap
+        rows = tuple(ProcessShare(
+            pid=r.pid or 0, name=r.name, cpu_share=r.cpu_share or 0.0,
+            gpu_share=r.gpu_share or 0.0, power_w=r.power_w, energy_j=r.energy_j,
+            total_energy_j=r.total_energy_j or 0.0) for r in group_rows(snap, self.grouping))
+        return dataclasses.replace(snap, processes=rows)
+
     def _widget(self, cls):
         """The screen's widget of a class, looked up once (they are composed once; a
         query per widget per frame walks the whole DOM)."""
@@ -171,7 +187,7 @@ class MainScreen(Screen[None]):
         w(DomainTable).show(snap)
         w(PowerChart).show(snap, message.times_s)
         w(TotalsPanel).show(snap)
-        w(ProcessPanel).show(snap)
+        w(ProcessPanel).show(self._grouped(snap))
         w(SensorStatusLine).show(snap.sensors, status.problems)
         if status.job is not None:
             w(JobPanel).show(status.job, snap.job, status.job_exited_at_s)
