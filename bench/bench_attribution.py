@@ -6,11 +6,16 @@ always do), then times each variant over ``--ticks`` ticks ``--gap`` seconds apa
 this process's CPU clock (the bench is single-threaded):
 
 * ``scan``: the /proc scanner alone (one read of /proc/<pid>/stat per process);
-* ``attribute``: the attributor's whole tick (scan, shares, job, top processes);
+* ``attribute``: the attributor's whole tick (scan, shares, job, top processes, and the
+  energy per cgroup), and the same with cgroups off, the two timed tick after tick in turn;
 * ``recorder tick``: Engine.tick with attribution plus the session CSV rows, i.e. what the
   recorder's sampling thread does each tick (scripted package + dram sensor);
 * ``naive psutil``: ``psutil.process_iter(["pid", "ppid", "name", "cpu_times",
-  "create_time"])``, the loop this replaces, and the attributor driven by it.
+  "create_time"])``, the loop this replaces, and the attributor driven by it;
+* ``cgroup tally alone``: the cgroup step's worst case, each of the ``--procs`` processes
+  given energy every tick: warm (its cgroup cached, read again every 30 to 60 ticks; mean
+  over 120 ticks, refreshes included) and cold (a new tally: every cgroup file read, as
+  on the first tick); and one ``/proc/<pid>/cgroup`` read and parse.
 
   python bench/bench_attribution.py [--procs 500] [--busy 8] [--ticks 30] [--gap 0.05]
 
@@ -33,6 +38,7 @@ import psutil  # noqa: E402
 
 from tests.fakes.scripted import ScriptedSensor, domain  # noqa: E402
 from tuimeter.engine.attribution import Attributor  # noqa: E402
+from tuimeter.engine.cgroups import CgroupTally, read_cgroup  # noqa: E402
 from tuimeter.engine.procscan import ProcFsScanner, PsutilScanner  # noqa: E402
 from tuimeter.engine.sampler import Engine  # noqa: E402
 from tuimeter.model import CarbonInfo, DomainKind  # noqa: E402
@@ -50,15 +56,49 @@ def sensor() -> ScriptedSensor:
 
 def timed(fn, ticks: int, gap: float) -> float:
     """Median CPU ms of ``fn()`` over ``ticks`` calls (after one warm-up call)."""
-    fn()
-    times = []
+    return timed_together([fn], ticks, gap)[0]
+
+
+def timed_together(fns, ticks: int, gap: float) -> list[float]:
+    """Median CPU ms of each of ``fns``, called in turn each tick (so they see the same
+    machine), after one warm-up call each."""
+    for fn in fns:
+        fn()
+    times: list[list[float]] = [[] for _ in fns]
     for _ in range(ticks):
         time.sleep(gap)
-        t0 = time.process_time()
-        fn()
-        times.append((time.process_time() - t0) * 1e3)
-    times.sort()
-    return times[len(times) // 2]
+        for fn, ts in zip(fns, times):
+            t0 = time.process_time()
+            fn()
+            ts.append((time.process_time() - t0) * 1e3)
+    return [sorted(ts)[len(ts) // 2] for ts in times]
+
+
+class _Busy:
+    """A process as the cgroup tally sees it, given 1 J of CPU every tick."""
+
+    def __init__(self, st):
+        self.pid, self.ppid, self.start, self.name = st.pid, st.ppid, st.start, st.name
+        self.tick_cpu_j, self.tick_gpu_j = 1.0, 0.0
+
+
+def tally_ms(pids: list[int], ticks: int) -> dict[str, tuple[float, float]]:
+    """(median, mean) CPU ms of a cgroup tally where every process in ``pids`` used
+    power: warm over 120 ticks, cold (a new tally each) over ``ticks``."""
+    scanner = ProcFsScanner()
+    procs = [_Busy(st) for st in map(scanner.read_one, pids) if st is not None]
+    warm = CgroupTally()
+    warm.tally(procs, [], 1.0)
+    out = {}
+    for label, make, n in (("warm", lambda: warm, 120), ("cold", CgroupTally, ticks)):
+        ts = []
+        for _ in range(n):
+            tally = make()
+            t0 = time.process_time()
+            tally.tally(procs, [], 1.0)
+            ts.append((time.process_time() - t0) * 1e3)
+        out[label] = (sorted(ts)[len(ts) // 2], sum(ts) / len(ts))
+    return out
 
 
 def naive_loop():
@@ -87,6 +127,8 @@ def main() -> int:
         scanner = ProcFsScanner()
         fast = Attributor([], scanner=ProcFsScanner())
         fast.follow(os.getpid())
+        no_cg = Attributor([], scanner=ProcFsScanner(), cgroups=False)
+        no_cg.follow(os.getpid())
         slow = Attributor([], scanner=PsutilScanner())
         s = sensor()
         doms = []
@@ -96,19 +138,32 @@ def main() -> int:
         rec.start(eng.snapshot)
         eng.subscribe(rec)
         doms = eng.tick().domains
+        on_ms, off_ms = timed_together([lambda: fast.attribute(1.0, doms, 0.0),
+                                        lambda: no_cg.attribute(1.0, doms, 0.0)],
+                                       args.ticks, args.gap)
         rows = [
             ("scan (/proc/<pid>/stat)", timed(scanner.scan, args.ticks, args.gap)),
-            ("attribute (fast scanner)", timed(lambda: fast.attribute(1.0, doms, 0.0),
-                                               args.ticks, args.gap)),
+            ("attribute (fast scanner, cgroups on)", on_ms),
+            ("attribute (fast scanner, cgroups off)", off_ms),
             ("recorder tick: engine + attribution + CSV", timed(eng.tick, args.ticks, args.gap)),
             ("naive psutil.process_iter loop", timed(naive_loop, args.ticks, args.gap)),
             ("attribute (psutil scanner)", timed(lambda: slow.attribute(1.0, doms, 0.0),
                                                  args.ticks, args.gap)),
         ]
         rec.close()
-        print(f"{'variant':44} {'CPU ms/tick':>12} {'µs/process':>11} {'% core @1s':>11}")
+        pids = [c.pid for c in children[:args.procs]]
+        tally = tally_ms(pids, args.ticks)
+        rows += [(f"cgroup tally alone, {len(pids)} with power, {k} (mean)", mean)
+                 for k, (_, mean) in tally.items()]
+        t0 = time.process_time()
+        for pid in pids:
+            read_cgroup(pid)
+        read_us = (time.process_time() - t0) * 1e6 / len(pids)
+        print(f"{'variant':52} {'CPU ms/tick':>12} {'µs/process':>11} {'% core @1s':>11}")
         for name, ms in rows:
-            print(f"{name:44} {ms:12.2f} {ms * 1e3 / n:11.2f} {ms / 10:11.2f}")
+            print(f"{name:52} {ms:12.2f} {ms * 1e3 / n:11.2f} {ms / 10:11.2f}")
+        print(f"cgroups on - off: {on_ms - off_ms:+.2f} ms/tick; one /proc/<pid>/cgroup read "
+              f"and parse: {read_us:.1f} µs")
     finally:
         for c in children:
             c.kill()

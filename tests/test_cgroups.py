@@ -240,22 +240,28 @@ def test_energy_is_summed_per_cgroup_and_accumulates(tmp_path):
 
 def test_cache_keyed_on_pid_and_start_name_changes_and_refresh(tmp_path):
     """A reused pid (another start time) and an exec (another name) are read again; an
-    unchanged process is read again only every REFRESH_TICKS ticks (moved by hand)."""
-    write_cgroup(tmp_path, 7, "0::/system.slice/a.service\n")
+    unchanged process is read again only after refresh_ticks plus its pid modulo that
+    (moved by hand): pid 9 after 3 ticks, pid 7 after 4."""
     t = CgroupTally(str(tmp_path), refresh_ticks=3)
-    assert t.tally([P(7, 1.0)], [], 1.0)[0].info.path == "/system.slice/a.service"
-    write_cgroup(tmp_path, 7, "0::/system.slice/b.service\n")  # moved, same process
-    assert t.tally([P(7, 1.0)], [], 1.0)[0].energy_j and t.reads == 1
-    assert by_path(t.tally([P(7, 1.0)], [], 1.0))["/system.slice/a.service"].energy_j == 1.0
-    # third tick since the read: read again, now in b
-    assert by_path(t.tally([P(7, 1.0)], [], 1.0))["/system.slice/b.service"].energy_j == 1.0
-    assert t.reads == 2
+    for pid in (9, 7):
+        write_cgroup(tmp_path, pid, f"0::/system.slice/a{pid}.service\n")
+    t.tally([P(9, 1.0), P(7, 1.0)], [], 1.0)
+    for pid in (9, 7):
+        write_cgroup(tmp_path, pid, f"0::/system.slice/b{pid}.service\n")  # moved
+    for _ in range(2):
+        got = by_path(t.tally([P(9, 1.0), P(7, 1.0)], [], 1.0))
+        assert got["/system.slice/a9.service"].energy_j == 1.0 and t.reads == 2
+    got = by_path(t.tally([P(9, 1.0), P(7, 1.0)], [], 1.0))  # 3 ticks since: 9 read again
+    assert got["/system.slice/b9.service"].energy_j == 1.0 and t.reads == 3
+    assert got["/system.slice/a7.service"].energy_j == 1.0
+    got = by_path(t.tally([P(9, 1.0), P(7, 1.0)], [], 1.0))  # 4 ticks since: 7 too
+    assert got["/system.slice/b7.service"].energy_j == 1.0 and t.reads == 4
     write_cgroup(tmp_path, 7, "0::/system.slice/c.service\n")
     t.tally([P(7, 1.0, start=555.0)], [], 1.0)  # pid reused
-    assert t.reads == 3
+    assert t.reads == 5
     write_cgroup(tmp_path, 7, "0::/system.slice/d.service\n")
     got = by_path(t.tally([P(7, 1.0, start=555.0, name="exec'd")], [], 1.0))
-    assert got["/system.slice/d.service"].energy_j == 1.0 and t.reads == 4
+    assert got["/system.slice/d.service"].energy_j == 1.0 and t.reads == 6
 
 
 def test_exited_process_counts_in_its_cgroup_or_its_parents(tmp_path):

@@ -45,8 +45,9 @@ NeuVector ``share/system/cgroup_test.go``, treydock/cgroup_exporter's SLURM test
 
 **Per pid, once** (:class:`CgroupTally`): a process's cgroup is read when it first uses
 power, and again when its name changes (an ``exec``: runtimes, systemd and slurmstepd move
-the child into its cgroup between ``fork`` and ``exec``) or every
-:data:`REFRESH_TICKS` ticks it is active (a process moved by hand); the cache is keyed on
+the child into its cgroup between ``fork`` and ``exec``) or, while it is active, after
+:data:`REFRESH_TICKS` to twice that many ticks (a process moved by hand; spread by pid so
+that the processes first read together are not read again together); the cache is keyed on
 pid and start time, as the attribution is, so a reused pid is read again. A process that
 exited before its cgroup was read counts in its parent's (a child starts in its parent's
 cgroup).
@@ -73,7 +74,6 @@ MAX_CGROUPS = 512
 #: the cgroup of processes whose cgroup cannot be known (see the module docstring)
 UNKNOWN = CgroupInfo(path="", kind="unknown", name="unknown")
 
-_LINE = re.compile(rb"^[0-9]{1,10}:[^:\n]*:")
 _HEX = "[0-9a-fA-F]"
 _UID = f"{_HEX}{{8}}[-_]{_HEX}{{4}}[-_]{_HEX}{{4}}[-_]{_HEX}{{4}}[-_]{_HEX}{{12}}"
 #: ``kubepods-burstable-pod<uid>.slice``, ``pod<uid>``
@@ -89,6 +89,9 @@ _STEP = re.compile(r"^step_([A-Za-z0-9_]{1,32})$")
 _SLURM_UID = re.compile(r"^uid_[0-9]{1,10}$")
 _USER_SLICE = re.compile(r"^user-([0-9]{1,10})\.slice$")
 _UNIT_SUFFIXES = (".service", ".scope", ".slice")
+#: what a path must hold to be a container, a pod or a SLURM job (a cheap test first)
+_MAYBE_SPECIAL = re.compile(rb"pod|job_|[0-9a-fA-F]{64}")
+_PLAIN = frozenset({"systemd", "cgroup", "root"})
 
 
 # -- reading --------------------------------------------------------------------------
@@ -119,31 +122,29 @@ def parse_cgroup(data: bytes) -> str | None:
     for line in data.split(b"\n"):
         if not line:
             continue
-        if not _LINE.match(line):
+        ident, _, rest = line.partition(b":")
+        controllers, colon, path = rest.partition(b":")
+        if not (colon and ident.isdigit() and len(ident) <= 10 and path.startswith(b"/")):
             return None  # a name with a newline in it, or not a cgroup file
-        ident, controllers, path = line.split(b":", 2)
-        if not path.startswith(b"/"):
-            return None
         if ident == b"0" and not controllers:
             v2.append(path)
         else:
             v1.append((controllers, path))
     if len(v2) > 1:
         return None
-    paths = [_clean(p) for p in v2] + [_clean(p) for _, p in v1]
-    if not paths:
+    raw = v2 + [p for _, p in v1]
+    if not raw:
         return None
-    for path in paths:  # a container, a pod or a SLURM job, the 0:: line first
-        if describe(path).kind not in ("systemd", "cgroup", "root"):
-            return path
-    if v2 and (paths[0] != "/" or not v1):
-        return paths[0]
-    first_v1 = len(v2)
+    for path in dict.fromkeys(raw):  # a container, a pod or a SLURM job, the 0:: line first
+        if _MAYBE_SPECIAL.search(path) and describe(_clean(path)).kind not in _PLAIN:
+            return _clean(path)
+    if v2 and (v2[0] != b"/" or not v1):
+        return _clean(v2[0])
     for want in (b"name=systemd", b"cpu", b"cpuacct"):
-        for i, (controllers, _) in enumerate(v1):
+        for controllers, path in v1:
             if want in controllers.split(b","):
-                return paths[first_v1 + i]
-    return paths[first_v1]
+                return _clean(path)
+    return _clean(v1[0][1])
 
 
 def _clean(path: bytes) -> str:
@@ -169,16 +170,16 @@ def describe(path: str) -> CgroupInfo:
         pieces = part.split(":")
         if len(pieces) == 3:  # v1, systemd driver: <pod slice>:<runtime>:<id>
             part, piece = pieces[0], f"{pieces[1]}-{pieces[2]}"
-        m = _POD.match(part)
+        m = _POD.match(part) if "pod" in part else None
         if m:
             pod = m["uid"].replace("_", "-").lower()
-        m = _CONTAINER.match(piece)
+        m = _CONTAINER.match(piece) if len(piece) >= 64 else None
         if m:
             rt = (m["rt"] or "").lower()
             container = m["id"].lower()
             runtime = _RUNTIMES.get(rt, rt) or ("docker" if prev == "docker" else "")
             conmon = rt.endswith("-conmon")
-        m = _JOB.match(part)
+        m = _JOB.match(part) if part.startswith("job_") else None
         if m and (prev.endswith("slurmstepd.scope") or (
                 _SLURM_UID.match(prev) and i >= 2 and parts[i - 2] == "slurm")):
             job = m[1]
@@ -300,7 +301,10 @@ class CgroupTally:
             return UNKNOWN
         seen = self._seen.get(pid)
         if seen is not None and seen.start == start:
-            if seen.name == p.name and self._tick - seen.read_tick < self.refresh_ticks:
+            # read again after refresh_ticks to twice that, spread by pid: processes first
+            # read in one tick are not all read again in one tick
+            age_max = self.refresh_ticks + pid % self.refresh_ticks
+            if seen.name == p.name and self._tick - seen.read_tick < age_max:
                 return seen.info
         else:
             seen = None
