@@ -25,27 +25,38 @@ escaped (:func:`~tuimeter.text.safe_text`) and it is cut at :data:`MAX_PATH_CHAR
 what leaves this module is printable text. A file we may not read (``hidepid``), a
 process that exited, or no ``/proc`` at all gives None, never an exception.
 
-**Naming** (:func:`describe`): patterns as the runtimes write them, checked against the
-test data of projects that parse them (Kepler ``pkg/cgroup/resolve_container_test.go``,
-NeuVector ``share/system/cgroup_test.go``, treydock/cgroup_exporter's SLURM tests):
+**Naming** (:func:`describe`): patterns as the runtimes write them. Where each example
+was checked: Kepler's ``pkg/cgroup/resolve_container_test.go`` (CRI-O and Docker under
+the systemd driver, the cgroupfs ``kubepods/<qos>/pod<uid>/<id>`` layout, v1 containerd's
+``<pod slice>:cri-containerd:<id>``, Podman rootless, rootful and quadlet), NeuVector's
+``share/system/cgroup_test.go`` (Docker on v1), Elastic Beats' ``add_kubernetes_metadata``
+documentation (``cri-containerd-<id>.scope``), CJLove/rt-operator's notes (guaranteed
+pods have no QoS slice) and treydock/cgroup_exporter's tests and fixtures (SLURM v1 and
+v2):
 
 * Kubernetes, systemd driver: ``/kubepods.slice/kubepods-burstable.slice/
   kubepods-burstable-pod<uid, _ for ->.slice/cri-containerd-<id>.scope`` (``crio-<id>``,
-  ``docker-<id>``); guaranteed pods have no QoS level (``kubepods-pod<uid>.slice``);
-  cgroupfs driver: ``/kubepods/burstable/pod<uid>/<id>``; v1 containerd with the
-  systemd driver: ``.../kubepods-...-pod<uid>.slice:cri-containerd:<id>``;
+  ``docker-<id>``), ``kubepods-pod<uid>.slice`` for a guaranteed pod; cgroupfs driver:
+  ``/kubepods/burstable/pod<uid>/<id>``; v1 containerd with the systemd driver:
+  ``.../kubepods-...-pod<uid>.slice:cri-containerd:<id>``;
 * Docker: ``/system.slice/docker-<64 hex>.scope`` (systemd driver), ``/docker/<64 hex>``
   (cgroupfs); Podman: ``libpod-<id>.scope`` (rootful under ``machine.slice``, rootless
-  under ``user@UID.service``, with a ``/container`` leaf), ``libpod-conmon-<id>.scope``,
-  quadlet's ``libpod-payload-<id>``; CRI-O ``crio-<id>.scope``, ``crio-conmon-<id>.scope``;
+  under ``user@UID.service``, with a ``/container`` leaf), quadlet's ``libpod-payload-<id>``;
+  any other ``<runtime>-<64 hex>.scope`` is a container of that runtime (``-conmon``
+  ones, which these runtimes use for their monitor process, are named as such; not
+  checked against a source);
 * SLURM: ``/slurm/uid_N/job_N/step_M/task_T`` (v1 plugin) and
-  ``/system.slice/slurmstepd.scope/job_N/step_M/user/task_T`` (v2 plugin; also
-  ``<node>_slurmstepd.scope`` with several slurmd per host);
+  ``/system.slice/slurmstepd.scope/job_N/step_M/user/task_T`` (v2 plugin;
+  ``slurmstepd.scope/system`` is slurmstepd itself); a scope whose name ends in
+  ``_slurmstepd.scope`` (a node name first, seen in SLURM tooling, not checked against
+  SLURM's documentation) is taken as SLURM's too;
 * systemd: the deepest unit (``nginx.service``, ``session-3.scope``, ``user.slice``).
 
 **Per pid, once** (:class:`CgroupTally`): a process's cgroup is read when it first uses
-power, and again when its name changes (an ``exec``: runtimes, systemd and slurmstepd move
-the child into its cgroup between ``fork`` and ``exec``) or, while it is active, after
+power, and again when its name changes (an ``exec``: a service manager or a container
+runtime places a child in its cgroup before the child execs the program, so a process
+first seen between the two is read again once it runs the program) or, while it is
+active, after
 :data:`REFRESH_TICKS` to twice that many ticks (a process moved by hand; spread by pid so
 that the processes first read together are not read again together); the cache is keyed on
 pid and start time, as the attribution is, so a reused pid is read again. A process that
@@ -62,8 +73,8 @@ from typing import Iterable, NamedTuple
 from ..model import CgroupInfo, CgroupShare
 from ..text import safe_text
 
-#: bytes of ``/proc/<pid>/cgroup`` read at most (a v1 machine with 13 hierarchies and
-#: Kubernetes paths writes about 3 KiB)
+#: bytes of ``/proc/<pid>/cgroup`` read at most (13 v1 hierarchies with 250-character
+#: Kubernetes paths make about 3.5 KiB)
 MAX_FILE_BYTES = 65536
 #: a path longer than this (characters, after escaping) is cut, with "…" at the end
 MAX_PATH_CHARS = 512
