@@ -10,6 +10,7 @@ import dataclasses
 import os
 import subprocess
 import sys
+import threading
 import uuid
 from pathlib import Path
 
@@ -356,8 +357,7 @@ def real_cgroup():
     except OSError as exc:
         pytest.skip(f"cannot create a cgroup under {base}: {exc.strerror} (needs root or a "
                     "delegated subtree)")
-    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
-                             stdin=subprocess.PIPE)
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # busy
     try:
         try:
             (group / "cgroup.procs").write_text(str(child.pid))
@@ -365,7 +365,7 @@ def real_cgroup():
             pytest.skip(f"cannot move a process into {group}: {exc.strerror}")
         yield child, group
     finally:
-        child.stdin.close()
+        child.kill()
         child.wait(timeout=30)
         try:
             group.rmdir()
@@ -471,3 +471,32 @@ def test_influx_writes_the_cgroup_points_with_escaped_tags():
     assert r"name=pod\ 2c9f8a79\ containerd\ a09343ca9790" in lines[0]
     assert "total_energy_j=20.0" in lines[0]
     assert "cgroup=idle/system" in lines[2] and "total_energy_j" not in lines[2]
+
+
+def test_real_busy_child_in_a_cgroup_gets_its_energy_there(real_cgroup):
+    """Through the real /proc scanner and attributor: a busy child moved into a new
+    cgroup has its attributed energy summed there, and the cgroups plus idle/system add
+    up to the machine total in every tick."""
+    from tests.helpers import wait_for
+
+    child, group = real_cgroup
+    sensor = ScriptedSensor("rapl", [domain("package-0")], {"package-0": 50.0})
+    att = Attributor([sensor], CARBON, scanner=ProcFsScanner())
+    eng, clock = make_engine([sensor], attributor=att)
+    eng.open()
+    seen = []
+
+    def ticked():
+        threading.Event().wait(0.2)  # real CPU time for the child to use
+        clock.advance(1.0)
+        snap = eng.tick()
+        seen.append(snap)
+        return [c for c in snap.cgroups
+                if c.info.path.endswith("/" + group.name) and c.energy_j > 0]
+
+    mine = wait_for(ticked, what="energy in the child's cgroup")
+    eng.close()
+    for snap in seen:
+        assert sum(c.energy_j for c in snap.cgroups) + snap.idle_power_w == pytest.approx(
+            snap.total.energy_j)
+    assert mine[0].n_processes == 1 and mine[0].info.kind == "cgroup"
