@@ -123,3 +123,15 @@ def test_by_with_codecarbon_is_a_usage_error(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         cmd_report([path, "--by", "cgroup", "--format", "codecarbon"])
     assert exc.value.code == 2
+
+
+def test_cgroup_owner_key_for_a_generic_by():
+    """A cgroup row's owner key: its label, none for idle/system."""
+    from tuimeter.session.cgroup_owners import cgroup_owner
+    from tuimeter.session.schema import Row
+
+    row = Row(0, 0.0, 1.0, 1.0, "h", "s", "cgroup", "all", "attribution", None, 1.0, 1.0,
+              0.0, "attributed", DOCKER, None)
+    assert cgroup_owner(row) == DOCKER
+    assert cgroup_owner(row._replace(label="idle/system")) is None
+    assert cgroup_owner(row._replace(label="other cgroups")) == "other cgroups"

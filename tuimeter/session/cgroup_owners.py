@@ -71,6 +71,13 @@ class SegmentOwners:
         return max(0.0, self.end_t - self.start_t)
 
 
+def cgroup_owner(row) -> str | None:
+    """The owner of a ``cgroup`` row for a generic ``report --by`` that keys owners by
+    text: the cgroup path (``unknown``, ``other cgroups`` as written), None for
+    ``idle/system`` (unowned). :func:`describe` names a path."""
+    return None if row.label == IDLE else row.label
+
+
 def _owner(label: str, energy_j: float, co2_g: float) -> Owner:
     if label.startswith("/"):
         return Owner(label, energy_j, co2_g, describe(label))
