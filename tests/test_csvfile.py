@@ -54,6 +54,21 @@ def test_pandas_reads_it_with_no_options(tmp_path):
     assert set(df.provenance.dropna()) == {"measured"}
 
 
+@pytest.mark.parametrize("raw", [bytes.fromhex("123456789012"), bytes.fromhex("12345e678901"),
+                                 bytes.fromhex("000000000000")])
+def test_the_session_id_reads_as_text_whatever_the_random_bits(tmp_path, monkeypatch, raw):
+    """An id of hex digits only (``123456789012``) or one pandas reads as a float
+    (``12345e678901``: infinity) would make the ``session`` column a number and lose the
+    id; ids start with a letter, so pandas gives the id back as written."""
+    monkeypatch.setattr("tuimeter.session.ids.secrets.token_bytes", lambda n: raw[:n])
+    path, _, rec = record(tmp_path, ticks=2)
+    rec.close()
+    sid = rec.writer.session_id
+    assert len(sid) == 12 and sid[1:] == raw.hex()[1:]  # the random bits, bar the first
+    df = pd.read_csv(path)
+    assert all(isinstance(v, str) for v in df.session) and set(df.session) == {sid}
+
+
 def test_marker_rows_have_label_time_and_pid(tmp_path):
     """A marker is its own row with its label, its instant and who sent it."""
     path, _, rec = record(tmp_path, marker_at=2)

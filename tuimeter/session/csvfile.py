@@ -18,13 +18,13 @@ import csv
 import io
 import logging
 import os
-import uuid
 from typing import IO
 
 from ..model import Domain, Snapshot
 from ..points import points
 from . import files, schema
 from .files import NewFile
+from .ids import new_session_id
 from .schema import (CGROUP, COLUMNS, EVENT, JOB, LOST, MARKER, PROCESS, SAMPLE, SESSION,
                      SETTINGS, TOTAL, Row, bridged_label, render)
 
@@ -54,7 +54,7 @@ class SessionWriter:
         self.fh = fh
         self.path = path
         self.host = host
-        self.session_id = session_id or uuid.uuid4().hex[:12]
+        self.session_id = session_id or new_session_id()
         self.file = file  # set when this run created the file (it may remove it again)
         self._fd = fh.fileno()  # kept for truncating after a failed write
         self._csv = csv.writer(fh, lineterminator="\n")

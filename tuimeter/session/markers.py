@@ -52,10 +52,10 @@ import stat
 import tempfile
 import threading
 import time
-import uuid
 
 from ..labels import MAX_LABEL_CHARS, check_label  # noqa: F401 (part of this module's API)
 from ..points import points
+from .ids import new_session_id
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +208,7 @@ class MarkerServer:
     def __init__(self, engine, directory: str | None = None, *, session_id: str | None = None,
                  path: str | None = None):
         self.engine = engine
-        self.session_id = session_id or uuid.uuid4().hex[:12]
+        self.session_id = session_id or new_session_id()
         self.csv_path = os.path.abspath(path) if path else None
         self._csv_real = os.path.realpath(path) if path else None
         self.directory = directory or socket_dir()

@@ -1,0 +1,188 @@
+"""What the live UI costs a user: ``tuimeter`` in a real pseudo-terminal, against the
+headless recorder, on the same fake RAPL tree, in one run.
+
+Each phase starts the real program as a user would (``python -m tuimeter ...``) over a fake
+powercap tree (6 domains: two packages with DRAM, a core part and psys) whose counters a
+thread of this script advances, waits ``--warmup`` seconds, then reads the program's CPU
+time (user + system, all threads, from ``psutil``) over ``--seconds`` seconds:
+
+    record 1 s    tuimeter record -o FILE -i 1
+    ui     1 s    tuimeter -i 1   in a 120x40 pty (the process table on, as by default)
+    record 0.1 s  tuimeter record -o FILE -i 0.1
+    ui     0.1 s  tuimeter -i 0.1 in a 120x40 pty
+
+The pty's output is read (and thrown away) as fast as it comes, as a terminal would: the
+UI pays for building and writing every escape code. Figures are % of one core; compare the
+rows of one run, not runs on different days (these machines are noisy).
+
+    .venv/bin/python bench/bench_ui_pty.py [--seconds 60] [--warmup 10] [--size 120x40]
+        [--only ui1,rec1,ui01,rec01] [--profile FILE]
+
+``--profile FILE`` runs the 1 s UI phase under cProfile (main thread: Textual's loop) and
+prints where its time goes (cProfile's overhead inflates the total: read the shares).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import math
+import os
+import pty
+import pstats
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import termios
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.fakes.powercap import FakePowercap  # noqa: E402
+
+DOMAINS_W = {"package-0": 42.0, "package-0/dram": 5.0, "package-0/core": 25.0,
+             "package-1": 38.0, "package-1/dram": 4.0, "psys": 90.0}
+
+
+def fake_tree(root: Path) -> FakePowercap:
+    fake = FakePowercap(root).intel_server(sockets=2, psys=True)
+    fake.add_zone("intel-rapl:0:1", "core")
+    return fake
+
+
+class Driver(threading.Thread):
+    """Advances every counter by its power (a slow wave) every 50 ms."""
+
+    def __init__(self, fake: FakePowercap):
+        super().__init__(daemon=True, name="bench-driver")
+        self.fake, self.stop = fake, threading.Event()
+
+    def run(self) -> None:
+        last = t0 = time.monotonic()
+        while not self.stop.wait(0.05):
+            now = time.monotonic()
+            dt, last = now - last, now
+            for i, (dom, w) in enumerate(DOMAINS_W.items()):
+                self.fake.advance(dom, w * (1.0 + 0.2 * math.sin((now - t0) / 4.0 + i)) * dt)
+
+
+def spawn(args: list[str], env: dict, size: tuple[int, int] | None) -> tuple[subprocess.Popen, int | None]:
+    """Start ``python -m tuimeter ARGS``; in a pty of ``size`` (cols, rows) when given."""
+    cmd = [sys.executable, "-m", "tuimeter", *args]
+    if size is None:
+        return subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), None
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[1], size[0], 0, 0))
+    proc = subprocess.Popen(cmd, env=env, stdin=slave, stdout=slave, stderr=slave,
+                            start_new_session=True)
+    os.close(slave)
+    threading.Thread(target=drain, args=(master,), daemon=True).start()
+    return proc, master
+
+
+def drain(fd: int) -> None:
+    try:
+        while os.read(fd, 65536):
+            pass
+    except OSError:
+        pass
+
+
+def cpu_s(proc: psutil.Process) -> float:
+    t = proc.cpu_times()
+    return t.user + t.system
+
+
+def phase(name: str, args: list[str], env: dict, size, warmup: float, seconds: float) -> float:
+    proc, master = spawn(args, env, size)
+    ps = psutil.Process(proc.pid)
+    try:
+        time.sleep(warmup)
+        if proc.poll() is not None:
+            raise SystemExit(f"{name}: tuimeter exited early ({proc.returncode})")
+        c0, t0 = cpu_s(ps), time.monotonic()
+        time.sleep(seconds)
+        c1, t1 = cpu_s(ps), time.monotonic()
+    finally:
+        if master is not None:
+            os.write(master, b"q")
+        else:
+            proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if master is not None:
+            os.close(master)
+    pct = 100.0 * (c1 - c0) / (t1 - t0)
+    print(f"{name:<14} {pct:6.2f} % of one core   ({c1 - c0:.2f} CPU s over {t1 - t0:.1f} s)",
+          flush=True)
+    return pct
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--warmup", type=float, default=10.0)
+    ap.add_argument("--size", default="120x40")
+    ap.add_argument("--only", default="rec1,ui1,rec01,ui01")
+    ap.add_argument("--profile", metavar="FILE")
+    a = ap.parse_args()
+    cols, rows = (int(x) for x in a.size.split("x"))
+    tmp = Path(tempfile.mkdtemp(prefix="tuimeter-bench-ui-"))
+    fake = fake_tree(tmp / "sys")
+    driver = Driver(fake)
+    driver.start()
+    env = dict(os.environ, TUIMETER_POWERCAP_ROOT=str(tmp / "sys" / "class" / "powercap"),
+               TERM="xterm-256color", COLUMNS=str(cols), LINES=str(rows),
+               XDG_CONFIG_HOME=str(tmp / "config"), XDG_RUNTIME_DIR=str(tmp),
+               PYTHONPATH=str(ROOT))
+    env.pop("NO_COLOR", None)
+    print(f"tuimeter UI in a {cols}x{rows} pty vs headless record, {a.seconds:.0f} s after "
+          f"{a.warmup:.0f} s warm-up, {psutil.cpu_count()} CPUs, load "
+          f"{os.getloadavg()[0]:.2f}", flush=True)
+    phases = {
+        "rec1": ("record 1 s", ["record", "-o", str(tmp / "r1.csv"), "-i", "1"], None),
+        "ui1": ("ui 1 s", ["-i", "1", "-o", str(tmp / "u1.csv")], (cols, rows)),
+        "rec01": ("record 0.1 s", ["record", "-o", str(tmp / "r01.csv"), "-i", "0.1"], None),
+        "ui01": ("ui 0.1 s", ["-i", "0.1", "-o", str(tmp / "u01.csv")], (cols, rows)),
+    }
+    try:
+        for key in a.only.split(","):
+            name, args, size = phases[key]
+            phase(name, args, env, size, a.warmup, a.seconds)
+        if a.profile:
+            prof_env = dict(env)
+            proc_args = ["-i", "1", "-o", str(tmp / "p.csv")]
+            cmd_env = prof_env
+            master, slave = pty.openpty()
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+            proc = subprocess.Popen([sys.executable, "-m", "cProfile", "-o", a.profile,
+                                     "-m", "tuimeter", *proc_args], env=cmd_env, stdin=slave,
+                                    stdout=slave, stderr=slave, start_new_session=True)
+            os.close(slave)
+            threading.Thread(target=drain, args=(master,), daemon=True).start()
+            time.sleep(a.warmup + a.seconds)
+            os.write(master, b"q")
+            proc.wait(timeout=30)
+            os.close(master)
+            print(f"\nprofile of the 1 s UI ({a.warmup + a.seconds:.0f} s, main thread), "
+                  f"by own time:")
+            pstats.Stats(a.profile).sort_stats("tottime").print_stats(25)
+    finally:
+        driver.stop.set()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
