@@ -267,17 +267,21 @@ def test_cache_keyed_on_pid_and_start_name_changes_and_refresh(tmp_path):
 
 def test_exited_process_counts_in_its_cgroup_or_its_parents(tmp_path):
     """A process that exits after its cgroup was read keeps it; one that exited before
-    any read counts in its parent's; a GPU process in another pid namespace (start < 0)
-    and an orphan nobody read are ``unknown``; gone processes are forgotten."""
+    any read counts in its parent's (cached, or read now: the parent waited for it); a GPU
+    process in another pid namespace (start < 0), a child of a parent gone too and an
+    orphan of init are ``unknown``; gone processes are forgotten."""
     write_cgroup(tmp_path, 10, "0::/system.slice/make.service\n")
     write_cgroup(tmp_path, 11, "0::/system.slice/make.service\n")
+    write_cgroup(tmp_path, 20, "0::/system.slice/cron.service\n")
     t = CgroupTally(str(tmp_path))
     t.tally([P(10, 1.0), P(11, 1.0)], [], 1.0)
     os.remove(tmp_path / "11" / "cgroup")
     got = by_path(t.tally([P(11, 2.0), P(12, 3.0, ppid=10), P(13, 4.0, ppid=99),
-                           P(14, 5.0, start=-1.0)], [P(11, start=100.0)], 1.0))
+                           P(14, 5.0, start=-1.0), P(15, 6.0, ppid=20),
+                           P(16, 7.0, ppid=1)], [P(11, start=100.0)], 1.0))
     assert got["/system.slice/make.service"].energy_j == 5.0  # 2 J (p11) + 3 J (p12)
-    assert got[""].energy_j == 9.0 and got[""].info is UNKNOWN
+    assert got["/system.slice/cron.service"].energy_j == 6.0  # its parent, 20, read now
+    assert got[""].energy_j == 16.0 and got[""].info is UNKNOWN  # 4 + 5 + 7 J
     assert 11 not in t._seen  # forgotten once gone
 
 

@@ -61,7 +61,7 @@ active, after
 that the processes first read together are not read again together); the cache is keyed on
 pid and start time, as the attribution is, so a reused pid is read again. A process that
 exited before its cgroup was read counts in its parent's (a child starts in its parent's
-cgroup).
+cgroup; the parent is alive, it waited for the child), unless it was an orphan of init.
 """
 
 from __future__ import annotations
@@ -324,12 +324,23 @@ class CgroupTally:
         if path is None:
             if seen is not None:  # exited (or hidden) since: it was there when last read
                 return seen.info
-            parent = self._seen.get(getattr(p, "ppid", 0))
-            return parent.info if parent is not None else UNKNOWN
+            parent = self._seen.get(p.ppid)
+            if parent is not None:
+                return parent.info
+            if p.ppid <= 1:  # an orphan: init's cgroup says nothing of it
+                return UNKNOWN
+            self.reads += 1
+            path = read_cgroup(p.ppid, self.proc_root)  # the parent that waited for it
+            return UNKNOWN if path is None else self._describe(path)
+        info = self._describe(path)
+        self._seen[pid] = _Seen(start, p.name, info, self._tick)
+        return info
+
+    def _describe(self, path: str) -> CgroupInfo:
+        """:func:`describe`, memoised per path (bounded)."""
         info = self._infos.get(path)
         if info is None:
             if len(self._infos) >= 4 * self.max_cgroups:
                 self._infos.clear()
             info = self._infos[path] = describe(path)
-        self._seen[pid] = _Seen(start, p.name, info, self._tick)
         return info
