@@ -1,0 +1,147 @@
+"""Owner trees: a rank's own energy (its CPU-time share of the CPU side plus its SM share
+of each GPU) kept apart per domain, from the instant it is followed; its Meter phases'
+own_energy_j in own mode; the marker server following only the socket's real peer; rank
+variables read from a process's environment."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import pytest
+
+from tests.fakes.fake_pynvml import FakeGpu
+from tests.test_attribution import FakeScanner, engine_with, gpu_engine, gpu_tick, tick
+from tuimeter.engine import trees
+from tuimeter.session import markers
+
+
+def own(snap, pid):
+    return next(o for o in snap.owners if o.pid == pid)
+
+
+def test_a_tree_followed_mid_tick_gets_the_rest_of_that_tick_then_whole_ticks():
+    """Package 40 W + DRAM 8 W on 4 CPUs; pid 10 keeps 2 CPUs busy (24 W). Followed at
+    0.25 s into a 1 s tick: 0.75 x 24 = 18 J of it, then 24 J a tick; a child born later
+    joins the tree and its CPU time counts too (1 CPU: +12 J)."""
+    sc = FakeScanner()
+    sc.run(10, 0.0)
+    sc.run(99, 0.0)  # not in the tree
+    eng, att, clock = engine_with(sc)
+    assert eng.track_owner(10, at_elapsed_s=0.25)
+    sc.add(10, 2.0)
+    sc.add(99, 1.0)
+    snap = tick(eng, clock, sc)
+    o = own(snap, 10)
+    assert o.energy_j == pytest.approx(18.0)
+    assert dict((d.id, d.total_energy_j) for d in o.domains) == {"cpu": pytest.approx(18.0)}
+    sc.add(10, 2.0)
+    sc.run(11, 1.0, ppid=10, start=50.0)  # a child born in this tick
+    snap = tick(eng, clock, sc)
+    o = own(snap, 10)
+    assert o.energy_j == pytest.approx(36.0)
+    assert o.total_energy_j == pytest.approx(54.0)
+    assert o.n_processes == 2 and o.running and o.marked
+
+
+def test_gpu_energy_goes_to_each_tree_by_domain(monkeypatch):
+    """One GPU, 300 J a tick, SM 60 % pid 100 and 20 % pid 200: the tree of 100 owns
+    225 J of gpu0 (and the job is the same tree), 200's 75 J; no CPU time used."""
+    gen = gpu_engine(monkeypatch, FakeGpu(compute_processes=[(100, None), (200, None)]))
+    gpu, sc, eng, clock = next(gen)
+    assert eng.track_owner(100) and eng.track_owner(200)
+    snap = gpu_tick(gpu, sc, eng, clock, 300.0, [(100, 60), (200, 20)])
+    a, b = own(snap, 100), own(snap, 200)
+    assert a.gpus == ("gpu0",) and b.gpus == ("gpu0",)
+    assert {d.id: d.energy_j for d in a.domains}["gpu0"] == pytest.approx(225.0)
+    assert b.energy_j == pytest.approx(75.0)
+    assert a.energy_j + b.energy_j == pytest.approx(300.0)
+    assert a.in_job and not b.in_job
+
+
+def test_a_tree_whose_processes_exited_keeps_its_total_and_drops_out():
+    sc = FakeScanner()
+    sc.run(10, 0.0)
+    eng, att, clock = engine_with(sc)
+    eng.track_owner(10)
+    sc.add(10, 4.0)  # all 4 CPUs: 48 J
+    assert own(tick(eng, clock, sc), 10).total_energy_j == pytest.approx(48.0)
+    sc.exit(10)
+    snap = tick(eng, clock, sc)
+    assert all(o.pid != 10 for o in snap.owners)
+    assert eng.track_owner(10) is False  # gone: nothing to follow
+
+
+def unopened_engine(scanner):
+    """``engine_with``'s engine (package 40 W + DRAM 8 W counted), not opened yet."""
+    from tests.fakes.scripted import ScriptedSensor, domain
+    from tests.helpers import make_engine
+    from tuimeter.engine.attribution import Attributor
+    from tuimeter.model import DomainKind
+
+    sensor = ScriptedSensor("rapl", [domain("package-0"), domain("package-0/dram", DomainKind.DRAM)],
+                            {"package-0": 40.0, "package-0/dram": 8.0})
+    att = Attributor([sensor], scanner=scanner)
+    eng, clock = make_engine([sensor], attributor=att)
+    return eng, att, clock
+
+
+def test_meter_own_mode_phases_carry_this_process_trees_own_energy():
+    """A Meter over an engine whose attributor sees this process use 1 of 4 CPUs: its
+    phase's own energy is 12 J a tick (CPU side 48 W / 4) against the machine's 48 J."""
+    import tuimeter
+
+    me = os.getpid()
+    sc = FakeScanner()
+    sc.run(me, 0.0)
+    eng, att, clock = unopened_engine(sc)
+    with tuimeter.Meter(engine=eng, autostart=False, attach=False, label="work") as m:
+        for _ in range(3):
+            sc.add(me, 1.0)
+            tick(eng, clock, sc)
+    (phase,) = m.phases
+    assert phase.energy_j == pytest.approx(3 * 48.0)
+    assert phase.own_energy_j == pytest.approx(3 * 12.0)
+    assert phase.own_domains == {"cpu": pytest.approx(36.0)}
+    assert phase.own_provenance == "attributed"
+    assert phase.own_co2_g == pytest.approx(36.0 * 1e-4)
+    assert phase.own_power_w == pytest.approx(12.0)
+
+
+def test_meter_without_attribution_has_no_own_energy():
+    import tuimeter
+    from tests.helpers import make_engine
+
+    eng, clock = make_engine()
+    with tuimeter.Meter(engine=eng, autostart=False, attach=False) as m:
+        clock.advance(1.0)
+        eng.tick()
+    assert m.phases[0].own_energy_j is None and m.phases[0].own_provenance == "unknown"
+
+
+def test_server_follows_the_sockets_peer_never_a_claimed_pid_of_another_user():
+    """The kernel's peer (SO_PEERCRED) wins over the claim; a peer of another user is
+    not followed; without peer credentials, a claimed pid must be this user's."""
+    me = os.getuid()
+    assert markers.owner_pid(1, (4242, me)) == 4242
+    assert markers.owner_pid(4242, (4242, me + 1)) is None
+    assert markers.owner_pid(os.getpid(), None) == os.getpid()
+    if me != 0:
+        assert markers.owner_pid(1, None) is None  # init belongs to root
+    a, b = socket.socketpair(socket.AF_UNIX)
+    with a, b:
+        if hasattr(socket, "SO_PEERCRED"):
+            assert markers.peer_of(a) == (os.getpid(), me)
+
+
+def test_rank_read_from_a_process_environment(tmp_path):
+    """RANK before LOCAL_RANK; junk is not a rank; an unreadable environ is None."""
+    d = tmp_path / "77"
+    d.mkdir()
+    (d / "environ").write_bytes(b"PATH=/bin\0LOCAL_RANK=1\0RANK=9\0")
+    assert trees.read_rank(77, str(tmp_path)) == "9"
+    (d / "environ").write_bytes(b"RANK=x;rm\0SLURM_PROCID=0003\0")
+    assert trees.read_rank(77, str(tmp_path)) == "3"
+    assert trees.read_rank(78, str(tmp_path)) is None
+    assert trees.rank_from_env({"PMI_RANK": "12345678901"}) is None
+    assert trees.check_rank(True) is None and trees.check_rank(4) == "4"
