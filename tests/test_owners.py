@@ -106,6 +106,7 @@ def test_meter_own_mode_phases_carry_this_process_trees_own_energy():
     assert phase.own_provenance == "attributed"
     assert phase.own_co2_g == pytest.approx(36.0 * 1e-4)
     assert phase.own_power_w == pytest.approx(12.0)
+    assert m.own_energy_j == pytest.approx(36.0)
 
 
 def test_meter_without_attribution_has_no_own_energy():
@@ -145,3 +146,91 @@ def test_rank_read_from_a_process_environment(tmp_path):
     assert trees.read_rank(78, str(tmp_path)) is None
     assert trees.rank_from_env({"PMI_RANK": "12345678901"}) is None
     assert trees.check_rank(True) is None and trees.check_rank(4) == "4"
+
+
+# -- report --by -------------------------------------------------------------------------
+
+def _recorded_ranks(tmp_path):
+    """A session file: package 40 W + DRAM 8 W on 4 CPUs (48 J a tick); job 10 (a
+    launcher, 0.5 CPU = 6 J a tick) started ranks 11 (1 CPU, 12 J) and 12 (2 CPUs, 24 J);
+    13 is another user's work (0.25 CPU, 3 J). Two ticks, a marker "train" at 2 s, two
+    more ticks."""
+    from tuimeter.session.csvfile import SessionWriter
+
+    sc = FakeScanner()
+    sc.run(10, 0.0, name="torchrun")
+    sc.run(11, 0.0, ppid=10, name="python")
+    sc.run(12, 0.0, ppid=10, name="python")
+    sc.run(13, 0.0, name="other")
+    eng, att, clock = engine_with(sc)
+    att.follow(10)
+    assert eng.track_owner(11, rank="0") and eng.track_owner(12, rank="1")
+    path = tmp_path / "s.csv"
+    w = SessionWriter.create(path, "h")
+    w.write_header_info(eng.snapshot)
+    for i in range(4):
+        if i == 2:
+            eng.add_marker("train", "api", 11)
+        for pid, cpu in ((10, 0.5), (11, 1.0), (12, 2.0), (13, 0.25)):
+            sc.add(pid, cpu)
+        w.write_snapshot(tick(eng, clock, sc))
+    w.close()
+    return str(path)
+
+
+def _owners(report_json, label="train"):
+    (seg,) = [s for s in report_json["segments"] if s["label"] == label]
+    return {o["owner"]: o["energy_j"] for o in seg["owners"]}, seg["energy_j"]
+
+
+@pytest.mark.parametrize("by, expected", [
+    ("rank", {"rank 1": 48.0, "rank 0": 24.0, "unowned": 24.0}),
+    ("job", {"torchrun (pid 10)": 84.0, "unowned": 12.0}),
+    ("process", {"python (pid 12)": 48.0, "python (pid 11)": 24.0, "torchrun (pid 10)": 12.0,
+                 "other (pid 13)": 6.0, "unowned": 6.0}),
+])
+def test_report_by_owner_adds_up_to_the_machine_total(tmp_path, capsys, by, expected):
+    """Per segment, each owner's joules from the attribution rows (truth: 2 ticks of
+    the CPU shares above) and `unowned`, the rest: the rows add up to the 96 J total."""
+    import json
+
+    from tuimeter.session.report_cli import cmd_report
+
+    path = _recorded_ranks(tmp_path)
+    assert cmd_report([path, "--by", by, "--format", "json"]) == 0
+    owners, total = _owners(json.loads(capsys.readouterr().out))
+    assert total == pytest.approx(96.0)
+    assert owners == pytest.approx(expected)
+    assert list(owners)[-1] == "unowned"
+
+
+def test_report_by_rank_table_and_csv_carry_the_same_rows(tmp_path, capsys):
+    import csv
+    import io
+
+    from tuimeter.session.report_cli import cmd_report
+
+    path = _recorded_ranks(tmp_path)
+    assert cmd_report([path, "--by", "rank", "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    mine = [r for r in rows if r["label"] == "train" and r["domain"] == "(owner)"]
+    assert [(r["owner"], float(r["energy_j"])) for r in mine] == [
+        ("rank 1", pytest.approx(48.0)), ("rank 0", pytest.approx(24.0)),
+        ("unowned", pytest.approx(24.0))]
+    assert cmd_report([path, "--by", "rank"]) == 0
+    table = capsys.readouterr().out
+    assert "rank: rank 1" in table and "rank: unowned" in table
+    with pytest.raises(SystemExit) as exc:  # codecarbon rows have no owners
+        cmd_report([path, "--by", "rank", "--format", "codecarbon"])
+    assert exc.value.code == 2
+
+
+def test_a_tree_row_with_a_bad_rank_is_a_malformed_row():
+    from tuimeter.session import schema
+
+    cells = ["2027-01-15T08:00:00+00:00", "1", "1", "h", "s", "tree", "all", "attribution",
+             "", "1", "1", "", "attributed", '{"name":"x","rank":"1; rm"}', "5"]
+    with pytest.raises(schema.BadRow, match="rank"):
+        schema.parse_row(cells)
+    cells[13] = '{"name":"x","rank":"1"}'
+    assert schema.tree_of(schema.parse_row(cells)).rank == "1"

@@ -73,6 +73,9 @@ EVERY_KIND = [
          pid=77),
     _row("process", interval_s=1.0, domain="all", source="attribution", power_w=1.0,
          energy_j=1.0, co2_g=8.7e-05, provenance="attributed", label="idle/system"),
+    _row("tree", interval_s=1.0, domain="all", source="attribution", power_w=250.0,
+         energy_j=250.0, co2_g=0.025, provenance="attributed",
+         label=schema.tree_label("python train.py", "3", True), pid=78),
 ]
 
 

@@ -416,6 +416,13 @@ class Meter:
         vals = [p.energy_j for p in self.phases]
         return None if not vals or None in vals else sum(vals)
 
+    @property
+    def own_energy_j(self) -> float | None:
+        """This process tree's own energy over all phases (J): the number to add up
+        across ranks (README, "A rank's own energy")."""
+        vals = [p.own_energy_j for p in self.phases]
+        return None if not vals or None in vals else sum(vals)
+
     def _repr_html_(self) -> str:
         """Jupyter: the phases so far as a table (labels escaped)."""
         from .htmlrepr import meter_html

@@ -176,6 +176,7 @@ class Attributor:
                 return False
             for t in self._trees:
                 if t.pid == pid and t.start == st.start:
+                    t.marked = t.marked or marked  # a rank of the job that marked too
                     return True
             if pid not in self._procs:  # born since the last scan
                 self._procs[pid] = _Proc(pid, st.start, st.ppid, st.name)
@@ -187,6 +188,8 @@ class Attributor:
         """A new tree rooted at ``root``, with the descendants already known."""
         if isinstance(self.scanner, ProcFsScanner):
             rank = _trees_mod.read_rank(root.pid, self.scanner.root) or rank
+        if rank is not None and any(t.rank == rank for t in root.trees):
+            rank = None  # inside its rank's tree already: that tree is the rank
         name = _command_name(self.scanner, root.pid) or root.name
         self._tree_seq += 1
         t = Tree(root.pid, root.start, name, rank, since_s, marked, self._tree_seq)
