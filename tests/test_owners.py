@@ -234,3 +234,69 @@ def test_a_tree_row_with_a_bad_rank_is_a_malformed_row():
         schema.parse_row(cells)
     cells[13] = '{"name":"x","rank":"1"}'
     assert schema.tree_of(schema.parse_row(cells)).rank == "1"
+
+
+# -- the job's ranks (tuimeter -- torchrun ..., --pid) -------------------------------------
+
+def test_job_ranks_are_rows_that_add_up_to_the_job():
+    """Job 10 (launcher, 0.5 CPU) with ranks 11 (1 CPU) and 12 (2 CPUs): rows rank 0
+    (12 W), rank 1 (24 W) and the rest (6 W) add up to the job's 42 W; the panel draws
+    them under the job."""
+    from tuimeter.job import JobState, job_ranks
+    from tuimeter.tui.widgets._job_panel import job_text
+
+    sc = FakeScanner()
+    sc.run(10, 0.0, name="torchrun")
+    sc.run(11, 0.0, ppid=10)
+    sc.run(12, 0.0, ppid=10)
+    eng, att, clock = engine_with(sc)
+    att.follow(10)
+    eng.track_owner(12, rank="1")
+    eng.track_owner(11, rank="0")
+    for pid, cpu in ((10, 0.5), (11, 1.0), (12, 2.0)):
+        sc.add(pid, cpu)
+    snap = tick(eng, clock, sc)
+    ranks = job_ranks(snap)
+    assert [(r.rank, r.pid, r.power_w) for r in ranks.rows] == [
+        ("0", 11, pytest.approx(12.0)), ("1", 12, pytest.approx(24.0))]
+    assert ranks.rest.power_w == pytest.approx(6.0)
+    assert sum(r.total_energy_j for r in ranks.rows) + ranks.rest.total_energy_j == \
+        pytest.approx(snap.job.total_energy_j)
+    text = job_text(JobState(10, "torchrun", True, "running"), snap.job, None, ranks).plain
+    assert "rank 0" in text and "rank 1" in text and "rest" in text and "12.0 W" in text
+    assert job_ranks(snap, max_rows=1).rows[-1].rank == "1 more"
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/environ"), reason="needs Linux /proc")
+def test_ranks_of_a_followed_job_are_found_in_their_environment():
+    """A real launcher starts two workers with RANK=0 and RANK=1 (and one of them a
+    child of its own, which stays inside its rank): the attributor following the
+    launcher finds two rank trees in the job, by their environments."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    from tests.helpers import wait_for
+    from tuimeter.engine.attribution import Attributor
+
+    worker = "import subprocess, sys; subprocess.Popen([sys.executable, '-c', " \
+             "'import sys; sys.stdin.read()'], stdin=sys.stdin); sys.stdin.read()"
+    launcher = ("import os, subprocess, sys\n"
+                f"ps = [subprocess.Popen([sys.executable, '-c', {worker!r}], stdin=sys.stdin,"
+                " env={**os.environ, 'RANK': str(i)}) for i in range(2)]\n"
+                "sys.stdin.read()\n")
+    env = {k: v for k, v in os.environ.items() if k not in trees.RANK_VARS}
+    proc = subprocess.Popen([sys.executable, "-c", launcher], stdin=subprocess.PIPE, env=env)
+    try:
+        att = Attributor([])
+        att.follow(proc.pid)
+        wait_for(lambda: len(psutil.Process(proc.pid).children(recursive=True)) >= 4,
+                 what="two workers and their children")
+        _, _, job, owners = att.attribute(1.0, (), 0.0)
+        ranks = sorted((o.rank, o.n_processes, o.in_job, o.marked) for o in owners)
+        assert ranks == [("0", 2, True, False), ("1", 2, True, False)]
+        assert job.n_processes == 5
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)

@@ -25,7 +25,7 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from ..model import Domain, JobSample, Snapshot
-from ..job import JobState
+from ..job import JobState, job_ranks
 from .messages import SnapshotReady
 from .widgets import (DomainTable, JobPanel, PowerChart, ProcessPanel, SensorStatusLine,
                       TopBar, TotalsPanel)
@@ -174,5 +174,5 @@ class MainScreen(Screen[None]):
         w(ProcessPanel).show(snap)
         w(SensorStatusLine).show(snap.sensors, status.problems)
         if status.job is not None:
-            w(JobPanel).show(status.job, snap.job, status.job_exited_at_s)
+            w(JobPanel).show(status.job, snap.job, status.job_exited_at_s, job_ranks(snap))
         self.frames_drawn += 1
