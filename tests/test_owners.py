@@ -300,3 +300,39 @@ def test_ranks_of_a_followed_job_are_found_in_their_environment():
     finally:
         proc.stdin.close()
         proc.wait(timeout=30)
+
+
+@pytest.mark.usefixtures("runtime_dir")
+@pytest.mark.skipif(not hasattr(socket, "SO_PEERCRED"), reason="needs SO_PEERCRED (Linux)")
+def test_a_marker_claiming_another_pid_follows_the_real_peer_and_replies_its_own_energy():
+    """A client claims pid 1 over the real socket: the session follows the process at
+    the other end (this one), and its replies carry that tree's own energy: 0 J at the
+    first marker, 12 J (1 of 4 CPUs of 48 W) after a tick."""
+    import json
+
+    me = os.getpid()
+    sc = FakeScanner()
+    sc.run(me, 0.0)
+    sc.run(1, 0.0)
+    eng, att, clock = engine_with(sc)
+    server = markers.MarkerServer(eng)
+
+    def ask(label):
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(server.path)
+            s.sendall(json.dumps({"op": "mark", "label": label, "source": "api",
+                                  "pid": 1}).encode() + b"\n")
+            return json.loads(s.makefile().readline())
+
+    try:
+        first = ask("train")
+        assert first["own"]["domains"] == []
+        sc.add(me, 1.0)
+        sc.add(1, 2.0)
+        snap = tick(eng, clock, sc)
+        assert [o.pid for o in snap.owners] == [me]
+        later = ask("eval")
+        assert {d["id"]: d["total_energy_j"] for d in later["own"]["domains"]} == {
+            "cpu": pytest.approx(12.0)}
+    finally:
+        server.close()
