@@ -59,8 +59,7 @@ import time
 from typing import Callable, Iterable, Sequence
 
 from ..carbon import g_per_j
-from ..model import (CarbonInfo, DomainKind, DomainSample, JobSample, OwnerDomain,
-                     OwnerSample, ProcessShare)
+from ..model import CarbonInfo, DomainKind, DomainSample, JobSample, OwnerSample, ProcessShare
 from ..sensors.capabilities import GpuProcessSource
 from . import trees as _trees_mod
 from .procscan import ProcFsScanner, ProcStat, make_scanner
@@ -256,7 +255,7 @@ class Attributor:
         gone = [procs.pop(pid) for pid in procs.keys() - table.keys()]
         for g in gone:
             members.discard(g.pid)
-            _leave_trees(g)
+            _trees_mod.leave(g)
         changed: list[tuple[_Proc, float, bool]] = []
         born: list[_Proc] = []
         for pid, st in table.items():
@@ -268,7 +267,7 @@ class Attributor:
                 if p is not None:  # pid reused: the old process exited
                     gone.append(p)
                     members.discard(pid)
-                    _leave_trees(p)
+                    _trees_mod.leave(p)
                 p = procs[pid] = _Proc(pid, st.start, st.ppid, st.name)
                 born.append(p)
                 if baseline:
@@ -333,7 +332,7 @@ class Attributor:
             p.gpu_j += p.tick_gpu_j
             attributed += p.tick_cpu_j + p.tick_gpu_j
             for t in p.trees:
-                t.add(CPU, p.tick_cpu_j * frac[id(t)])
+                t.add(CPU, p.tick_cpu_j * frac.get(id(t), 0.0))
             if p.in_job:
                 job_cpu += p.tick_cpu_j
                 job_gpu += p.tick_gpu_j
@@ -351,25 +350,8 @@ class Attributor:
             p.used_s = 0.0
         idle_w = (total_j - attributed) / interval_s if counted else None
         job = self._job_sample(interval_s, job_cpu, job_gpu, total_j, factor)
-        return tuple(shares), idle_w, job, self._owner_samples(interval_s, factor)
-
-    def _owner_samples(self, interval_s: float, factor: float) -> tuple[OwnerSample, ...]:
-        """Close the tick of every owner tree; the samples of those still running (or
-        given energy in this tick)."""
-        out = []
-        for t in self._trees:
-            t.end_tick(factor)
-            e = sum(t.tick.values())
-            if t.ended and e <= 0:
-                continue
-            keys = sorted(t.total, key=lambda k: (k != CPU, k))
-            out.append(OwnerSample(
-                pid=t.pid, name=t.name, rank=t.rank, running=t.root_alive,
-                n_processes=max(t.live, 0), power_w=e / interval_s, energy_j=e,
-                total_energy_j=sum(t.total.values()), co2_g=t.tick_co2_g,
-                total_co2_g=t.total_co2_g, in_job=t.in_job, marked=t.marked,
-                domains=tuple(OwnerDomain(k, t.tick.get(k, 0.0), t.total[k]) for k in keys)))
-        return tuple(out)
+        return tuple(shares), idle_w, job, _trees_mod.owner_samples(self._trees, interval_s,
+                                                                      factor)
 
     def _split_gpus(self, counted, gone, touched, frac) -> float:
         """Add each GPU domain's energy to its processes' ``tick_gpu_j``; return GPU total."""
@@ -398,7 +380,7 @@ class Attributor:
                     touched[id(p)] = p
                 p.tick_gpu_j += d.energy_j * f
                 for t in p.trees:
-                    t.add(d.domain.id, d.energy_j * f * frac[id(t)])
+                    t.add(d.domain.id, d.energy_j * f * frac.get(id(t), 0.0))
         for pid in self._ghosts.keys() - seen_ghosts:
             del self._ghosts[pid]
         return total
@@ -430,14 +412,6 @@ class Attributor:
                 if full and full.startswith(p.name[:15]):
                     p.display = full
         return p.display
-
-
-def _leave_trees(p: _Proc) -> None:
-    """``p`` exited: one member less in each of its trees (its root gone, if it was it)."""
-    for t in p.trees:
-        t.live -= 1
-        if t.pid == p.pid and t.start == p.start:
-            t.root_alive = False
 
 
 def _recover_exited(changed: list[tuple[_Proc, float, bool]], gone: list[_Proc]) -> None:

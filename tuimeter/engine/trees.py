@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from ..model import OwnerDomain, OwnerSample
+
 #: the environment variables that name a process's rank, in the order they are preferred
 #: (the global rank before the node-local one)
 RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "LOCAL_RANK")
@@ -131,3 +133,32 @@ def prune(trees: list[Tree]) -> list[Tree]:
     drop = {id(t) for t in ended[:max(0, len(ended) - KEEP_ENDED)]}
     kept = [t for t in trees if id(t) not in drop]
     return kept[-MAX_TREES:]
+
+
+def leave(p) -> None:
+    """Process ``p`` (the attributor's record of it, with ``trees``) exited: one member
+    less in each of its trees, and its root gone if it was it."""
+    for t in p.trees:
+        t.live -= 1
+        if t.pid == p.pid and t.start == p.start:
+            t.root_alive = False
+
+
+def owner_samples(trees: list[Tree], interval_s: float, factor: float
+                  ) -> tuple[OwnerSample, ...]:
+    """Close the tick of every tree (``factor``: g CO2e per J); the samples of those
+    still running or given energy in this tick."""
+    out = []
+    for t in trees:
+        t.end_tick(factor)
+        e = sum(t.tick.values())
+        if t.ended and e <= 0:
+            continue
+        keys = sorted(t.total, key=lambda k: (k != CPU, k))
+        out.append(OwnerSample(
+            pid=t.pid, name=t.name, rank=t.rank, running=t.root_alive,
+            n_processes=max(t.live, 0), power_w=e / interval_s, energy_j=e,
+            total_energy_j=sum(t.total.values()), co2_g=t.tick_co2_g,
+            total_co2_g=t.total_co2_g, in_job=t.in_job, marked=t.marked,
+            domains=tuple(OwnerDomain(k, t.tick.get(k, 0.0), t.total[k]) for k in keys)))
+    return tuple(out)
