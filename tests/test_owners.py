@@ -336,3 +336,25 @@ def test_a_marker_claiming_another_pid_follows_the_real_peer_and_replies_its_own
             "cpu": pytest.approx(12.0)}
     finally:
         server.close()
+
+
+def test_report_by_rank_of_a_file_without_tree_rows_is_all_unowned(capsys):
+    """An older file (no tree rows): every segment is one `unowned` row, its total."""
+    import json
+
+    from tests.helpers import ROOT
+    from tuimeter.session.report_cli import cmd_report
+
+    path = str(ROOT / "tests" / "data" / "sessions" / "demo-schema2.csv")
+    assert cmd_report([path, "--by", "rank", "--format", "json"]) == 0
+    segs = json.loads(capsys.readouterr().out)["segments"]
+    assert segs and all([o["owner"] for o in s["owners"]] == ["unowned"] and
+                        s["owners"][0]["energy_j"] == pytest.approx(s["energy_j"]) for s in segs)
+
+
+def test_meter_html_shows_own_energy():
+    from tuimeter.api import Phase
+    from tuimeter.htmlrepr import phase_html
+
+    html = phase_html(Phase("train", 0.0, 2.0, 96.0, 0.01, "measured", own_energy_j=24.0))
+    assert "own J" in html and "24.000" in html
