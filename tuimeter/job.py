@@ -108,10 +108,10 @@ def job_ranks(snap: Snapshot, max_rows: int = MAX_RANK_ROWS) -> JobRanks | None:
     if job is None:
         return None
     ranks = sorted((o for o in snap.owners if o.in_job and o.rank is not None),
-                   key=lambda o: (int(o.rank), o.pid))
+                   key=lambda o: (int(o.rank or 0), o.pid))
     if not ranks:
         return None
-    rows = [RankRow(o.rank, o.pid, o.gpus, o.power_w, o.total_energy_j, o.running)
+    rows = [RankRow(o.rank or "", o.pid, o.gpus, o.power_w, o.total_energy_j, o.running)
             for o in ranks[:max_rows]]
     more = ranks[max_rows:]
     if more:
