@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/environ"),
 N_RANKS = 8
 GPU_W = [100.0 + 20.0 * i for i in range(N_RANKS)]  # GPU i draws this, all the time
 CPU_W = 40.0  # package-0 (the CPU side)
-TICKS = 8  # each rank's phase lasts this many ticks of the session (0.2 s)
+TICKS = 15  # each rank's phase lasts this many ticks of the session (0.2 s): 3 s
 
 RANK = f"""
 import json, sys, threading, time
