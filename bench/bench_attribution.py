@@ -8,6 +8,8 @@ this process's CPU clock (the bench is single-threaded):
 * ``scan``: the /proc scanner alone (one read of /proc/<pid>/stat per process);
 * ``attribute``: the attributor's whole tick (scan, shares, job, top processes, and the
   energy per cgroup), and the same with cgroups off, the two timed tick after tick in turn;
+* ``attribute + owner trees``: the same with ``--trees`` owner trees followed apart
+  (:meth:`Attributor.track`, one per rank: the waking processes, as ranks that marked);
 * ``recorder tick``: Engine.tick with attribution plus the session CSV rows, i.e. what the
   recorder's sampling thread does each tick (scripted package + dram sensor);
 * ``naive psutil``: ``psutil.process_iter(["pid", "ppid", "name", "cpu_times",
@@ -17,7 +19,8 @@ this process's CPU clock (the bench is single-threaded):
   over 120 ticks, refreshes included) and cold (a new tally: every cgroup file read, as
   on the first tick); and one ``/proc/<pid>/cgroup`` read and parse.
 
-  python bench/bench_attribution.py [--procs 500] [--busy 8] [--ticks 30] [--gap 0.05]
+  python bench/bench_attribution.py [--procs 500] [--busy 8] [--trees 8] [--ticks 30]
+                                    [--gap 0.05]
 
 % of one core at a 1 s interval = CPU ms per tick / 10.
 """
@@ -110,6 +113,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--procs", type=int, default=500)
     ap.add_argument("--busy", type=int, default=8)
+    ap.add_argument("--trees", type=int, default=8)
     ap.add_argument("--ticks", type=int, default=30)
     ap.add_argument("--gap", type=float, default=0.05)
     args = ap.parse_args()
@@ -129,6 +133,10 @@ def main() -> int:
         fast.follow(os.getpid())
         no_cg = Attributor([], scanner=ProcFsScanner(), cgroups=False)
         no_cg.follow(os.getpid())
+        tracked = Attributor([], scanner=ProcFsScanner())
+        tracked.follow(os.getpid())
+        for i, c in enumerate(children[-args.trees:] if args.trees else []):
+            tracked.track(c.pid, rank=str(i))
         slow = Attributor([], scanner=PsutilScanner())
         s = sensor()
         doms = []
@@ -145,6 +153,8 @@ def main() -> int:
             ("scan (/proc/<pid>/stat)", timed(scanner.scan, args.ticks, args.gap)),
             ("attribute (fast scanner, cgroups on)", on_ms),
             ("attribute (fast scanner, cgroups off)", off_ms),
+            (f"attribute + {args.trees} owner trees", timed(
+                lambda: tracked.attribute(1.0, doms, 0.0), args.ticks, args.gap)),
             ("recorder tick: engine + attribution + CSV", timed(eng.tick, args.ticks, args.gap)),
             ("naive psutil.process_iter loop", timed(naive_loop, args.ticks, args.gap)),
             ("attribute (psutil scanner)", timed(lambda: slow.attribute(1.0, doms, 0.0),

@@ -50,7 +50,8 @@ def test_every_sampling_keyword_reaches_the_engine(monkeypatch, tmp_path):
     (opts,) = seen
     for name, value in SAMPLING.items():
         assert getattr(opts, name) == value, name
-    assert opts.output == out and opts.overwrite is True and opts.attribution is False
+    # attribution on: a phase carries this process tree's own energy
+    assert opts.output == out and opts.overwrite is True and opts.attribution is True
     assert opts.extra_sensors == [sensor]
     assert meter.first_label == "warmup" and meter.append is True
     for name, value in OWN.items():
@@ -58,9 +59,10 @@ def test_every_sampling_keyword_reaches_the_engine(monkeypatch, tmp_path):
 
 
 def test_defaults_are_the_measure_options_defaults():
-    """Meter() builds the same MeasureOptions as the CLI's defaults (less attribution)."""
+    """Meter() builds the same MeasureOptions as the CLI's defaults (attribution too: a
+    phase's own energy needs it)."""
     opts = api.Meter().measure_options()
-    default = measure_mod.MeasureOptions(attribution=False)
+    default = measure_mod.MeasureOptions()
     assert opts == default
 
 

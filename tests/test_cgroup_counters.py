@@ -122,7 +122,7 @@ class _CgroupAttributor:
                  describe('/user.slice/we"ird\\name.scope')]
         shares = tuple(CgroupShare(info, 1.0, 1.0, (3 - i) * self.tick, 0.0, 0.0, 1)
                        for i, info in enumerate(infos))
-        return Attribution((), 0.0, None, shares)
+        return Attribution((), 0.0, None, cgroups=shares)
 
 
 def _scrape(url: str) -> dict:

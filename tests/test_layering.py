@@ -25,7 +25,6 @@ HEADLESS = [
     "tuimeter.text", "tuimeter.session.reader",
     "tuimeter.live", "tuimeter.options", "tuimeter.replay_engine", "tuimeter.job",
     "tuimeter.grouping", "tuimeter.engine.cgroups", "tuimeter.export.cgroup_counters",
-    "tuimeter.session.cgroup_owners",
 ]
 PACKAGE = ROOT / "tuimeter"
 

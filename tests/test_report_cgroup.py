@@ -86,7 +86,8 @@ def test_csv_and_table_say_the_same(tmp_path, capsys):
     path = record(tmp_path)
     rows = list(csv.DictReader(io.StringIO(run(capsys, path, "--by", "cgroup", "--format",
                                                "csv"))))
-    got = {(r["segment"], r["owner"]): float(r["energy_j"]) for r in rows}
+    got = {(r["segment"], r["owner"]): float(r["energy_j"]) for r in rows
+           if r["domain"] == "(owner)"}
     assert got == pytest.approx({("1", DOCKER): 72.0, ("1", NGINX): 36.0,
                                  ("1", "unowned"): 36.0, ("2", NGINX): 48.0,
                                  ("2", "unowned"): 48.0})
@@ -114,8 +115,11 @@ def test_hostile_cgroup_label_is_escaped_in_table_and_csv(tmp_path, capsys):
     assert "\x1b" not in table and "\\x1b[2J" in table
     out = run(capsys, path, "--by", "cgroup", "--format", "csv")
     assert "\x1b" not in out
-    names = [r["name"] for r in csv.DictReader(io.StringIO(out))]
-    assert "'=cmd|\\x1b[2J.scope" in names
+    owners = [r["owner"] for r in csv.DictReader(io.StringIO(out))]
+    assert "/user.slice/=cmd|\\x1b[2J.scope" in owners
+    doc = json.loads(run(capsys, path, "--by", "cgroup", "--format", "json"))
+    names = {o.get("name", "") for s in doc["segments"] for o in s["owners"]}
+    assert "=cmd|\\x1b[2J.scope" in names and not any("\x1b" in n for n in names)
 
 
 def test_by_with_codecarbon_is_a_usage_error(tmp_path, capsys):
@@ -127,9 +131,10 @@ def test_by_with_codecarbon_is_a_usage_error(tmp_path, capsys):
 
 def test_cgroup_owner_key_for_a_generic_by():
     """A cgroup row's owner key: its label, none for idle/system."""
-    from tuimeter.session.cgroup_owners import cgroup_owner
+    from tuimeter.session.owners import OWNER_KINDS
     from tuimeter.session.schema import Row
 
+    cgroup_owner = OWNER_KINDS["cgroup"].key
     row = Row(0, 0.0, 1.0, 1.0, "h", "s", "cgroup", "all", "attribution", None, 1.0, 1.0,
               0.0, "attributed", DOCKER, None)
     assert cgroup_owner(row) == DOCKER

@@ -76,6 +76,9 @@ EVERY_KIND = [
     _row("cgroup", interval_s=1.0, domain="all", source="attribution", power_w=2.0,
          energy_j=2.0, co2_g=0.000174, provenance="attributed",
          label="/kubepods.slice/kubepods-pod2c9f8a79_5391.slice/cri-containerd-ab.scope"),
+    _row("tree", interval_s=1.0, domain="all", source="attribution", power_w=250.0,
+         energy_j=250.0, co2_g=0.025, provenance="attributed",
+         label=schema.tree_label("python train.py", "3", True), pid=78),
 ]
 
 

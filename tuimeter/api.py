@@ -48,8 +48,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar, overload
 
 from .carbon import g_per_j
+from .engine.trees import rank_from_env
 from .labels import check_label
 from .phases import Samples, average_power_w, energy_between
+
+ATTRIBUTED = "attributed"
 from .live import LiveSession
 from .session import mark_client, markers
 from .session.mark_client import MarkResult
@@ -78,6 +81,18 @@ class Phase:
     provenance: str  # measured | estimated | interpolated | lost | unknown
     domains: dict = field(default_factory=dict)  # domain id -> energy J (all domains)
     lost_s: float = 0.0  # the longest a counted domain could not be read in the phase
+    #: this process tree's own energy (J): what attribution gives the tree that made the
+    #: Meter (its CPU-time share of the CPU side, its SM share of each GPU it uses); the
+    #: number to add up across ranks. None where the session attributes nothing.
+    own_energy_j: float | None = None
+    own_co2_g: float | None = None
+    own_provenance: str = "unknown"  # attributed | interpolated | unknown
+    own_domains: dict = field(default_factory=dict)  # "cpu" / GPU domain id -> own J
+
+    @property
+    def own_power_w(self) -> float | None:
+        """Average own power over the phase (W)."""
+        return average_power_w(self.own_energy_j, self.duration_s)
 
     @property
     def wh(self) -> float | None:
@@ -230,6 +245,9 @@ class Meter:
         self._lock = threading.Lock()
         self._bounds: list = []  # attached: (label, state reply); own: (label, elapsed_s)
         self._samples: dict[str, Samples] = {}  # own: per domain, since the oldest open phase
+        #: own mode: this process tree's attributed energy per domain ("cpu", GPU ids)
+        self._own_samples: dict[str, Samples] = {}
+        self._own_since: float | None = None  # own: when the engine began following us
         self._last_tick_s = float("-inf")  # own: the end of the last tick
         self._done: list[Phase] = []  # own: phases whose end a tick has covered
         self._g_per_j = 0.0
@@ -267,12 +285,11 @@ class Meter:
         return True
 
     def measure_options(self) -> MeasureOptions:
-        """The options an own-mode engine is built from (no attribution: a Meter
-        measures the machine)."""
+        """The options an own-mode engine is built from (with attribution: a phase's
+        own energy is this process tree's share)."""
         from .session.measure import MeasureOptions
 
-        return MeasureOptions(output=self.output, overwrite=self.overwrite, attribution=False,
-                              **self.options)
+        return MeasureOptions(output=self.output, overwrite=self.overwrite, **self.options)
 
     def _start_own(self) -> None:
         from .session.measure import make_engine, open_recorder
@@ -292,8 +309,10 @@ class Meter:
                          for d in eng.domains}
         eng.subscribe(self._on_tick)
         self._own = True
-        self._bounds.append((self.first_label, eng.add_marker(self.first_label, "api",
-                                                              os.getpid()).elapsed_s))
+        first = eng.add_marker(self.first_label, "api", os.getpid()).elapsed_s
+        if eng.track_owner(os.getpid(), first):
+            self._own_since = first
+        self._bounds.append((self.first_label, first))
         if self.autostart:
             self._live.start()
 
@@ -341,6 +360,9 @@ class Meter:
 
     def _message(self, label: str, meter_state: str | None = None) -> dict:
         msg = {"op": "mark", "label": label, "source": "api", "pid": os.getpid()}
+        rank = rank_from_env(os.environ)
+        if rank is not None:  # used by the session where it cannot read our environment
+            msg["rank"] = rank
         if meter_state:
             msg.update(meter=self._meter_id, meter_state=meter_state)
         return msg
@@ -394,6 +416,13 @@ class Meter:
         vals = [p.energy_j for p in self.phases]
         return None if not vals or None in vals else sum(vals)
 
+    @property
+    def own_energy_j(self) -> float | None:
+        """This process tree's own energy over all phases (J): the number to add up
+        across ranks (README, "A rank's own energy")."""
+        vals = [p.own_energy_j for p in self.phases]
+        return None if not vals or None in vals else sum(vals)
+
     def _repr_html_(self) -> str:
         """Jupyter: the phases so far as a table (labels escaped)."""
         from .htmlrepr import meter_html
@@ -414,8 +443,26 @@ class Meter:
                     s.add_lost(snap.elapsed_s, snap.interval_s)
                 else:  # a bridged reading spans the lost ticks before it
                     s.add(snap.elapsed_s, d.bridged_s or snap.interval_s, d.energy_j)
+            if self._own_since is not None:
+                self._own_tick(snap)
             self._last_tick_s = snap.elapsed_s
             self._finalize()
+
+    def _own_tick(self, snap) -> None:
+        """This tree's energy in the tick, per domain. The first tick after the engine
+        began following it counts only from then (its energy is of that part alone)."""
+        mine = next((o for o in snap.owners if o.pid == os.getpid()), None)
+        if mine is None and not self._own_samples:
+            return  # not followed yet at this tick
+        span = snap.interval_s
+        if not self._own_samples:
+            span = min(span, max(snap.elapsed_s - self._own_since, 1e-9))
+        energies = {d.id: d.energy_j for d in mine.domains} if mine is not None else {}
+        for key in energies.keys() | self._own_samples.keys():
+            s = self._own_samples.get(key)
+            if s is None:
+                s = self._own_samples[key] = Samples(True, {ATTRIBUTED}, self._g_per_j)
+            s.add(snap.elapsed_s, span, energies.get(key, 0.0))
 
     def _finalize(self, force: bool = False) -> None:
         """Move phases whose end a tick has passed into ``_done`` (and that no domain
@@ -429,7 +476,7 @@ class Meter:
             label, t0 = self._bounds.pop(0)
             self._done.append(self._phase(label, t0, max(t0, self._end)))
         keep_from = self._bounds[0][1] if self._bounds else float("inf")
-        for s in self._samples.values():
+        for s in (*self._samples.values(), *self._own_samples.values()):
             s.drop_before(keep_from)
 
     def _pending_phases(self) -> list[Phase]:
@@ -443,18 +490,29 @@ class Meter:
 
     def _phase(self, label: str, t0: float, t1: float) -> Phase:
         """A phase from the ticks; parts not ticked yet at the last tick's power."""
-        return _to_phase(label, energy_between(self._samples, t0, t1, extrapolate=True))
+        own = None
+        if self._own_since is not None:
+            own = energy_between(self._own_samples, t0, t1, extrapolate=True)
+        return _to_phase(label, energy_between(self._samples, t0, t1, extrapolate=True), own)
 
 
-def _to_phase(label: str, pe) -> Phase:
-    """A :class:`Phase` from a :class:`~tuimeter.phases.PhaseEnergy`."""
+def _to_phase(label: str, pe, own=None) -> Phase:
+    """A :class:`Phase` from a :class:`~tuimeter.phases.PhaseEnergy`, and ``own``, this
+    tree's (None: not followed; no domain yet: 0 J, nothing attributed to it so far)."""
+    own_kw = {}
+    if own is not None:
+        own_kw = dict(own_energy_j=own.energy_j, own_co2_g=own.co2_g,
+                      own_provenance=own.provenance if own.domains else ATTRIBUTED,
+                      own_domains={d: v.energy_j for d, v in own.domains.items()})
     return Phase(label, pe.t0_s, pe.t1_s - pe.t0_s, pe.energy_j, pe.co2_g, pe.provenance,
-                 {d: v.energy_j for d, v in pe.domains.items()}, pe.lost_s)
+                 {d: v.energy_j for d, v in pe.domains.items()}, pe.lost_s, **own_kw)
 
 
 def _attached_phases(bounds: list) -> list[Phase]:
-    """Phases from marker replies: samples between the markers (:func:`_reply_samples`)."""
-    samples = _reply_samples(bounds)
+    """Phases from marker replies: samples between the markers (:func:`_reply_samples`),
+    of the machine's domains and of this tree's own (``own`` in the replies)."""
+    samples = _reply_samples(bounds, _machine)
+    own_samples = _reply_samples(bounds, _own)
     out = []
     for i in range(len(bounds) - 1):  # the open phase (no end marker yet) is left out
         label, start = bounds[i]
@@ -464,23 +522,45 @@ def _attached_phases(bounds: list) -> list[Phase]:
             dur = (end.get("elapsed_s", t0) - t0) if end and start else 0.0
             out.append(Phase(label, t0, dur, None, None, "unknown", {}))
             continue
-        out.append(_to_phase(label, energy_between(samples, start["elapsed_s"],
-                                                   end["elapsed_s"], extrapolate=True)))
+        t0, t1 = start["elapsed_s"], end["elapsed_s"]
+        own = None
+        if _own(start) is not None and _own(end) is not None:
+            own = energy_between(own_samples, t0, t1, extrapolate=True)
+        out.append(_to_phase(label, energy_between(samples, t0, t1, extrapolate=True), own))
     return out
 
 
-def _reply_samples(bounds: list) -> dict[str, Samples]:
+def _machine(reply: dict) -> list | None:
+    """A reply's machine domains (id, in_total, provenance, total_energy_j, power_w)."""
+    return reply.get("domains")
+
+
+def _own(reply: dict) -> list | None:
+    """A reply's own domains (this tree's), as machine domains that all count; None when
+    the session attributes nothing (``record --no-attribution``, an older tuimeter)."""
+    own = reply.get("own")
+    if not isinstance(own, dict) or not isinstance(own.get("domains"), list):
+        return None
+    prov = own.get("provenance") or ATTRIBUTED
+    return [{**d, "in_total": True, "provenance": prov} for d in own["domains"]]
+
+
+def _reply_samples(bounds: list, entries=_machine) -> dict[str, Samples]:
     """Per domain, one sample between each two markers the session answered: the
     difference of its cumulative energies at them (each extrapolated from its last tick
     to the marker), holding the ticks that ended between them, less the one the first
-    marker cut. After the last answer (the session vanished): its last power."""
+    marker cut. After the last answer (the session vanished): its last power.
+    ``entries``: the domains of a reply (the machine's, or this tree's own)."""
     out: dict[str, Samples] = {}
     prev = prev_energies = None
     for _label, reply in bounds:
         if reply is None or "domains" not in reply or reply.get("extrapolated"):
             continue
-        energies = _at_marker(reply)
-        for d in reply["domains"]:
+        doms = entries(reply)
+        if doms is None:
+            continue
+        energies = _at_marker(reply, doms)
+        for d in doms:
             s = out.get(d["id"])
             if s is None:
                 s = out[d["id"]] = Samples(d["in_total"], (), reply.get("co2_g_per_j", 0.0))
@@ -506,9 +586,9 @@ def _extrapolated(last: dict, last_local_t: float) -> dict:
     return {**last, "elapsed_s": now_elapsed, "extrapolated": True}
 
 
-def _at_marker(state: dict) -> dict:
+def _at_marker(state: dict, domains: list) -> dict:
     dt = max(0.0, state["elapsed_s"] - state.get("tick_elapsed_s", state["elapsed_s"]))
-    return {d["id"]: d["total_energy_j"] + (d["power_w"] or 0.0) * dt for d in state["domains"]}
+    return {d["id"]: d["total_energy_j"] + (d["power_w"] or 0.0) * dt for d in domains}
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])

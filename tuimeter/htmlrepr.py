@@ -72,13 +72,16 @@ def table(head: tuple, rows: list[tuple], caption: str = "") -> str:
     return _TABLE + cap + row(head, "th") + "".join(row(r, "td") for r in rows) + "</table>"
 
 
-PHASE_HEAD = ("phase", "duration s", "energy J", "Wh", "avg W", "g CO2e", "provenance")
+PHASE_HEAD = ("phase", "duration s", "energy J", "Wh", "avg W", "g CO2e", "own J",
+              "provenance")
 
 
 def phase_cells(p) -> tuple:
-    """A :class:`~tuimeter.api.Phase` as table cells."""
+    """A :class:`~tuimeter.api.Phase` as table cells: the machine's figures, then this
+    process tree's own energy (the number to add up across ranks)."""
     return (p.label, fmt(p.duration_s, ".2f"), fmt(p.energy_j, ".3f"), fmt(p.wh, ".5f"),
-            fmt(p.power_w, ".2f"), fmt(p.co2_g, ".5f"), p.provenance)
+            fmt(p.power_w, ".2f"), fmt(p.co2_g, ".5f"), fmt(p.own_energy_j, ".3f"),
+            p.provenance)
 
 
 def phase_html(p) -> str:
@@ -90,7 +93,8 @@ def meter_html(meter) -> str:
     mode = "attached to a running session" if meter.attached else "own sampler"
     phases = meter.phases
     total = meter.energy_j
-    cap = f"tuimeter Meter ({mode}): {len(phases)} phase(s), {fmt(total, '.3f')} J"
+    cap = (f"tuimeter Meter ({mode}): {len(phases)} phase(s), {fmt(total, '.3f')} J, "
+           f"own {fmt(meter.own_energy_j, '.3f')} J")
     return table(PHASE_HEAD, [phase_cells(p) for p in phases], cap)
 
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import psutil
 
+from .model import Snapshot
+
 
 @dataclass(frozen=True)
 class JobState:
@@ -72,3 +74,50 @@ class JobWatcher:
             except subprocess.TimeoutExpired:
                 self.popen.kill()
         return self.popen.wait()
+
+
+@dataclass(frozen=True)
+class RankRow:
+    """One rank of the job (or several, folded into one row: ``rank`` then says how many)."""
+
+    rank: str
+    pid: int | None  # None for a folded row
+    gpus: tuple[str, ...]  # GPU domains it has used
+    power_w: float  # own power, last interval
+    total_energy_j: float  # own energy since it was first followed
+    running: bool = True
+
+
+@dataclass(frozen=True)
+class JobRanks:
+    """The job's ranks as a group: one row per rank, then the rest of the job (the
+    launcher, processes outside every rank), so that the rows add up to the job."""
+
+    rows: tuple[RankRow, ...]
+    rest: RankRow
+
+
+#: ranks shown one per row; the others are folded into one row
+MAX_RANK_ROWS = 16
+
+
+def job_ranks(snap: Snapshot, max_rows: int = MAX_RANK_ROWS) -> JobRanks | None:
+    """The followed job's ranks at ``snap`` (owner trees in the job with a rank), in
+    rank order; None when the job has none (or no job is followed)."""
+    job = snap.job
+    if job is None:
+        return None
+    ranks = sorted((o for o in snap.owners if o.in_job and o.rank is not None),
+                   key=lambda o: (int(o.rank or 0), o.pid))
+    if not ranks:
+        return None
+    rows = [RankRow(o.rank or "", o.pid, o.gpus, o.power_w, o.total_energy_j, o.running)
+            for o in ranks[:max_rows]]
+    more = ranks[max_rows:]
+    if more:
+        rows.append(RankRow(f"{len(more)} more", None,
+                            tuple(sorted({g for o in more for g in o.gpus})),
+                            sum(o.power_w for o in more), sum(o.total_energy_j for o in more)))
+    rest = RankRow("rest", None, (), job.power_w - sum(o.power_w for o in ranks),
+                   job.total_energy_j - sum(o.total_energy_j for o in ranks))
+    return JobRanks(tuple(rows), rest)

@@ -256,15 +256,57 @@ class CgroupShare:
     provenance: Provenance = Provenance.ATTRIBUTED
 
 
+@dataclass(frozen=True)
+class OwnerDomain:
+    """One domain's part of an owner's energy: ``cpu`` (the CPU side: package, DRAM,
+    memory, by CPU-time share) or a GPU domain id (by SM utilisation)."""
+
+    id: str
+    energy_j: float  # in the last interval
+    total_energy_j: float  # cumulative since the tree was first followed
+
+
+@dataclass(frozen=True)
+class OwnerSample:
+    """A process tree whose energy is kept apart: one that marked the session through
+    the API (a :class:`~tuimeter.api.Meter`, ``tuimeter.mark()``), or a rank of the
+    followed job (a member whose environment names its rank). Its energy is what
+    attribution gives its processes, counted from when it was first followed; the
+    trees of ranks that each use their own GPU add up to the GPUs' energy plus the
+    ranks' CPU share, never to N times the machine."""
+
+    pid: int  # the tree's root
+    name: str
+    rank: str | None  # from RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID, LOCAL_RANK
+    running: bool  # the root still runs
+    n_processes: int  # live members
+    power_w: float  # attributed, last interval
+    energy_j: float  # in the last interval
+    total_energy_j: float
+    co2_g: float  # in the last interval
+    total_co2_g: float
+    domains: tuple[OwnerDomain, ...] = ()
+    in_job: bool = False  # the root is in the followed job's tree
+    marked: bool = False  # it marked the session (else: found as a rank of the job)
+    provenance: Provenance = Provenance.ATTRIBUTED
+
+    @property
+    def gpus(self) -> tuple[str, ...]:
+        """The GPU domains it has used (some energy attributed)."""
+        return tuple(d.id for d in self.domains if d.id != "cpu" and d.total_energy_j > 0)
+
+
 class Attribution(NamedTuple):
     """What an attributor returns each tick: the top processes, the power no process
-    used (W, None when nothing was measured), the followed job, and every cgroup known so
-    far (most power first; empty when cgroups are not read). Three-element tuples (an
-    attributor that knows no cgroups) are accepted: ``Attribution(*result)``."""
+    used (W, None when nothing was measured), the followed job, the owner trees (marked
+    through the API, or ranks of the job) and every cgroup known so far (most power first;
+    empty when cgroups are not read). Shorter tuples (an attributor that knows no owners or
+    cgroups) are accepted: ``Attribution(*result)``."""
 
     processes: tuple[ProcessShare, ...]
     idle_power_w: float | None
     job: JobSample | None
+    owners: tuple[OwnerSample, ...] = ()
     cgroups: tuple[CgroupShare, ...] = ()
 
 
@@ -297,6 +339,8 @@ class Snapshot:
     processes: tuple[ProcessShare, ...] = ()  # top processes by power (attribution)
     idle_power_w: float | None = None  # power no process used (attribution)
     job: JobSample | None = None
+    #: process trees followed apart: marked through the API, or ranks of the job
+    owners: tuple[OwnerSample, ...] = ()
     monitor_cpu_percent: float | None = None  # tuimeter's own CPU use, % of one core
     #: attribution per cgroup: every cgroup known (bounded), most power first
     cgroups: tuple[CgroupShare, ...] = ()

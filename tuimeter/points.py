@@ -17,6 +17,9 @@ epoch. :func:`points` gives, in this order:
 * ``job`` (when a job is followed) host, pid, name, provenance: power_w, energy_j, co2_g,
   total_energy_j, cpu_energy_j, gpu_energy_j (cumulative), cpu_power_w, gpu_power_w,
   total_co2_g, share, running (bool);
+* ``owner`` (one per owner tree: a process tree that marked the session through the API,
+  or a rank of the job) host, pid, name, rank ("" when none), provenance: power_w,
+  energy_j, co2_g (in the interval), total_energy_j, in_job, running (bool);
 * ``process`` (when attribution ran) host, pid ("" for the last two), name, provenance:
   power_w, energy_j, co2_g (in the interval): the top processes, then ``idle/system`` and
   ``other processes`` (what the machine total leaves), so that they add up to the total;
@@ -105,6 +108,12 @@ def points(snap: Snapshot) -> list[Point]:
                           "gpu_power_w": float(job.gpu_power_w),
                           "total_co2_g": float(job.total_co2_g), "share": float(job.share),
                           "running": bool(job.running)}, ts))
+    for o in snap.owners:
+        out.append(Point("owner", {"host": host, "pid": str(o.pid), "name": o.name,
+                                   "rank": o.rank or "", "provenance": str(o.provenance)},
+                         {"power_w": float(o.power_w), "energy_j": float(o.energy_j),
+                          "co2_g": float(o.co2_g), "total_energy_j": float(o.total_energy_j),
+                          "in_job": bool(o.in_job), "running": bool(o.running)}, ts))
     out.extend(_process_points(snap, ts))
     out.extend(_cgroup_points(snap, ts))
     return out

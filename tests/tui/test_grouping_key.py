@@ -19,7 +19,7 @@ class _Attributor:
                               power_w=9.0, energy_j=9.0, total_energy_j=9.0),)
         cgs = (CgroupShare(describe(f"/system.slice/docker-{ID}.scope"), 9.0, 9.0, 9.0,
                            9.0, 0.0, 1),)
-        return Attribution(procs, 1.0, None, cgs)
+        return Attribution(procs, 1.0, None, cgroups=cgs)
 
 
 @pytest.mark.asyncio

@@ -43,6 +43,11 @@ checked in start-time order, so a child and grandchild born in the same tick bot
 A process is identified by (pid, start time), so a reused pid does not join. The job's
 energy is summed per tick and never decreases when members exit. Daemons that double-fork
 and are re-parented before a scan sees them are missed.
+
+**Owners.** :meth:`Attributor.track` follows more trees the same way, each kept apart
+per domain (:mod:`.trees`): the process tree of a rank that marked the session, or a rank
+of the job (a job member whose environment names a rank, with no rank above it). Their
+energy is the same attribution as above, summed over their members: nothing else.
 """
 
 from __future__ import annotations
@@ -56,8 +61,10 @@ from typing import Callable, Iterable, Sequence
 from ..carbon import g_per_j
 from ..model import Attribution, CarbonInfo, DomainKind, DomainSample, JobSample, ProcessShare
 from ..sensors.capabilities import GpuProcessSource
+from . import trees as _trees_mod
 from .cgroups import CgroupTally
 from .procscan import ProcFsScanner, ProcStat, make_scanner
+from .trees import CPU, Tree
 
 #: domains divided by CPU share (when they count in the machine total)
 CPU_KINDS = frozenset({DomainKind.PACKAGE, DomainKind.DRAM, DomainKind.MEMORY, DomainKind.PSYS})
@@ -69,7 +76,7 @@ class _Proc:
     """What the attributor remembers of one live process (mutable; sampler thread only)."""
 
     __slots__ = ("pid", "start", "ppid", "name", "stat", "cpu_s", "children_s", "in_job",
-                 "cpu_j", "gpu_j", "used_s", "tick_cpu_j", "tick_gpu_j", "display")
+                 "cpu_j", "gpu_j", "used_s", "tick_cpu_j", "tick_gpu_j", "display", "trees")
 
     def __init__(self, pid: int, start: float, ppid: int, name: str):
         self.pid, self.start, self.ppid, self.name = pid, start, ppid, name
@@ -83,6 +90,7 @@ class _Proc:
         self.tick_cpu_j = 0.0
         self.tick_gpu_j = 0.0
         self.display: str | None = None
+        self.trees: tuple[Tree, ...] = ()  # the owner trees it belongs to (usually none)
 
 
 def split_gpu(sensor: GpuProcessSource, index: int, now_us: int | None = None) -> dict[int, float]:
@@ -133,6 +141,10 @@ class Attributor:
         self._root_name = ""
         self._job_cpu_j = self._job_gpu_j = self._job_co2_g = 0.0
         self._exit_code: int | None = None
+        self._trees: list[Tree] = []  # owner trees (see tuimeter.engine.trees)
+        self._tree_seq = 0
+        #: find the job's ranks (members whose environment names a rank) as owner trees
+        self.find_ranks = isinstance(self.scanner, ProcFsScanner)
         self._machine_s = self.scanner.machine_cpu_s()
         self._apply_scan(self.scanner.scan(), baseline=True)
 
@@ -149,7 +161,73 @@ class Attributor:
             self._root_name = _command_name(self.scanner, pid) or (st.name if st else str(pid))
             self._job_cpu_j = self._job_gpu_j = self._job_co2_g = 0.0
             self._exit_code = None
-            self._classify(sorted(self._procs.values(), key=lambda p: p.start), reset=True)
+            by_start = sorted(self._procs.values(), key=lambda p: p.start)
+            self._classify(by_start, reset=True)
+            self._find_ranks(by_start)
+            for t in self._trees:
+                root = self._procs.get(t.pid)
+                t.in_job = root is not None and root.start == t.start and root.in_job
+
+    def track(self, pid: int, since_s: float | None = None, rank: str | None = None,
+              marked: bool = True) -> bool:
+        """Follow ``pid``'s process tree as an owner (see :mod:`.trees`) from ``since_s``
+        (the engine's clock; None: from the next tick on), unless it is followed already.
+        ``rank``: what the process says its rank is, used where its environment cannot be
+        read. False when the process does not exist."""
+        with self._lock:
+            st = self.scanner.read_one(pid)
+            if st is None:
+                return False
+            for t in self._trees:
+                if t.pid == pid and t.start == st.start:
+                    t.marked = t.marked or marked  # a rank of the job that marked too
+                    return True
+            if pid not in self._procs:  # born since the last scan
+                self._procs[pid] = _Proc(pid, st.start, st.ppid, st.name)
+            self._add_tree(self._procs[pid], _trees_mod.check_rank(rank), since_s, marked)
+            return True
+
+    def _add_tree(self, root: _Proc, rank: str | None, since_s: float | None,
+                  marked: bool) -> Tree:
+        """A new tree rooted at ``root``, with the descendants already known."""
+        if isinstance(self.scanner, ProcFsScanner):
+            rank = _trees_mod.read_rank(root.pid, self.scanner.root) or rank
+        if rank is not None and any(t.rank == rank for t in root.trees):
+            rank = None  # inside its rank's tree already: that tree is the rank
+        name = _command_name(self.scanner, root.pid) or root.name
+        self._tree_seq += 1
+        t = Tree(root.pid, root.start, name, rank, since_s, marked, self._tree_seq)
+        t.in_job = root.in_job
+        inside = {root.pid}
+        for p in sorted(self._procs.values(), key=lambda p: p.start):
+            if p is root or (p.ppid in inside and p.start >= root.start):
+                inside.add(p.pid)
+                p.trees = p.trees + (t,)
+                t.live += 1
+        self._trees = _trees_mod.prune(self._trees + [t])
+        return t
+
+    def _classify_trees(self, born: Sequence[_Proc]) -> None:
+        """Newborn processes (in start order) join their parent's trees."""
+        procs = self._procs
+        for p in born:
+            parent = procs.get(p.ppid)
+            if parent is not None and parent is not p and parent.trees:
+                p.trees = parent.trees
+                for t in p.trees:
+                    t.live += 1
+        self._find_ranks(born)
+
+    def _find_ranks(self, procs: Sequence[_Proc]) -> None:
+        """Job members (in start order) whose environment names a rank and that are in
+        no rank's tree yet become the roots of rank trees."""
+        if not self.find_ranks or self._root is None:
+            return
+        for p in procs:
+            if p.in_job and p.start >= 0 and not any(t.rank for t in p.trees):
+                rank = _trees_mod.read_rank(p.pid, self.scanner.root)
+                if rank is not None:
+                    self._add_tree(p, rank, None, marked=False)
 
     def set_exit_code(self, code: int | None) -> None:
         """The followed command's exit status (when we started it), for the job sample."""
@@ -182,6 +260,7 @@ class Attributor:
         gone = [procs.pop(pid) for pid in procs.keys() - table.keys()]
         for g in gone:
             members.discard(g.pid)
+            _trees_mod.leave(g)
         changed: list[tuple[_Proc, float, bool]] = []
         born: list[_Proc] = []
         for pid, st in table.items():
@@ -193,6 +272,7 @@ class Attributor:
                 if p is not None:  # pid reused: the old process exited
                     gone.append(p)
                     members.discard(pid)
+                    _trees_mod.leave(p)
                 p = procs[pid] = _Proc(pid, st.start, st.ppid, st.name)
                 born.append(p)
                 if baseline:
@@ -204,7 +284,9 @@ class Attributor:
             p.stat, p.ppid, p.cpu_s, p.children_s = st, st.ppid, st.cpu_s, st.children_s
             changed.append((p, d_children, is_new))
         if born:
-            self._classify(sorted(born, key=lambda p: p.start))
+            born.sort(key=lambda p: p.start)
+            self._classify(born)
+            self._classify_trees(born)
         for g in gone:
             g.used_s = 0.0
         if baseline:
@@ -217,10 +299,12 @@ class Attributor:
     # -- the tick -------------------------------------------------------------------
     def attribute(self, interval_s: float, domains: Sequence[DomainSample], now_s: float
                   ) -> Attribution:
+        """One tick (``now_s``: the engine's clock at its end): the top processes, the
+        idle/system power (W), the job, the owner trees and the cgroups."""
         with self._lock:
-            return self._attribute(max(interval_s, 1e-9), domains)
+            return self._attribute(max(interval_s, 1e-9), domains, now_s)
 
-    def _attribute(self, interval_s: float, domains: Sequence[DomainSample]):
+    def _attribute(self, interval_s: float, domains: Sequence[DomainSample], now_s: float):
         machine = self.scanner.machine_cpu_s()
         changed, gone = self._apply_scan(self.scanner.scan())
         d_machine = None
@@ -242,7 +326,8 @@ class Attributor:
         for p in active:
             p.tick_cpu_j, p.tick_gpu_j = (cpu_j * p.used_s / denom if denom > 0 else 0.0), 0.0
             touched[id(p)] = p
-        gpu_j = self._split_gpus(counted, gone, touched)
+        frac = {id(t): t.begin_tick(now_s, interval_s) for t in self._trees}
+        gpu_j = self._split_gpus(counted, gone, touched, frac)
 
         shares = []
         job_cpu = job_gpu = attributed = 0.0
@@ -250,6 +335,8 @@ class Attributor:
             p.cpu_j += p.tick_cpu_j
             p.gpu_j += p.tick_gpu_j
             attributed += p.tick_cpu_j + p.tick_gpu_j
+            for t in p.trees:
+                t.add(CPU, p.tick_cpu_j * frac.get(id(t), 0.0))
             if p.in_job:
                 job_cpu += p.tick_cpu_j
                 job_gpu += p.tick_gpu_j
@@ -269,9 +356,10 @@ class Attributor:
         job = self._job_sample(interval_s, job_cpu, job_gpu, total_j, factor)
         cgroups = (self.cgroups.tally(touched.values(), gone, interval_s)
                    if self.cgroups is not None else ())
-        return Attribution(tuple(shares), idle_w, job, cgroups)
+        owners = _trees_mod.owner_samples(self._trees, interval_s, factor)
+        return Attribution(tuple(shares), idle_w, job, owners=owners, cgroups=cgroups)
 
-    def _split_gpus(self, counted, gone, touched) -> float:
+    def _split_gpus(self, counted, gone, touched, frac) -> float:
         """Add each GPU domain's energy to its processes' ``tick_gpu_j``; return GPU total."""
         total = 0.0
         seen_ghosts: set[int] = set()
@@ -297,6 +385,8 @@ class Attributor:
                     p.tick_cpu_j, p.tick_gpu_j = 0.0, 0.0
                     touched[id(p)] = p
                 p.tick_gpu_j += d.energy_j * f
+                for t in p.trees:
+                    t.add(d.domain.id, d.energy_j * f * frac.get(id(t), 0.0))
         for pid in self._ghosts.keys() - seen_ghosts:
             del self._ghosts[pid]
         return total

@@ -38,10 +38,8 @@ from ..model import (
     Domain,
     DomainSample,
     Event,
-    JobSample,
     Link,
     Marker,
-    ProcessShare,
     Provenance,
     Reading,
     SensorStatus,
@@ -77,8 +75,8 @@ class Attributor(Protocol):
     def attribute(
         self, interval_s: float, domains: Sequence[DomainSample], now_s: float
     ) -> Attribution | tuple[tuple[ProcessShare, ...], float | None, JobSample | None]:
-        """Return (top processes, idle/system power W, the followed job or None[, every
-        cgroup known]): an :class:`~tuimeter.model.Attribution`."""
+        """Return (top processes, idle/system power W, the followed job or None[, the
+        owner trees[, every cgroup known]]): an :class:`~tuimeter.model.Attribution`."""
 
 
 class _DomainState:
@@ -273,6 +271,25 @@ class Engine:
             self._pending_markers.append(marker)
         return marker
 
+    @property
+    def tracks_owners(self) -> bool:
+        """Whether this engine's attributor can follow owner trees (:meth:`track_owner`)."""
+        return callable(getattr(self.attributor, "track", None))
+
+    def track_owner(self, pid: int, at_elapsed_s: float | None = None,
+                    rank: str | None = None) -> bool:
+        """Keep ``pid``'s process tree's attributed energy apart from ``at_elapsed_s``
+        (the session's time, e.g. a marker's; None: from the next tick) on: it appears
+        in :attr:`Snapshot.owners` from the next tick. False without an attributor
+        that can (``record --no-attribution``) or when the process does not exist."""
+        if not self.tracks_owners:
+            return False
+        track = self.attributor.track  # type: ignore[union-attr]
+        since = None
+        if at_elapsed_s is not None and self._start_t is not None:
+            since = self._start_t + at_elapsed_s
+        return bool(track(pid, since, rank))
+
     # -- sampling -----------------------------------------------------------------
     def _poll_sensors(self, now: float) -> None:
         for sensor in self._open_sensors:
@@ -371,7 +388,7 @@ class Engine:
         self._last_cpu_s = cpu_s
         self._seq += 1
         domains = self._domain_samples(factor)
-        attribution = ((), None, None)
+        attribution: tuple = ((), None, None)
         if self.attributor is not None:
             try:
                 attribution = self.attributor.attribute(interval, domains, now)
@@ -430,7 +447,7 @@ class Engine:
             provenance=Provenance.ESTIMATED if estimated else Provenance.MEASURED,
             history_w=tuple(self._total_history),
         )
-        processes, idle_w, job, cgroups = Attribution(*attribution)
+        processes, idle_w, job, owners, cgroups = Attribution(*attribution)
         return Snapshot(
             seq=self._seq,
             timestamp=self.wallclock(),
@@ -447,6 +464,7 @@ class Engine:
             processes=tuple(processes),
             idle_power_w=idle_w,
             job=job,
+            owners=tuple(owners),
             monitor_cpu_percent=monitor_pct,
             cgroups=tuple(cgroups),
         )

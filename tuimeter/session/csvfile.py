@@ -26,7 +26,7 @@ from . import files, schema
 from .files import NewFile
 from .ids import new_session_id
 from .schema import (CGROUP, COLUMNS, EVENT, JOB, LOST, MARKER, PROCESS, SAMPLE, SESSION,
-                     SETTINGS, TOTAL, Row, bridged_label, render)
+                     SETTINGS, TOTAL, TREE, Row, bridged_label, render, tree_label)
 
 __all__ = ["COLUMNS", "SessionWriteError", "SessionWriter", "bridged_label"]
 
@@ -271,7 +271,8 @@ class SessionWriter:
     def _point_rows(self, snap: Snapshot) -> None:
         """The tick's derived rows, rendered from :func:`~tuimeter.points.points`: a
         ``sample`` row per domain (provenance ``lost`` when it was not read), ``total``,
-        ``job`` (domain all, cpu, gpu: the followed process tree), ``process`` rows
+        ``job`` (domain all, cpu, gpu: the followed process tree), ``tree`` rows (domain
+        all: each owner tree, a marking process's or a rank's), ``process`` rows
         (domain all: the top processes, then ``idle/system`` and ``other processes`` with
         an empty pid, so that the process rows of a tick add up to its total) and
         ``cgroup`` rows (domain all, label the cgroup path: the top cgroups, ``other
@@ -299,6 +300,11 @@ class SessionWriter:
                     w = f[f"{dom}_power_w"]
                     self._row(ts, el, iv, JOB, dom, "attribution", None, w, w * iv,
                               w * iv * factor, t["provenance"], t["name"], pid)
+            elif p.name == "owner":
+                self._row(ts, el, iv, TREE, "all", "attribution", None, f["power_w"],
+                          f["energy_j"], f["co2_g"], t["provenance"],
+                          tree_label(t["name"], t["rank"] or None, bool(f["in_job"])),
+                          int(t["pid"]))
             elif p.name == "process":
                 self._row(ts, el, iv, PROCESS, "all", "attribution", None, f["power_w"],
                           f["energy_j"], f["co2_g"], t["provenance"], t["name"],

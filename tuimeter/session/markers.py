@@ -32,6 +32,16 @@ nothing.
 started and have not ended (:meth:`MarkerServer.open_meters`), so a sampling Meter can go
 on measuring until the ranks attached to it have ended their last phase.
 
+A marker from the API (``source`` ``api``: a :class:`~tuimeter.api.Meter`,
+``tuimeter.mark()``) also makes the session follow the marking process's tree as an
+*owner* (:mod:`tuimeter.engine.trees`), from that marker on; ``rank`` in the message is
+what the process says its rank is, used only where its environment cannot be read. The
+process is the socket's peer as the kernel reports it (``SO_PEERCRED``); a claimed
+``pid`` is never trusted for that: where the kernel cannot say, the claimed process must
+belong to this user. Every reply to it then carries ``own``: that tree's cumulative
+attributed energy per domain (``cpu`` and each GPU) at the last tick, with its power, so
+the client computes its own energy as it computes the machine's.
+
 The reply is ``{"ok": true, ...}`` with the session's state at the marker (see
 :func:`session_state`), or ``{"ok": false, "error": "..."}`` for a refused message. The
 server never raises into the engine: a bad, oversized, slow or half-closed client costs
@@ -49,6 +59,7 @@ import os
 import selectors
 import socket
 import stat
+import struct
 import tempfile
 import threading
 import time
@@ -108,11 +119,13 @@ def socket_dir(create: bool = True) -> str:
 
 
 def session_state(engine, marker=None, session_id: str | None = None,
-                  path: str | None = None) -> dict:
+                  path: str | None = None, owner_pid: int | None = None) -> dict:
     """What a reply carries: the engine's cumulative energy at its last tick.
 
     ``elapsed_s`` is the marker's instant (or now); ``tick_elapsed_s`` the last tick's.
     A client extrapolates a domain's energy to the marker with its last ``power_w``.
+    With ``owner_pid`` (a followed tree's root), ``own`` holds that tree's domains in
+    the same form (``provenance`` attributed; none yet before its first tick).
     """
     snap = engine.snapshot
     now_elapsed = marker.elapsed_s if marker is not None else (snap.elapsed_s if snap else 0.0)
@@ -136,7 +149,55 @@ def session_state(engine, marker=None, session_id: str | None = None,
                                 "total_energy_j": p.fields["total_energy_j"],
                                 "power_w": p.fields["power_w"]})
         out["domains"] = domains
+        if owner_pid is not None:
+            out["own"] = own_state(snap, owner_pid)
     return out
+
+
+def own_state(snap, pid: int) -> dict:
+    """The ``own`` part of a reply: the owner tree rooted at ``pid`` at ``snap``'s tick
+    (its ``domains``: id, total_energy_j, power_w), with its ``rank``."""
+    for o in snap.owners:
+        if o.pid == pid:
+            iv = snap.interval_s
+            return {"rank": o.rank, "provenance": str(o.provenance),
+                    "domains": [{"id": d.id, "total_energy_j": d.total_energy_j,
+                                 "power_w": d.energy_j / iv if iv > 0 else 0.0}
+                                for d in o.domains]}
+    return {"rank": None, "provenance": "attributed", "domains": []}
+
+
+def peer_of(conn) -> tuple[int, int] | None:
+    """(pid, uid) of the process at the other end of a UNIX socket, as the kernel says
+    (``SO_PEERCRED``, Linux); None where it cannot say."""
+    opt = getattr(socket, "SO_PEERCRED", None)
+    if opt is None:
+        return None
+    try:
+        pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, opt,
+                                                             struct.calcsize("3i")))
+    except OSError:
+        return None
+    return (pid, uid) if pid > 0 else None
+
+
+def owner_pid(claimed: int | None, peer: tuple[int, int] | None) -> int | None:
+    """The process whose tree a marker makes the session follow: the socket's peer as the
+    kernel reports it (a claimed pid is ignored: the peer is who marked), if it is this
+    user's (or root's); where the kernel cannot say, the claimed pid, only if that
+    process belongs to this user. None otherwise."""
+    me = os.getuid()
+    if peer is not None:
+        pid, uid = peer
+        return pid if uid in (me, 0) else None
+    if claimed is None:
+        return None
+    try:
+        import psutil
+
+        return claimed if psutil.Process(claimed).uids().real == me else None
+    except Exception:  # gone, no permission, no psutil support: not followed
+        return None
 
 
 #: longest meter id accepted
@@ -158,7 +219,8 @@ def _number(x) -> float | None:
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 
 
-def _handle(server: "MarkerServer", line: bytes) -> dict:
+def _handle(server: "MarkerServer", line: bytes,
+            peer: tuple[int, int] | None = None) -> dict:
     from ..engine.sampler import SessionEnded  # loaded already: the server serves an engine
 
     try:
@@ -195,7 +257,11 @@ def _handle(server: "MarkerServer", line: bytes) -> dict:
     if (isinstance(meter, str) and 0 < len(meter) <= MAX_METER_ID
             and state in ("start", "end") and pid is not None):
         server._meter_event(meter, pid, state)
-    return server.state(marker)
+    owner = owner_pid(pid, peer) if source == "api" and server.engine.tracks_owners else None
+    if owner is not None and state != "end":
+        rank = msg.get("rank")
+        server.engine.track_owner(owner, marker.elapsed_s, rank if isinstance(rank, str) else None)
+    return server.state(marker, owner)
 
 
 class MarkerServer:
@@ -249,7 +315,7 @@ class MarkerServer:
                     else:
                         self._read(key.fileobj)
                 now = time.monotonic()
-                for conn, (_buf, deadline) in list(self._conns.items()):
+                for conn, (_buf, deadline, _peer) in list(self._conns.items()):
                     if now > deadline:
                         self._finish(conn, {"ok": False, "error": "timed out"}, refused=True)
             except Exception:  # never let the listener die, never disturb the engine
@@ -264,8 +330,8 @@ class MarkerServer:
         return (isinstance(session_path, str) and self._csv_real is not None
                 and session_path == self._csv_real)  # the client sends its real path
 
-    def state(self, marker=None) -> dict:
-        return session_state(self.engine, marker, self.session_id, self.csv_path)
+    def state(self, marker=None, owner: int | None = None) -> dict:
+        return session_state(self.engine, marker, self.session_id, self.csv_path, owner)
 
     def _accept(self) -> None:
         while len(self._conns) < MAX_CONNECTIONS:
@@ -274,7 +340,7 @@ class MarkerServer:
             except (BlockingIOError, InterruptedError):
                 return
             conn.setblocking(False)
-            self._conns[conn] = [b"", time.monotonic() + SERVER_CONN_TIMEOUT_S]
+            self._conns[conn] = [b"", time.monotonic() + SERVER_CONN_TIMEOUT_S, peer_of(conn)]
             self._sel.register(conn, selectors.EVENT_READ, "conn")
         if self._accepting:
             self._sel.unregister(self._sock)  # the rest wait in the listen queue
@@ -294,7 +360,7 @@ class MarkerServer:
         buf = state[0]
         if b"\n" in buf:
             line = buf.split(b"\n", 1)[0]
-            reply = _handle(self, line)
+            reply = _handle(self, line, state[2])
             self._finish(conn, reply, refused=not reply.get("ok"))
         elif len(buf) > MAX_MESSAGE_BYTES:
             self._finish(conn, {"ok": False, "error": f"message over {MAX_MESSAGE_BYTES} bytes"},

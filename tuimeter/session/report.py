@@ -24,6 +24,10 @@ time; a segment that contains no whole sample is ``interpolated`` (both by
 phase too). A marker ``end`` from the API (a :class:`~tuimeter.api.Meter` leaving its ``with``) closes its phase: the
 time after it until the next marker is the segment :data:`GAP_LABEL`.
 
+**Owners** (``report --by process|job|rank``, :mod:`.owners`): the attribution rows of
+that kind are kept per owner like a domain's samples (merged across files the same way),
+and each segment gets its owners' energy and an ``unowned`` row (the rest of its total).
+
 **Lost time**: a sample row with no energy (its sensor could not be read) covers lost
 time. Per segment and domain ``lost_s`` is that time, and a domain's average power is
 its energy over the time it was measured (duration - lost_s).
@@ -37,7 +41,8 @@ from dataclasses import dataclass, field
 from ..carbon import co2_g
 from ..phases import DomainEnergy, Samples, combine, energy_between
 from ..text import safe_text
-from .reader import SessionFormatError, SessionReader
+from .owners import OWNER_KINDS, owner_rows
+from .reader import READ_KINDS, SessionFormatError, SessionReader
 from .schema import MARKER, META_KINDS, SAMPLE, SessionMeta, bridged_span_s
 
 #: markers with the same label closer than this (s) on one host are one boundary
@@ -92,6 +97,7 @@ class SessionData:
     g_per_j: float | None = None  # from the first sample's co2_g / energy_j
     #: what the session's first rows say: carbon settings, domains (either schema)
     meta: SessionMeta = field(default_factory=SessionMeta)
+    owners: dict = field(default_factory=dict)  # owner key -> _Series (``--by``)
 
 
 @dataclass
@@ -103,11 +109,14 @@ class FileResult:
     rows: int = 0
 
 
-def load_file(path: str) -> FileResult:
+def load_file(path: str, by: str | None = None) -> FileResult:
     """Read one session file in one pass. Never raises for bad content: rows the reader
-    finds malformed are skipped and listed in ``problems``."""
+    finds malformed are skipped and listed in ``problems``. ``by``: an owner kind
+    (:data:`~.owners.OWNER_KINDS`) whose rows are kept too."""
+    owner_kind = OWNER_KINDS[by] if by is not None else None
+    owner_rows_kind = owner_kind.row_kind if owner_kind is not None else None
     res = FileResult(path)
-    rd = SessionReader(path)
+    rd = SessionReader(path, READ_KINDS | {owner_rows_kind} if owner_rows_kind else READ_KINDS)
     sessions: dict[tuple, SessionData] = {}
     cur = None
     key = (None, None)
@@ -146,6 +155,8 @@ def load_file(path: str) -> FileResult:
                     s.lost_iv.append(row.interval_s)
             elif kind == MARKER:
                 cur.markers.append((row.elapsed_s + cur.offset, row.label, row.source))
+            elif kind == owner_rows_kind and row.energy_j is not None:
+                _add_owner(cur, owner_kind.key(row), row, key)
             elif kind in META_KINDS:
                 cur.meta.take(row)
     except SessionFormatError as exc:
@@ -156,11 +167,27 @@ def load_file(path: str) -> FileResult:
     for sess in res.sessions:
         carbon = sess.meta.carbon  # the settings recorded; else what the co2_g cells say
         g_per_j = co2_g(1.0, carbon) if carbon is not None else sess.g_per_j or 0.0
-        for s in sess.series.values():
+        for s in (*sess.series.values(), *sess.owners.values()):
             s.g_per_j = g_per_j
     if not res.error and not any(s.t1 for sess in res.sessions for s in sess.series.values()):
         res.problems.append(f"{safe_text(path)}: no samples (an empty session)")
     return res
+
+
+def _add_owner(sess: SessionData, owner: str | None, row, sid: tuple) -> None:
+    """One owner row: its tick's energy joins the owner's series (rows of one owner in
+    one tick, such as two trees of one rank, are added)."""
+    if owner is None:
+        return
+    s = sess.owners.get(owner)
+    if s is None:
+        s = sess.owners[owner] = _Series(True, (sid, sess.path))
+        s.provs.add(row.provenance or "attributed")
+    t1 = row.elapsed_s + sess.offset
+    if s.t1 and s.t1[-1] == t1:
+        s.e[-1] += row.energy_j
+    else:
+        s.add(t1, row.interval_s, row.energy_j)
 
 
 # -- computing -----------------------------------------------------------------------
@@ -210,6 +237,7 @@ class Segment(_Span):
     provenance: str
     share: float  # of its host's energy, 0..1
     domains: dict  # domain -> DomainEnergy
+    owners: list | None = None  # ``--by``: OwnerEnergy rows, unowned last (add up to energy_j)
 
 
 @dataclass
@@ -236,6 +264,7 @@ class Report:
     start_t: float
     end_t: float
     provenance: str
+    by: str | None = None  # the owner kind of the segments' owners (``--by``)
 
     @property
     def duration_s(self) -> float:
@@ -304,7 +333,7 @@ def _pieces(by_domain: dict[str, list[_Series]]) -> dict[str, list[Samples]]:
             for dom, series in by_domain.items()}
 
 
-def _host_report(host: str, sessions: list[SessionData]) -> HostReport:
+def _host_report(host: str, sessions: list[SessionData], by: str | None = None) -> HostReport:
     bounds = _boundaries(sessions)
     cuts = [-math.inf] + [t for t, _ in bounds] + [math.inf]  # segment k: cuts[k]..cuts[k+1]
     labels = ["(start)"] + [label for _, label in bounds]
@@ -322,6 +351,15 @@ def _host_report(host: str, sessions: list[SessionData]) -> HostReport:
                 start_t = min(start_t, max(s.lost_t1[0] - s.lost_iv[0], s.clip))
                 end_t = max(end_t, s.lost_t1[-1])
     per_seg = [energy_between(pieces, cuts[k], cuts[k + 1]) for k in range(len(labels))]
+    per_seg_owners = [None] * len(labels)
+    if by is not None:
+        by_owner: dict[str, list[_Series]] = {}
+        for sess in sessions:
+            for owner, s in sess.owners.items():
+                by_owner.setdefault(owner, []).append(s)
+        owner_pieces = _pieces(by_owner)
+        per_seg_owners = [energy_between(owner_pieces, cuts[k], cuts[k + 1]).domains
+                          for k in range(len(labels))]
     seg_domains: list[dict] = [{} for _ in labels]
     dom_totals: dict[str, DomainEnergy] = {}
     for dom, parts in pieces.items():
@@ -344,9 +382,12 @@ def _host_report(host: str, sessions: list[SessionData]) -> HostReport:
         s0, s1 = max(cuts[k], start_t), min(cuts[k + 1], end_t)
         if s1 - s0 < MIN_SEGMENT_S and pe.energy_j == 0:
             continue
+        owners = per_seg_owners[k]
         segments.append(Segment(host, len(segments) + 1, labels[k], s0, max(s0, s1),
                                 pe.energy_j, pe.co2_g, pe.provenance,
-                                pe.energy_j / host_e if host_e > 0 else 0.0, seg_domains[k]))
+                                pe.energy_j / host_e if host_e > 0 else 0.0, seg_domains[k],
+                                None if owners is None else
+                                owner_rows(owners, pe.energy_j, pe.co2_g)))
     counted = {d.provenance for d in dom_totals.values() if d.in_total}
     return HostReport(host, sorted({s.path for s in sessions}),
                       len({s.session for s in sessions}), start_t,
@@ -354,17 +395,18 @@ def _host_report(host: str, sessions: list[SessionData]) -> HostReport:
                       dom_totals, segments, sessions)
 
 
-def build_report(files: list[FileResult]) -> Report:
-    """Merge loaded files: per host (overlaps counted once), then all hosts added."""
+def build_report(files: list[FileResult], by: str | None = None) -> Report:
+    """Merge loaded files: per host (overlaps counted once), then all hosts added;
+    ``by``: each segment's energy per owner of that kind too (load the files with it)."""
     by_host: dict[str, list[SessionData]] = {}
     for f in files:
         for s in f.sessions:
             by_host.setdefault(s.host, []).append(s)
-    hosts = [_host_report(h, ss) for h, ss in sorted(by_host.items())]
+    hosts = [_host_report(h, ss, by) for h, ss in sorted(by_host.items())]
     provs = {h.provenance for h in hosts if h.energy_j > 0}
     return Report(hosts, files, sum(h.energy_j for h in hosts), sum(h.co2_g for h in hosts),
                   min((h.start_t for h in hosts), default=0.0),
-                  max((h.end_t for h in hosts), default=0.0), combine(provs))
+                  max((h.end_t for h in hosts), default=0.0), combine(provs), by)
 
 
 def power_series(host: HostReport, points: int = 200) -> tuple[list[float], list[float]]:

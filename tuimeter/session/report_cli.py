@@ -19,12 +19,11 @@ import sys
 
 from ..text import safe_text, spreadsheet_cell
 from .codecarbon import DEFAULT_PROJECT, to_codecarbon
+from .owners import OWNER_KINDS, UNOWNED
 from .report import J_PER_WH, Report, avg_w, build_report, load_file
 from ..cli_help import help_text
 
 FORMATS = ("table", "csv", "json", "markdown", "codecarbon")
-#: ``--by``: who owns each segment's energy (the grouping's module renders it)
-BY = ("cgroup",)
 CSV_FIELDS = ("host", "segment", "label", "start", "duration_s", "domain", "in_total",
               "energy_j", "wh", "avg_w", "co2_g", "share", "provenance", "lost_s")
 
@@ -62,8 +61,11 @@ def _prov(provenance: str, lost_s: float) -> str:
 
 
 def to_json(rep: Report) -> dict:
-    """The JSON document: ``total``, ``hosts``, ``segments`` (same fields), ``files``."""
+    """The JSON document: ``total``, ``hosts``, ``segments`` (same fields), ``files``;
+    with ``--by``, ``by`` (the owner kind) and each segment's ``owners``."""
+    describe = OWNER_KINDS[rep.by].describe if rep.by else None
     return {
+        **({"by": rep.by} if rep.by else {}),
         "total": {**_fields(rep.energy_j, rep.co2_g, rep.duration_s),
                   "lost_s": max((h.lost_s for h in rep.hosts), default=0.0),
                   "start": _iso(rep.start_t), "end": _iso(rep.end_t),
@@ -75,11 +77,25 @@ def to_json(rep: Report) -> dict:
         "segments": [{"host": s.host, "index": s.index, "label": s.label,
                       **_span(s),
                       "start": _iso(s.start_t), "end": _iso(s.end_t), "share": s.share,
-                      "provenance": s.provenance, "domains": _domains(s.domains, s.duration_s)}
+                      "provenance": s.provenance, "domains": _domains(s.domains, s.duration_s),
+                      **_owners_json(s, describe)}
                      for h in rep.hosts for s in h.segments],
         "files": [{"path": f.path, "rows": f.rows, "error": f.error, "problems": f.problems}
                   for f in rep.files],
     }
+
+
+def _owners_json(seg, describe=None) -> dict:
+    """``owners`` (with ``--by``): per owner its energy, avg W, CO2e and share of the
+    segment, ``unowned`` last; they add up to the segment's energy. Where the owner kind
+    describes its keys (a cgroup: kind, name, container, pod, job), those fields too."""
+    if seg.owners is None:
+        return {}
+    return {"owners": [{"owner": o.owner, "energy_j": o.energy_j, "wh": o.energy_j / J_PER_WH,
+                        "avg_w": _avg(o.energy_j, seg.duration_s), "co2_g": o.co2_g,
+                        "share": o.share, "provenance": "attributed",
+                        **(describe(o.owner) if describe and o.owner != UNOWNED else {})}
+                       for o in seg.owners]}
 
 
 def _rows(rep: Report):
@@ -95,6 +111,9 @@ def _rows(rep: Report):
                 yield base + (d, int(v.in_total), v.energy_j,
                               _avg(v.energy_j, s.duration_s - v.lost_s), v.co2_g, None,
                               v.provenance, v.lost_s)
+            for o in s.owners or ():
+                yield base + (_OWNER, o.owner, o.energy_j, _avg(o.energy_j, s.duration_s),
+                              o.co2_g, o.share, "attributed", 0.0)
         share = h.energy_j / rep.energy_j if rep.energy_j > 0 else 0.0
         yield (h.host, "", "(host total)", _iso(h.start_t), h.duration_s, "total", "",
                h.energy_j, avg_w(h.domains, h.duration_s), h.co2_g, share, h.provenance,
@@ -110,19 +129,40 @@ def _full(x: float | None) -> str:
     return "" if x is None else repr(float(x))
 
 
-def to_csv(rep: Report) -> str:
+#: the ``domain`` cell of an owner's row (``--by``); its ``owner`` cell names the owner
+_OWNER = "(owner)"
+
+
+def _split_owner(row: tuple) -> tuple[tuple, str]:
+    """A long row without its owner (owner rows carry it where ``in_total`` goes)."""
+    if row[5] == _OWNER:
+        return row[:6] + ("",) + row[7:], row[6]
+    return row, ""
+
+
+def to_csv(rep: Report, by: str | None = None) -> str:
     """The long rows for spreadsheets: text from the files (host, label, domain) made
     :func:`~tuimeter.text.spreadsheet_cell` safe (no formula runs when it is opened),
-    numbers in full precision."""
+    numbers in full precision. With ``by``, an ``owner`` column and, after each
+    segment's domains, a row per owner (domain ``(owner)``), ``unowned`` last."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(CSV_FIELDS)
+    w.writerow(CSV_FIELDS + (("owner",) if by else ()))
     cell = spreadsheet_cell
-    for host, seg, label, start, dur, dom, it, e, avg, co2, share, prov, lost in _rows(rep):
+    for row in _rows(rep):
+        row, owner = _split_owner(row)
+        host, seg, label, start, dur, dom, it, e, avg, co2, share, prov, lost = row
         w.writerow((cell(host), seg, cell(label), start, _full(dur), cell(dom), it, _full(e),
                     _full(e / J_PER_WH), _full(avg), _full(co2), _full(share), prov,
-                    _full(lost)))
+                    _full(lost)) + ((cell(owner),) if by else ()))
     return buf.getvalue()
+
+
+def _owner_name(rep: Report, owner: str) -> str:
+    """An owner as the table shows it: the kind's short name for it (a cgroup path ->
+    ``docker 3f05ee050f82``), else the key itself."""
+    describe = OWNER_KINDS[rep.by].describe if rep.by else None
+    return describe(owner)["name"] if describe and owner != UNOWNED else owner
 
 
 def _num(x: float | None, spec: str) -> str:
@@ -145,6 +185,11 @@ def _table_lines(rep: Report, md: bool) -> list[str]:
                 body.append((f"   {safe_text(d)}{mark}", s.duration_s, v.energy_j,
                              _avg(v.energy_j, s.duration_s - v.lost_s), v.co2_g, None,
                              _prov(v.provenance, v.lost_s)))
+            for o in s.owners or ():
+                body.append((f"   {rep.by or 'owner'}: {safe_text(_owner_name(rep, o.owner))}",
+                             s.duration_s,
+                             o.energy_j, _avg(o.energy_j, s.duration_s), o.co2_g, o.share,
+                             "attributed"))
         body.append(("host total", h.duration_s, h.energy_j, avg_w(h.domains, h.duration_s),
                      h.co2_g, None, _prov(h.provenance, h.lost_s)))
         cells = [(lab, f"{dur:.1f}", f"{e:.1f}", f"{e / J_PER_WH:.4f}", _num(avg, ".2f"),
@@ -177,12 +222,13 @@ def _grid(head: tuple, cells: list[tuple], md: bool) -> list[str]:
 
 
 def render(rep: Report, fmt: str, project: str = DEFAULT_PROJECT) -> str:
+    """``rep`` in ``fmt``; with ``rep.by`` set, each segment's owners too."""
     if fmt == "json":
         # strict JSON: the reader keeps nan and inf out, and a bare NaN is not JSON;
         # text from the files is escaped by JSON itself (\u001b, ASCII only)
         return json.dumps(to_json(rep), indent=2, allow_nan=False) + "\n"
     if fmt == "csv":
-        return to_csv(rep)
+        return to_csv(rep, rep.by)
     if fmt == "codecarbon":
         return to_codecarbon(rep, project)
     return "\n".join(_table_lines(rep, md=fmt == "markdown")) + "\n"
@@ -197,17 +243,18 @@ def cmd_report(argv: list[str]) -> int:
     p.add_argument("files", nargs="+", metavar="FILE", help="session CSV files")
     p.add_argument("--format", choices=FORMATS, default="table", help="output format")
     p.add_argument("--plot", action="store_true", help="draw power over time with markers")
+    p.add_argument("--by", choices=sorted(OWNER_KINDS),
+                   help="each segment's energy per owner too, with 'unowned' (idle, system, "
+                        "other processes) so the rows add up to the total: "
+                        + "; ".join(f"{k.name}: {k.help}" for k in OWNER_KINDS.values()))
     p.add_argument("--project", metavar="NAME",
                    help=f"project_name of --format codecarbon rows (default {DEFAULT_PROJECT})")
-    p.add_argument("--by", choices=BY,
-                   help="per segment, the energy of each owner from the attribution rows, "
-                        "and 'unowned' (idle/system), adding up to the total")
     args = p.parse_args(argv)
     if args.project is not None and args.format != "codecarbon":
         p.error("--project is for --format codecarbon")
     if args.by is not None and args.format == "codecarbon":
-        p.error("--by is for --format table, markdown, csv or json")
-    files = [load_file(path) for path in args.files]
+        p.error("--by is for --format table, markdown, json or csv")
+    files = [load_file(path, args.by) for path in args.files]
     for f in files:
         if f.error:
             print(f"tuimeter: error: {f.error}", file=sys.stderr)
@@ -216,17 +263,12 @@ def cmd_report(argv: list[str]) -> int:
     usable = [f for f in files if f.sessions]
     if not usable:
         return 2
-    rep = build_report(usable)
+    rep = build_report(usable, args.by)
     rep.files = files
     if args.plot:
         from ..report_plot import plot_report
 
         text = plot_report(rep)
         print(text, file=sys.stdout if args.format in ("table", "markdown") else sys.stderr)
-    if args.by == "cgroup":
-        from .cgroup_owners import render as render_cgroups
-
-        sys.stdout.write(render_cgroups(rep, args.format, _iso, _grid))
-        return 0
     sys.stdout.write(render(rep, args.format, args.project or DEFAULT_PROJECT))
     return 0

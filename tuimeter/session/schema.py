@@ -66,11 +66,12 @@ MARKER = "marker"
 EVENT = "event"
 JOB = "job"  # attribution: the followed command
 PROCESS = "process"  # attribution: the top processes, idle/system, other processes
+TREE = "tree"  # attribution: an owner tree (a process tree that marked, a rank of the job)
 #: attribution per cgroup: the top cgroups of the tick (label: the cgroup path, or
 #: ``unknown``), then ``other cgroups`` and ``idle/system``; older readers pass over it
 CGROUP = "cgroup"
 ROW_KINDS = frozenset({SESSION, SETTINGS, DOMAIN, SAMPLE, TOTAL, MARKER, EVENT, JOB, PROCESS,
-                       CGROUP})
+                       TREE, CGROUP})
 #: the kinds that describe a session rather than measure it
 META_KINDS = frozenset({SESSION, SETTINGS, DOMAIN})
 
@@ -223,6 +224,8 @@ def parse_row(cells: list[str], line: int = 0) -> Row:
         domain_of(row)
     elif kind == SETTINGS:
         settings_of(row)
+    elif kind == TREE:
+        tree_of(row)
     return row
 
 
@@ -276,6 +279,33 @@ def domain_of(row: Row) -> Domain:
     return Domain(id=row.domain, name=_text(obj, "name", "domain") or row.domain, kind=kind,
                   source=row.source, provenance=Provenance(row.provenance),
                   in_total=row.in_total, label=_text(obj, "label", "domain"))
+
+
+class TreeInfo(NamedTuple):
+    """What a ``tree`` row says of its tree (besides pid and energy)."""
+
+    name: str
+    rank: str | None  # a small number as text, None when the tree is no rank
+    in_job: bool
+
+
+def tree_label(name: str, rank: str | None, in_job: bool) -> str:
+    """The JSON label of a ``tree`` row."""
+    return json.dumps({"name": name, "rank": rank, "job": in_job}, ensure_ascii=False,
+                      separators=(",", ":"))
+
+
+def tree_of(row: Row) -> TreeInfo:
+    """The tree a ``tree`` row describes; BadRow if its label is not one (a rank must be a
+    small number, as the writer's check made it)."""
+    if row.pid is None:
+        raise BadRow("a tree row with no pid")
+    obj = _json_object(row.label, "tree")
+    rank = obj.get("rank")
+    if rank is not None and not (isinstance(rank, str) and 0 < len(rank) <= 9
+                                 and rank.isascii() and rank.isdigit()):
+        raise BadRow("a tree label whose rank is not a small number")
+    return TreeInfo(_text(obj, "name", "tree"), rank, obj.get("job") is True)
 
 
 class Settings(NamedTuple):

@@ -27,7 +27,7 @@ from textual.widgets import Footer
 
 from ..grouping import group_rows
 from ..model import Domain, JobSample, ProcessShare, Snapshot
-from ..job import JobState
+from ..job import JobState, job_ranks
 from .messages import SnapshotReady
 from .widgets import (DomainTable, JobPanel, PowerChart, ProcessPanel, SensorStatusLine,
                       TopBar, TotalsPanel)
@@ -190,5 +190,5 @@ class MainScreen(Screen[None]):
         w(ProcessPanel).show(self._grouped(snap))
         w(SensorStatusLine).show(snap.sensors, status.problems)
         if status.job is not None:
-            w(JobPanel).show(status.job, snap.job, status.job_exited_at_s)
+            w(JobPanel).show(status.job, snap.job, status.job_exited_at_s, job_ranks(snap))
         self.frames_drawn += 1

@@ -8,10 +8,11 @@ from textual.widgets import Static
 from ...model import JobSample
 from ...text import safe_text
 from ..format import fmt_co2, fmt_duration, fmt_energy, fmt_power, fmt_wh
-from ...job import JobState
+from ...job import JobRanks, JobState
 
 
-def job_text(state: JobState, job: JobSample | None, exited_at_s: float | None) -> Text:
+def job_text(state: JobState, job: JobSample | None, exited_at_s: float | None,
+             ranks: JobRanks | None = None) -> Text:
     text = Text()
     text.append(f"JOB {state.pid} {safe_text(state.name)}", style="bold")  # any user's name
     if state.running and (job is None or job.running):
@@ -33,7 +34,21 @@ def job_text(state: JobState, job: JobSample | None, exited_at_s: float | None) 
                 style="bold")
     text.append(f"{fmt_energy(job.total_energy_j)} = {fmt_wh(job.total_energy_j)}  "
                 f"{fmt_co2(job.total_co2_g)}  [{job.provenance}]")
+    if ranks is not None:
+        _rank_lines(text, ranks)
     return text
+
+
+def _rank_lines(text: Text, ranks: JobRanks) -> None:
+    """One line per rank (its GPUs, own W and J), then the rest of the job: they add up
+    to the job's figures above."""
+    for r in (*ranks.rows, ranks.rest):
+        who = f"rank {r.rank}" if r.pid is not None else r.rank
+        pid = f"pid {r.pid}" if r.pid is not None else ""
+        gpus = ",".join(r.gpus) or "-"
+        text.append(f"\n  {who:<10} {pid:<11} {safe_text(gpus)[:24]:<12} "
+                    f"{fmt_power(r.power_w):>9}  {fmt_energy(r.total_energy_j):>9}",
+                    style="" if r.running else "dim")
 
 
 class JobPanel(Static):
@@ -41,7 +56,14 @@ class JobPanel(Static):
     JobPanel { height: auto; border-left: heavy $accent; padding: 0 1; }
     """
 
-    def show(self, state: JobState, job: JobSample | None, exited_at_s: float | None) -> None:
-        text = job_text(state, job, exited_at_s)
+    _ranks: JobRanks | None = None
+
+    def show(self, state: JobState, job: JobSample | None, exited_at_s: float | None,
+             ranks: JobRanks | None = None) -> None:
+        """Draw the job; ``ranks`` (the job's ranks as a group) replaces the last ones
+        when given (an update of the job alone keeps them)."""
+        if ranks is not None:
+            self._ranks = ranks
+        text = job_text(state, job, exited_at_s, self._ranks)
         if text.plain != str(self.content):
             self.update(text)
