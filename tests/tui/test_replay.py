@@ -460,3 +460,25 @@ def test_a_pipe_replays_once_and_is_not_scanned(tmp_path):
     assert sensor.find_sessions() == ["demo0000001"]
     got = {d.domain.id: d.total_energy_j for d in snaps[-1].domains}
     assert got == pytest.approx(_per_domain_joules(RECORDED), rel=1e-9)
+
+
+def test_recorded_interval_is_stated_as_set_not_as_measured(tmp_path):
+    """A 1 s recording's ticks land microseconds either side of each second (the gaps
+    read 0.999983 s, 1.000044 s...): the replay's interval, shown as `every ... s`, is
+    1 s. Before, it was one of those gaps, picked by chance."""
+    from tuimeter.sensors.replay import stated_interval_s
+
+    jitter = [0.00023, -0.000017, 0.000044, 0.00027, -0.000022, 0.000185]
+    lines = [",".join(RECORDED.columns),
+             "2026-01-01T00:00:00+00:00,0,0,h,s1,session,,,,,,,,tuimeter schema 1,"]
+    last = 0.0
+    for t, j in enumerate(jitter * 2, start=1):
+        el = t + j
+        lines.append(f"2026-01-01T00:00:{t:02d}+00:00,{el},{el - last},h,s1,sample,pkg,rapl,1,"
+                     f"10,{10 * (el - last)},,measured,,")
+        last = el
+    path = tmp_path / "jitter.csv"
+    path.write_text("\n".join(lines) + "\n")
+    assert ReplaySensor(path).interval_s == 1.0
+    assert [stated_interval_s(s) for s in (0.999983, 0.2003, 0.25, 15.02, 0.0)] == [
+        1.0, 0.2, 0.25, 15.0, 1.0]

@@ -78,6 +78,15 @@ BOUNDARY_EPS_S = 1e-6
 FIRST_TICKS = 10
 
 
+def stated_interval_s(gap_s: float) -> float:
+    """A measured gap between two recorded ticks as the interval a person set: two
+    significant digits (a recorder's ticks land a few microseconds either side of its
+    interval, so the gaps of a 1 s recording read 0.999983 s, 1.000044 s, ...)."""
+    if not gap_s > 0:
+        return 1.0
+    return float(f"{gap_s:.2g}")
+
+
 class ReplayError(ValueError):
     """The file is not a session CSV tuimeter can replay (one line, for the user)."""
 
@@ -237,9 +246,10 @@ class ReplaySensor(Sensor):
         if not self._tracks:
             why = f" ({self.problems[0]})" if self.problems else ""
             raise ReplayError(f"{safe_text(self.path)} has no sample rows to replay{why}")
-        gaps = [round(b - a, 6) for a, b in zip([0.0, *self._bounds], self._bounds)]
-        #: the recorded sampling interval (the most common one in the first ticks), s
-        self.interval_s = max(set(gaps), key=gaps.count) if gaps else 1.0
+        gaps = sorted(b - a for a, b in zip([0.0, *self._bounds], self._bounds))
+        #: the recorded sampling interval, s: the median gap between the first ticks, as
+        #: a person would state it (:func:`stated_interval_s`: 0.999983 s is "1 s")
+        self.interval_s = stated_interval_s(gaps[len(gaps) // 2]) if gaps else 1.0
 
     def _next_row(self) -> None:
         """Take in the next row of the replayed session (sets ``_eof`` at the end)."""

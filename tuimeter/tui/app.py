@@ -14,6 +14,11 @@ tick, marker server, exporters, engine, recorder: ``LiveSession.stop``) and exit
 the last snapshot. A replay is ticked by its
 :class:`~tuimeter.replay_engine.ReplayPlayer` (``app.player``) instead of the sampler
 thread: at the recorded tick times, the last one the recording's end.
+
+No attribute of the app, its screens or widgets reuses a name Textual keeps for itself
+(``tests/tui/test_replay_end.py`` checks): an app attribute ``_running``, set to False
+when a replay reached its end, once told Textual the app had stopped, so the screen froze
+a few ticks before the end and no key seemed to work.
 """
 
 from __future__ import annotations
@@ -107,6 +112,7 @@ class TuimeterApp(App[Snapshot | None]):
         Binding("minus,underscore", "faster", "Faster", key_display="-"),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
+        Binding("ctrl+c", "quit", "Quit", show=False),  # as in top/htop (Textual: ctrl+q)
     ]
 
     interval_s: reactive[float] = reactive(1.0)
@@ -256,8 +262,9 @@ class TuimeterApp(App[Snapshot | None]):
         if self.replay is not None and not self._replay_done and self.replay.finished(snap.elapsed_s):
             self._replay_done = True
             self._stop_engine(final_tick=False)
+            # the top bar says so for good: the toast only points at q
             self.notify(f"replay finished at {fmt_duration(snap.elapsed_s)}, the end of the "
-                        f"recording; press q to quit", timeout=30)
+                        f"recording; press q to quit", timeout=8)
         self.main.show(message)
 
     def _mode(self) -> str:
