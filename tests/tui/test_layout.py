@@ -40,3 +40,37 @@ async def test_part_and_whole_tags_show_at_every_size(size):
         text = screen_text(app)[0]
         assert "+ └ core (part)" in text and "@ psys (whole)" in text
         await pilot.press("q")
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_totals_grid_is_one_short_line_and_help_has_the_rest(size):
+    """Guards "default world average: / 475 g/kWh (IEA 2019) (see / --country)": the
+    source text wrapped over three lines of the 31-cell panel and was cut at 80x24."""
+    from tuimeter.tui.screens import HelpScreen
+    from tuimeter.tui.widgets import TotalsPanel
+
+    clock = FakeClock()
+    app = replay_app(clock)
+    async with app.run_test(size=size) as pilot:
+        await tick(pilot, clock, 3)
+        panel = app.query_one(TotalsPanel)
+        lines = panel.content.plain.splitlines()
+        assert lines[-1] == "Grid    475 g/kWh world avg"
+        assert all(len(line) <= panel.content_region.width for line in lines)
+        assert lines[-1] in screen_text(app)[0]  # drawn, not cut
+        await pilot.press("question_mark")
+        help_text = app.screen.query_one("#help-body").render().plain
+        assert isinstance(app.screen, HelpScreen)
+        assert "default world average (IEA 2019), as recorded" in help_text
+        assert "--country" in help_text
+        await pilot.press("escape", "q")
+
+
+def test_grid_source_in_a_few_cells():
+    from tuimeter.carbon import resolve_carbon
+    from tuimeter.tui.widgets._totals_panel import grid_source
+
+    assert grid_source(resolve_carbon()) == "world avg"
+    assert grid_source(resolve_carbon("FRA")) == "FRA 2023"
+    assert grid_source(resolve_carbon(None, 300)) == ""

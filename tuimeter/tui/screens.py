@@ -17,6 +17,7 @@ from ..model import CarbonInfo, SensorStatus
 from ..text import safe_text
 from .widgets import COLUMNS
 from .widgets._sensor_status import status_text
+from .widgets._totals_panel import is_world_average
 
 KEYS = (
     ("m", "add a marker labelled 'mark N' (in the chart and the session CSV)"),
@@ -58,6 +59,8 @@ def help_text(sensors: Sequence[SensorStatus], session_path: str | None,
         text.append("\n\nCarbon\n", style="bold underline")
         text.append(f"  {carbon.g_per_kwh:g} g CO2e/kWh, PUE {carbon.pue:g}: "
                     f"{safe_text(carbon.source)}")
+        if is_world_average(carbon) and "--country" not in carbon.source:
+            text.append("; set a country (--country, TUIMETER_COUNTRY) for its own grid")
     text.append("\n\nSession file\n", style="bold underline")
     text.append(f"  {safe_text(session_path or 'not recorded (use -o FILE)')}\n")
     return text
@@ -91,7 +94,7 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll():
             yield Static("tuimeter help  (Esc or ? to close)", classes="title")
-            yield Static(self._text)
+            yield Static(self._text, id="help-body")
 
     def on_mount(self) -> None:
         self.query_one(VerticalScroll).vertical_scrollbar.renderer = WholeCellScrollBar
