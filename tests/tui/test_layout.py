@@ -74,3 +74,61 @@ def test_grid_source_in_a_few_cells():
     assert grid_source(resolve_carbon()) == "world avg"
     assert grid_source(resolve_carbon("FRA")) == "FRA 2023"
     assert grid_source(resolve_carbon(None, 300)) == ""
+
+
+def test_sparkline_shows_a_rows_own_variation():
+    """Guards the near-solid blocks: scaled from 0 W, a package moving between 40 and
+    48 W used only the top two bar heights."""
+    from tuimeter.tui.widgets._spark_line import BARS, spark_text
+
+    wave = [40.0, 42.0, 44.0, 46.0, 48.0, 46.0, 44.0, 42.0]
+    drawn = spark_text(wave, 8)
+    assert drawn[0] == BARS[0] and drawn[4] == BARS[-1]  # the row's full height
+    assert len(set(drawn)) == 5
+    noisy = [45.0, 45.1, 44.95, 45.05]  # +-0.1 W on 45 W: under 2% of it, drawn small
+    assert {BARS.index(c) for c in spark_text(noisy, 4)} <= {2, 3, 4, 5}
+    assert spark_text([45.0] * 3, 3) == BARS[4] * 3  # flat: the middle, not a block
+    assert spark_text([0.0, 0.0, None], 4) == " " + BARS[0] * 2 + "·"
+
+
+def test_sparkline_range_text():
+    from tuimeter.tui.widgets._spark_line import fmt_range
+
+    assert fmt_range(40.2, 48.4) == "40-48 W"
+    assert fmt_range(2.61, 8.93) == "2.6-8.9 W"
+    assert fmt_range(0.35, 0.9) == "350-900 mW"
+    assert fmt_range(1200.0, 2500.0) == "1.2-2.5 kW"
+
+
+@pytest.mark.asyncio
+async def test_each_row_says_its_range_wide_or_on_hover():
+    """From 40 cells the sparkline ends with its min-max; narrower (80x24) its tooltip
+    has it. Both are the range of the ticks the bars show."""
+    from tuimeter.tui.widgets import DomainRow
+    from tuimeter.tui.widgets._spark_line import SparkLine
+
+    for size, shown in (((120, 40), True), ((80, 24), False)):
+        clock = FakeClock()
+        app = replay_app(clock)
+        async with app.run_test(size=size) as pilot:
+            await tick(pilot, clock, 20)  # idle 18 W, then warm-up at 55 W from 15 s
+            row = next(r for r in app.query(DomainRow) if r.key == "package-0")
+            spark = row.query_one(SparkLine)
+            lo, hi = min(row.data.history_w), max(row.data.history_w)
+            want = f"{lo:.0f}-{hi:.0f} W"
+            assert spark.tooltip == f"{want} over the ticks shown"
+            assert (want in screen_text(app)[0]) is shown
+            await pilot.press("q")
+
+
+@pytest.mark.asyncio
+async def test_top_bar_separates_the_name_from_the_host():
+    """Guards `tuimeterdemo-node`."""
+    from tuimeter.tui.widgets import TopBar
+
+    clock = FakeClock()
+    app = replay_app(clock)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await tick(pilot, clock, 1)
+        assert str(app.query_one(TopBar).content).startswith("tuimeter · demo-node  0:00:01")
+        await pilot.press("q")

@@ -109,7 +109,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("name", "  domain", 20, lambda r: r.label, "domain"),
     Column("badge", "provenance", 13, lambda r: r.badge, "badge"),
     Column("spark", "power over time", None, lambda r: tuple(r.history_w[-SPARK_POINTS:]),
-           "power over time (sparkline)"),
+           "power over time (sparkline: each row on its own scale, its min-max at its right "
+           "end from 40 cells, and on hover)"),
     Column("power", "now", 10, lambda r: fmt_power(r.now_w), "power now", "right"),
     Column("avg", "avg", 10, lambda r: fmt_power(average_power_w(r.energy_j, r.elapsed_s)),
            "average since start (100+ wide)", "right", min_width=100),
