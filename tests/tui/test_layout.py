@@ -9,7 +9,7 @@ from tests.fakes.scripted import FakeClock, domain
 from tuimeter.model import DomainKind
 from tuimeter.tui.widgets._domain_table import row_name
 
-from .conftest import replay_app, screen_text, tick
+from .conftest import replay_app, screen_text, tick, wait_for
 
 SIZES = [(80, 24), (100, 30), (120, 40), (160, 48)]
 
@@ -131,4 +131,56 @@ async def test_top_bar_separates_the_name_from_the_host():
     async with app.run_test(size=(80, 24)) as pilot:
         await tick(pilot, clock, 1)
         assert str(app.query_one(TopBar).content).startswith("tuimeter · demo-node  0:00:01")
+        await pilot.press("q")
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (160, 48)])
+async def test_help_says_it_scrolls_and_what_follows(size):
+    """Guards the help at 80x24 cutting its Sensors, Carbon and Session file sections
+    with nothing saying more follows: the title says how to scroll, the last line how
+    much is left, and the keys reach its end."""
+    from textual.containers import VerticalScroll
+
+    clock = FakeClock()
+    app = replay_app(clock)
+    async with app.run_test(size=size) as pilot:
+        await tick(pilot, clock, 1)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        title = app.screen.query_one(".title").render().plain
+        assert "scroll" in title and "Esc" in title
+        scroll = app.screen.query_one(VerticalScroll)
+        more = app.screen.query_one("#help-more")
+        if size == (80, 24):
+            assert scroll.max_scroll_y > 0
+            assert "more lines below" in str(more.content)
+        await pilot.press("end")
+        assert await wait_for(pilot, lambda: str(more.content) == "(end of help)")
+        assert "Session file" in screen_text(app)[0]  # the last section, drawn
+        await pilot.press("escape", "q")
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_notifications_stay_off_the_process_table(size):
+    """Guards toasts stacked at the bottom right, over the process table's numbers: they
+    are placed over the chart and totals."""
+    from textual.widgets._toast import Toast
+
+    from tuimeter.tui.widgets import PowerChart, ProcessPanel
+
+    clock = FakeClock()
+    app = replay_app(clock)
+    async with app.run_test(size=size, notifications=True) as pilot:
+        await tick(pilot, clock, 2)
+        for i in range(3):
+            app.notify(f"notice {i}: " + "a long line of text " * 4, timeout=60)
+        assert await wait_for(pilot, lambda: len(app.screen.query(Toast)) == 3)
+        await pilot.pause()
+        middle = app.query_one(PowerChart).parent.region
+        table = app.query_one(ProcessPanel).region
+        toasts = [t.region for t in app.screen.query(Toast)]
+        assert all(middle.contains_region(r) and not r.overlaps(table) for r in toasts)
+        assert "Processes: not replayed" in screen_text(app)[0]
         await pilot.press("q")
