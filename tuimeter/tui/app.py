@@ -36,7 +36,7 @@ from textual.app import App
 from textual.binding import Binding
 from textual.reactive import reactive
 
-from ..job import JobWatcher
+from ..job import JobState, JobWatcher
 from ..live import LiveSession
 from ..model import Snapshot
 from ..session import files
@@ -141,8 +141,9 @@ class TuimeterApp(App[Snapshot | None]):
         self.final_snapshot: Snapshot | None = None
         self.exports: list[str] = []
         self.feed = SnapshotFeed(self.post_message, engine.history_len)
+        follows = job is not None or (replay is not None and replay.recorded_job)
         self.main = MainScreen(engine.domains, self._status, attribution=attribution,
-                               follows_job=job is not None)
+                               follows_job=follows)
         self._marks = 0
         self._finished = False
         self._job_exited_at: float | None = None
@@ -286,8 +287,12 @@ class TuimeterApp(App[Snapshot | None]):
     def _status(self, snap: Snapshot) -> Status:
         """What the main screen shows besides the snapshot (asked for at each frame)."""
         problems = "; ".join(p for p in (e.status() for e in self.exporters) if p)
-        return Status(self.interval_s, self._mode(), self._cpu_percent(snap), problems,
-                      self.job.state if self.job is not None else None, self._job_exited_at)
+        job = self.job.state if self.job is not None else None
+        if job is None and self.replay is not None and snap.job is not None:
+            j = snap.job  # the recorded job, as its rows say
+            job = JobState(j.pid, j.name, j.running, "replayed" if j.running else "exited")
+        return Status(self.interval_s, self._mode(), self._cpu_percent(snap), problems, job,
+                      self._job_exited_at)
 
     def _check_job(self, snap: Snapshot) -> None:
         if self.job is None or self._job_exited_at is not None:
