@@ -64,6 +64,22 @@ def replay_app(clock: FakeClock, recorder_path: str | None = None):
     return run.replay_app(str(DEMO), clock, recorder=recorder)
 
 
+def play(path, speed: float = 1.0):
+    """Replay ``path`` to its end on a fake clock, headless: (engine, snapshots, sensor)."""
+    from tuimeter.replay_engine import ReplayPlayer, make_replay
+
+    clock = FakeClock()
+    engine, sensor = make_replay(str(path), speed=speed, clock=clock, cpu_clock=lambda: 0.0)
+    engine.open()
+    snaps: list = []
+    engine.subscribe(snaps.append)
+    player = ReplayPlayer(engine, sensor)
+    while not player.finished:
+        clock.advance(1.0)
+        player.run_due()
+    return engine, snaps, sensor
+
+
 async def tick(pilot, clock: FakeClock, n: int = 1, dt: float = 1.0) -> None:
     """Advance the fake clock and tick the engine ``n`` times (a replay: its player ticks
     what is due), then let the UI catch up."""

@@ -18,7 +18,7 @@ from tuimeter.replay_engine import ReplayPlayer, make_replay
 from tuimeter.tui.run import build, parser
 from tuimeter.tui.widgets import DomainRow, TopBar
 
-from .conftest import DEMO, drawn, replay_app, tick, wait_for
+from .conftest import DEMO, drawn, play, replay_app, tick, wait_for
 
 RECORDED = pd.read_csv(DEMO)
 SAMPLES = RECORDED[RECORDED["kind"] == "sample"]
@@ -159,25 +159,13 @@ def test_replay_keeps_the_rows_the_report_keeps(tmp_path):
     reported = {d: v.energy_j for d, v in host.domains.items()}
     assert reported == {"pkg": 20.0, "dram": 5.0}
     assert [s.label for s in host.segments] == ["(start)", "good"]
-    engine, snaps, sensor = _play(path)
+    engine, snaps, sensor = play(path)
     assert {d.domain.id: d.total_energy_j for d in snaps[-1].domains} == reported
     assert [m.label for m in snaps[-1].markers] == ["good"]
     assert sensor.problems == res.problems
     assert [p.split(": ")[1] for p in res.problems] == [
         "line 5", "line 7", "line 9", "line 10", "line 11", "2 more malformed rows skipped"]
 
-
-def _play(path, speed: float = 1.0):
-    clock = FakeClock()
-    engine, sensor = make_replay(str(path), speed=speed, clock=clock, cpu_clock=lambda: 0.0)
-    engine.open()
-    snaps = []
-    engine.subscribe(snaps.append)
-    player = ReplayPlayer(engine, sensor)
-    while not player.finished:
-        clock.advance(1.0)
-        player.run_due()
-    return engine, snaps, sensor
 
 
 def _write_long_session(path, ticks: int, domains: int = 4) -> None:
@@ -455,7 +443,7 @@ def test_a_pipe_replays_once_and_is_not_scanned(tmp_path):
     os.mkfifo(fifo)
     writer = threading.Thread(target=lambda: fifo.write_bytes(DEMO.read_bytes()), daemon=True)
     writer.start()
-    engine, snaps, sensor = _play(fifo, speed=10.0)
+    engine, snaps, sensor = play(fifo, speed=10.0)
     writer.join(10)
     assert sensor.find_sessions() == ["demo0000001"]
     got = {d.domain.id: d.total_energy_j for d in snaps[-1].domains}

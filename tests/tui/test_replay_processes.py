@@ -11,12 +11,11 @@ import pytest
 from tests.fakes.scripted import FakeClock
 from tests.helpers import make_engine
 from tuimeter.model import JobSample, ProcessShare
-from tuimeter.replay_engine import ReplayPlayer, make_replay
 from tuimeter.session.measure import open_recorder
 from tuimeter.tui.run import open_session
 from tuimeter.tui.run import replay_app as make_replay_app
 
-from .conftest import screen_text, tick, wait_for
+from .conftest import play, screen_text, tick, wait_for
 
 EVIL = "\x1b[2J\x1b[31mEVIL"
 SHOWN = "\\x1b[2J\\x1b[31mEVIL"
@@ -62,22 +61,9 @@ def recorded(tmp_path):
     return tmp_path / "rec.csv"
 
 
-def _replay(path):
-    clock = FakeClock()
-    engine, sensor = make_replay(str(path), clock=clock, cpu_clock=lambda: 0.0)
-    engine.open()
-    snaps = []
-    engine.subscribe(snaps.append)
-    player = ReplayPlayer(engine, sensor)
-    while not player.finished:
-        clock.advance(1.0)
-        player.run_due()
-    return sensor, snaps
-
-
 def test_replay_gives_back_the_recorded_processes_and_job(recorded):
     df = pd.read_csv(recorded, keep_default_na=False)
-    sensor, snaps = _replay(recorded)
+    _, snaps, sensor = play(recorded)
     assert sensor.recorded_job and len(snaps) == 10
     for n, snap in enumerate(snaps, start=1):
         assert [(p.pid, p.name) for p in snap.processes] == [(4242, "train.py"), (666, EVIL)]
