@@ -204,11 +204,19 @@ def build(argv: list[str], *, start_engine: bool = True, need_terminal: bool = F
     own, command = split_command(argv)
     # parsed before the UI and the measurement stack are imported: --help stays fast
     args = parser().parse_args(own)
-    problem = _usage_problem(args, command) or (terminal_problem(args) if need_terminal
-                                                 else None)
+    problem = _usage_problem(args, command)
     if problem:
         return None, problem
-    from ..carbon import CarbonError
+    from ..carbon import CarbonError, resolve_carbon
+
+    if need_terminal:
+        try:  # bad input is said first, then the missing terminal
+            resolve_carbon(args.country, args.carbon_intensity, args.pue)
+        except CarbonError as exc:
+            return None, str(exc)
+        problem = terminal_problem(args)
+        if problem:
+            return None, problem
     from ..export import ExportError
     from ..job import JobWatcher
     from ..live import StartError
