@@ -133,3 +133,15 @@ def test_replay_in_a_terminal_finishes_and_quits_on_q(tmp_path):
     finally:
         run.close()
     assert b"tuimeter: 120.0 s" in run.received  # the summary, after the app ended
+
+
+@pytest.mark.asyncio
+async def test_ctrl_c_quits_as_q_does():
+    """Ctrl-C (Textual's default only says to press ctrl+q) ends the session like q."""
+    clock = FakeClock()
+    app = replay_app(clock)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await tick(pilot, clock, 3)
+        await pilot.press("ctrl+c")
+        assert await wait_for(pilot, lambda: not app.is_running)
+    assert app.return_value is not None and app.return_value.elapsed_s == 3.0
