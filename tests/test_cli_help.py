@@ -130,3 +130,25 @@ def test_bash_completion_parses_and_completes(tmp_path):
 def test_completion_needs_a_known_shell():
     res = _run("completion", "tcsh")
     assert res.returncode == 2 and len(res.stderr.splitlines()) == 1
+
+
+_PARSERS_PROBE = """
+import contextlib, io, json, sys
+import tuimeter.cli
+from tuimeter.tui.run import parser
+parser()  # the top-level parser (the UI's options)
+with contextlib.redirect_stdout(io.StringIO()):
+    tuimeter.cli.main(["completion", "bash"])  # builds every command's parser, runs none
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in
+                        ("textual", "plotext", "textual_plotext", "rich")
+                        or m in ("tuimeter.tui.app", "tuimeter.tui.main_screen"))))
+"""
+
+
+def test_building_every_parser_imports_no_ui():
+    """`import tuimeter.cli` and building the top-level, record, mark, report and doctor
+    parsers loads neither Textual nor plotext (they cost most of a --help's 0.7 s)."""
+    res = subprocess.run([sys.executable, "-c", _PARSERS_PROBE], capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout.splitlines()[-1]) == []

@@ -21,14 +21,16 @@ clock); :meth:`start` runs it on a daemon thread until the end or :meth:`stop`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from .model import CarbonInfo, DomainSample, JobSample, ProcessShare, Provenance
 
 if TYPE_CHECKING:
     from .engine.sampler import Engine
-    from .model import CarbonInfo
-    from .sensors.replay import ReplaySensor
+    from .sensors.replay import RecordedTick, ReplaySensor
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +39,7 @@ MAX_WAIT_S = 0.5
 
 
 def make_replay(path: str, speed: float = 1.0, *, clock: Callable[[], float] | None = None,
-                carbon: "CarbonInfo | None" = None,
+                carbon: CarbonInfo | None = None,
                 cpu_clock: Callable[[], float] | None = None,
                 session: str | None = None) -> tuple["Engine", "ReplaySensor"]:
     """An engine over a :class:`ReplaySensor` of ``path`` on the sensor's session clock,
@@ -59,7 +61,94 @@ def make_replay(path: str, speed: float = 1.0, *, clock: Callable[[], float] | N
                     wallclock=sensor.wallclock, host=sensor.host or "replay", **kw)
     sensor.on_marker = lambda label, source, pid, at_s: engine.add_marker(label, source, pid,
                                                                           at_s=at_s)
+    engine.attributor = RecordedAttribution(sensor)
     return engine, sensor
+
+
+#: the process rows that are not a process: what the machine total leaves
+IDLE, OTHER = "idle/system", "other processes"
+#: a share the session file does not record (its process rows hold power and energy only)
+NOT_RECORDED = float("nan")
+
+
+class RecordedAttribution:
+    """The engine's attributor in a replay: each tick's recorded ``process`` and ``job``
+    rows (``ReplaySensor.recorded_at``) as the snapshot's processes, idle power and job.
+
+    A process's ``total_energy_j`` is the sum of its recorded interval energies so far
+    (the ticks it was among the recorded top processes); its CPU and GPU shares are not
+    in the file: :data:`NOT_RECORDED` (NaN, drawn ``N/A`` by the formatters). The job's
+    totals add its ``all``, ``cpu`` and ``gpu`` rows; a job whose rows stop is shown as
+    no longer running (its totals kept). ``other processes`` is not kept: the recorder
+    derives it from the total again.
+    """
+
+    def __init__(self, sensor: "ReplaySensor") -> None:
+        self.sensor = sensor
+        self._process_j: dict[tuple[int | None, str], float] = {}
+        self._job: JobSample | None = None
+        self._job_j = [0.0, 0.0, 0.0, 0.0]  # all, cpu, gpu (J), CO2e (g)
+
+    def attribute(self, interval_s: float, domains: Sequence[DomainSample], now_s: float
+                  ) -> tuple[tuple[ProcessShare, ...], float | None, JobSample | None]:
+        origin = self.sensor.origin_s
+        tick = None if origin is None else self.sensor.recorded_at(now_s - origin)
+        if tick is None:
+            return (), None, self._ended()
+        job = self._job_sample(tick, domains, interval_s)
+        processes, idle_w = [], None
+        for row in tick.processes:
+            if row.pid is None and row.label in (IDLE, OTHER):
+                idle_w = row.power_w if row.label == IDLE else idle_w
+                continue
+            key = (row.pid, row.label)
+            energy = row.energy_j or 0.0
+            self._process_j[key] = self._process_j.get(key, 0.0) + energy
+            processes.append(ProcessShare(
+                pid=row.pid or 0, name=row.label, cpu_share=NOT_RECORDED,
+                gpu_share=NOT_RECORDED, power_w=row.power_w or 0.0, energy_j=energy,
+                total_energy_j=self._process_j[key],
+                in_job=job is not None and row.pid == job.pid,
+                provenance=_provenance(row.provenance)))
+        return tuple(processes), idle_w, job
+
+    def _job_sample(self, tick: "RecordedTick", domains: Sequence[DomainSample],
+                    interval_s: float) -> JobSample | None:
+        rows = tick.job
+        whole = rows.get("all")
+        if whole is None:
+            return self._ended()
+        parts = [(rows.get(d).energy_j or 0.0) if rows.get(d) else 0.0 for d in ("cpu", "gpu")]
+        totals = self._job_j
+        for i, energy in enumerate((whole.energy_j or 0.0, *parts, whole.co2_g or 0.0)):
+            totals[i] += energy
+        machine_w = sum(d.power_w or 0.0 for d in domains if d.domain.in_total)
+        power = whole.power_w or 0.0
+        self._job = JobSample(
+            pid=whole.pid or 0, name=whole.label, running=True, n_processes=0,
+            power_w=power, energy_j=whole.energy_j or 0.0, total_energy_j=totals[0],
+            cpu_energy_j=totals[1], gpu_energy_j=totals[2], co2_g=whole.co2_g or 0.0,
+            total_co2_g=totals[3], share=power / machine_w if machine_w > 0 else 0.0,
+            provenance=_provenance(whole.provenance),
+            cpu_power_w=parts[0] / interval_s if interval_s > 0 else 0.0,
+            gpu_power_w=parts[1] / interval_s if interval_s > 0 else 0.0)
+        return self._job
+
+    def _ended(self) -> JobSample | None:
+        """The job after its rows stopped: not running, nothing in this interval."""
+        job = self._job
+        if job is not None and job.running:
+            self._job = dataclasses.replace(job, running=False, power_w=0.0, energy_j=0.0,
+                                            co2_g=0.0, share=0.0, cpu_power_w=0.0,
+                                            gpu_power_w=0.0)
+        return self._job
+
+
+def _provenance(text: str) -> Provenance:
+    try:
+        return Provenance(text)
+    except ValueError:  # a file's own word
+        return Provenance.ATTRIBUTED
 
 
 class ReplayPlayer:

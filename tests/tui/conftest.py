@@ -3,6 +3,15 @@ session file, and a deterministic replay of tests/data/sessions/demo.csv."""
 
 from __future__ import annotations
 
+import fcntl
+import os
+import pty
+import struct
+import subprocess
+import sys
+import termios
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +24,8 @@ from tuimeter.tui.app import TuimeterApp
 from tuimeter.tui import run
 from tuimeter.tui.run import open_session
 
-DEMO = Path(__file__).resolve().parents[1] / "data" / "sessions" / "demo.csv"
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "tests" / "data" / "sessions" / "demo.csv"
 CARBON = CarbonInfo(g_per_kwh=360.0, pue=1.0, source="test grid")
 
 
@@ -52,6 +62,22 @@ def replay_app(clock: FakeClock, recorder_path: str | None = None):
     """The demo session replayed on a fake clock (deterministic: fixed host, 0% CPU)."""
     recorder = open_recorder(recorder_path, "demo-node") if recorder_path else None
     return run.replay_app(str(DEMO), clock, recorder=recorder)
+
+
+def play(path, speed: float = 1.0):
+    """Replay ``path`` to its end on a fake clock, headless: (engine, snapshots, sensor)."""
+    from tuimeter.replay_engine import ReplayPlayer, make_replay
+
+    clock = FakeClock()
+    engine, sensor = make_replay(str(path), speed=speed, clock=clock, cpu_clock=lambda: 0.0)
+    engine.open()
+    snaps: list = []
+    engine.subscribe(snaps.append)
+    player = ReplayPlayer(engine, sensor)
+    while not player.finished:
+        clock.advance(1.0)
+        player.run_due()
+    return engine, snaps, sensor
 
 
 async def tick(pilot, clock: FakeClock, n: int = 1, dt: float = 1.0) -> None:
@@ -97,3 +123,51 @@ def screen_text(app) -> tuple[str, str]:
     text = "".join(s.text for s in console.render(update) if not s.control)
     console.print(update)
     return text, console.file.getvalue()
+
+
+class PtyRun:
+    """``python -m tuimeter ARGV`` in a pseudo-terminal of ``cols`` x ``rows``, as a user
+    runs it: every byte the app sends is kept in ``received`` (a thread drains it), keys
+    are written with :meth:`press`. Waits are bounded conditions, never timings."""
+
+    def __init__(self, argv, env: dict, cols: int = 120, rows: int = 40):
+        self.master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        self.proc = subprocess.Popen([sys.executable, "-m", "tuimeter", *argv], stdin=slave,
+                                     stdout=slave, stderr=slave, cwd=ROOT,
+                                     env=dict(os.environ, TERM="xterm-256color", **env),
+                                     start_new_session=True)
+        os.close(slave)
+        self.received = bytearray()
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                data = os.read(self.master, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            self.received.extend(data)
+
+    def wait_for(self, wanted: bytes, start: int = 0, timeout_s: float = 60.0) -> bool:
+        """Whether ``wanted`` arrives (at or after byte ``start``) before the app exits or
+        ``timeout_s`` passes (a bound on a real program's start, not a timing)."""
+        deadline = time.monotonic() + timeout_s
+        while wanted not in self.received[start:]:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                return wanted in self.received[start:]
+            threading.Event().wait(0.05)
+        return True
+
+    def press(self, keys: str) -> None:
+        os.write(self.master, keys.encode())
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        os.close(self.master)
+        self._reader.join(5)

@@ -18,7 +18,7 @@ from tuimeter.replay_engine import ReplayPlayer, make_replay
 from tuimeter.tui.run import build, parser
 from tuimeter.tui.widgets import DomainRow, TopBar
 
-from .conftest import DEMO, drawn, replay_app, tick, wait_for
+from .conftest import DEMO, drawn, play, replay_app, tick, wait_for
 
 RECORDED = pd.read_csv(DEMO)
 SAMPLES = RECORDED[RECORDED["kind"] == "sample"]
@@ -159,25 +159,13 @@ def test_replay_keeps_the_rows_the_report_keeps(tmp_path):
     reported = {d: v.energy_j for d, v in host.domains.items()}
     assert reported == {"pkg": 20.0, "dram": 5.0}
     assert [s.label for s in host.segments] == ["(start)", "good"]
-    engine, snaps, sensor = _play(path)
+    engine, snaps, sensor = play(path)
     assert {d.domain.id: d.total_energy_j for d in snaps[-1].domains} == reported
     assert [m.label for m in snaps[-1].markers] == ["good"]
     assert sensor.problems == res.problems
     assert [p.split(": ")[1] for p in res.problems] == [
         "line 5", "line 7", "line 9", "line 10", "line 11", "2 more malformed rows skipped"]
 
-
-def _play(path, speed: float = 1.0):
-    clock = FakeClock()
-    engine, sensor = make_replay(str(path), speed=speed, clock=clock, cpu_clock=lambda: 0.0)
-    engine.open()
-    snaps = []
-    engine.subscribe(snaps.append)
-    player = ReplayPlayer(engine, sensor)
-    while not player.finished:
-        clock.advance(1.0)
-        player.run_due()
-    return engine, snaps, sensor
 
 
 def _write_long_session(path, ticks: int, domains: int = 4) -> None:
@@ -455,8 +443,30 @@ def test_a_pipe_replays_once_and_is_not_scanned(tmp_path):
     os.mkfifo(fifo)
     writer = threading.Thread(target=lambda: fifo.write_bytes(DEMO.read_bytes()), daemon=True)
     writer.start()
-    engine, snaps, sensor = _play(fifo, speed=10.0)
+    engine, snaps, sensor = play(fifo, speed=10.0)
     writer.join(10)
     assert sensor.find_sessions() == ["demo0000001"]
     got = {d.domain.id: d.total_energy_j for d in snaps[-1].domains}
     assert got == pytest.approx(_per_domain_joules(RECORDED), rel=1e-9)
+
+
+def test_recorded_interval_is_stated_as_set_not_as_measured(tmp_path):
+    """A 1 s recording's ticks land microseconds either side of each second (the gaps
+    read 0.999983 s, 1.000044 s...): the replay's interval, shown as `every ... s`, is
+    1 s. Before, it was one of those gaps, picked by chance."""
+    from tuimeter.sensors.replay import stated_interval_s
+
+    jitter = [0.00023, -0.000017, 0.000044, 0.00027, -0.000022, 0.000185]
+    lines = [",".join(RECORDED.columns),
+             "2026-01-01T00:00:00+00:00,0,0,h,s1,session,,,,,,,,tuimeter schema 1,"]
+    last = 0.0
+    for t, j in enumerate(jitter * 2, start=1):
+        el = t + j
+        lines.append(f"2026-01-01T00:00:{t:02d}+00:00,{el},{el - last},h,s1,sample,pkg,rapl,1,"
+                     f"10,{10 * (el - last)},,measured,,")
+        last = el
+    path = tmp_path / "jitter.csv"
+    path.write_text("\n".join(lines) + "\n")
+    assert ReplaySensor(path).interval_s == 1.0
+    assert [stated_interval_s(s) for s in (0.999983, 0.2003, 0.25, 15.02, 0.0)] == [
+        1.0, 0.2, 0.25, 15.0, 1.0]

@@ -6,17 +6,9 @@ drew an unterminated OSC."""
 
 from __future__ import annotations
 
-import fcntl
 import os
-import pty
 import shutil
-import struct
-import subprocess
 import sys
-import termios
-import threading
-import time
-from pathlib import Path
 
 import pytest
 
@@ -26,11 +18,10 @@ from tuimeter.job import JobWatcher
 from tuimeter.tui.run import replay_app as make_replay_app
 from tests.fakes.scripted import FakeClock
 
-from .conftest import DEMO, make_app, screen_text, tick, wait_for
+from .conftest import DEMO, PtyRun, make_app, screen_text, tick, wait_for
 
 EVIL = "\x1b[2J\x1b[31mEVIL"
 SHOWN = "\\x1b[2J\\x1b[31mEVIL"
-ROOT = Path(__file__).resolve().parents[2]
 
 
 class _EvilAttributor:
@@ -101,41 +92,17 @@ def test_a_process_named_with_escapes_sends_none_to_the_real_terminal(tmp_path):
     fake = FakePowercap(tmp_path / "sys").intel_desktop(dram=True)
     evil = tmp_path / EVIL
     shutil.copy("/bin/sleep", evil)
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    env = dict(os.environ, TERM="xterm-256color", TUIMETER_POWERCAP_ROOT=str(fake.sensor_root),
-               XDG_DATA_HOME=str(tmp_path / "data"), XDG_CONFIG_HOME=str(tmp_path / "cfg"))
-    proc = subprocess.Popen([sys.executable, "-m", "tuimeter", "-o", str(tmp_path / "s.csv"),
-                             "--interval", "0.2", "--no-socket", "--no-gpu", "--", str(evil),
-                             "60"], stdin=slave, stdout=slave, stderr=slave, cwd=ROOT, env=env,
-                            start_new_session=True)
-    os.close(slave)
-    received = bytearray()
-
-    def drain():  # the terminal: keep what the app sends
-        while True:
-            try:
-                data = os.read(master, 65536)
-            except OSError:
-                return
-            if not data:
-                return
-            received.extend(data)
-
-    reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
+    run = PtyRun(["-o", str(tmp_path / "s.csv"), "--interval", "0.2", "--no-socket",
+                  "--no-gpu", "--", str(evil), "60"],
+                 {"TUIMETER_POWERCAP_ROOT": str(fake.sensor_root),
+                  "XDG_DATA_HOME": str(tmp_path / "data"),
+                  "XDG_CONFIG_HOME": str(tmp_path / "cfg")})
     try:
-        deadline = time.monotonic() + 60  # a bound on a real program's start, not a timing
-        while SHOWN.encode() not in received and proc.poll() is None:
-            assert time.monotonic() < deadline, "the job's name never appeared"
-            threading.Event().wait(0.05)
-        os.write(master, b"q")
-        proc.wait(60)
+        assert run.wait_for(SHOWN.encode()), "the job's name never appeared"
+        run.press("q")
+        run.proc.wait(60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(master)
-        reader.join(5)
+        run.close()
+    received = bytes(run.received)
     assert SHOWN.encode() in received
     assert EVIL.encode() not in received and b"\x1b[31mEVIL" not in received

@@ -48,8 +48,13 @@ label) in a ``domain`` row and the carbon settings in a ``settings`` row; a sche
 has neither, so the kind is guessed from the domain's id and the carbon settings are read
 from the ``session`` row's text (both in :class:`~tuimeter.session.schema.SessionMeta`).
 
-``total``, ``job``, ``process`` and ``event`` rows are not replayed: the engine
-recomputes the total from the domains' ``in_total`` flags. Never imports the UI.
+Attribution: the ``process`` and ``job`` rows of each recorded tick are kept until that
+tick is played (:meth:`ReplaySensor.recorded_at`), so ``replay_engine.RecordedAttribution``
+gives them to the engine as its attributor: a replay shows the recorded processes and
+the followed job (:attr:`ReplaySensor.recorded_job`: the first ticks have job rows).
+
+``total`` and ``event`` rows are not replayed: the engine recomputes the total from the
+domains' ``in_total`` flags. Never imports the UI.
 """
 
 from __future__ import annotations
@@ -64,8 +69,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..model import CarbonInfo, Domain, Link, Reading, SensorStatus, Status
-from ..session.reader import SessionFormatError, SessionReader, find_sessions
-from ..session.schema import MARKER, META_KINDS, SAMPLE, SessionMeta, bridged_span_s
+from ..session.reader import READ_KINDS, SessionFormatError, SessionReader, find_sessions
+from ..session.schema import (JOB, MARKER, META_KINDS, PROCESS, SAMPLE, Row, SessionMeta,
+                              bridged_span_s)
 from ..text import safe_text
 from .base import Sensor, SensorUnavailable
 
@@ -78,6 +84,15 @@ BOUNDARY_EPS_S = 1e-6
 FIRST_TICKS = 10
 
 
+def stated_interval_s(gap_s: float) -> float:
+    """A measured gap between two recorded ticks as the interval a person set: two
+    significant digits (a recorder's ticks land a few microseconds either side of its
+    interval, so the gaps of a 1 s recording read 0.999983 s, 1.000044 s, ...)."""
+    if not gap_s > 0:
+        return 1.0
+    return float(f"{gap_s:.2g}")
+
+
 class ReplayError(ValueError):
     """The file is not a session CSV tuimeter can replay (one line, for the user)."""
 
@@ -88,6 +103,16 @@ class ReplayMarker:
     label: str
     source: str
     pid: int | None = None
+
+
+@dataclass
+class RecordedTick:
+    """A recorded tick's attribution rows: ``process`` rows in file order (the top
+    processes, then ``idle/system`` and ``other processes`` with no pid) and ``job`` rows
+    by domain (``all``, ``cpu``, ``gpu``). Their text cells are as in the file."""
+
+    processes: list[Row] = dataclasses.field(default_factory=list)
+    job: dict[str, Row] = dataclasses.field(default_factory=dict)
 
 
 class _Track:
@@ -163,6 +188,10 @@ class ReplaySensor(Sensor):
         self._tracks: dict[str, _Track] = {}
         self._opened = False  # the engine has the domains: no new ones
         self._markers: list[ReplayMarker] = []  # read, not handed on yet, by time
+        #: attribution rows by recorded tick time (session s), read and not played yet
+        self._recorded: dict[float, RecordedTick] = {}
+        #: the recording has a followed job (job rows in its first ticks)
+        self.recorded_job = False
         self._bounds: deque[float] = deque()  # recorded tick times read, not passed yet
         self._prev_bound: float | None = None  # the last two recorded tick times read
         self._last_bound: float | None = None
@@ -176,7 +205,8 @@ class ReplaySensor(Sensor):
         except OSError as exc:
             raise ReplayError(f"cannot read {safe_text(self.path)}: "
                               f"{safe_text(exc.strerror or exc)}") from None
-        self._reader = SessionReader(self.path, session=session, start=self._start_of(session))
+        self._reader = SessionReader(self.path, kinds=READ_KINDS | {PROCESS, JOB},
+                                     session=session, start=self._start_of(session))
         self._rows = iter(self._reader)
         self._read_first_ticks()
 
@@ -237,9 +267,10 @@ class ReplaySensor(Sensor):
         if not self._tracks:
             why = f" ({self.problems[0]})" if self.problems else ""
             raise ReplayError(f"{safe_text(self.path)} has no sample rows to replay{why}")
-        gaps = [round(b - a, 6) for a, b in zip([0.0, *self._bounds], self._bounds)]
-        #: the recorded sampling interval (the most common one in the first ticks), s
-        self.interval_s = max(set(gaps), key=gaps.count) if gaps else 1.0
+        gaps = sorted(b - a for a, b in zip([0.0, *self._bounds], self._bounds))
+        #: the recorded sampling interval, s: the median gap between the first ticks, as
+        #: a person would state it (:func:`stated_interval_s`: 0.999983 s is "1 s")
+        self.interval_s = stated_interval_s(gaps[len(gaps) // 2]) if gaps else 1.0
 
     def _next_row(self) -> None:
         """Take in the next row of the replayed session (sets ``_eof`` at the end)."""
@@ -257,6 +288,13 @@ class ReplaySensor(Sensor):
         kind = row.kind
         if kind == SAMPLE:
             self._add_sample(row)
+        elif kind in (PROCESS, JOB):
+            tick = self._recorded.setdefault(row.elapsed_s, RecordedTick())
+            if kind == PROCESS:
+                tick.processes.append(row)
+            else:
+                tick.job[row.domain] = row
+                self.recorded_job = self.recorded_job or not self._opened
         elif kind == MARKER:
             bisect.insort(self._markers, ReplayMarker(row.elapsed_s, row.label,
                                                       row.source or "api", row.pid),
@@ -360,6 +398,17 @@ class ReplaySensor(Sensor):
             out.append(Reading(track.domain.id, now_s, energy, status=status, link=link,
                                note="lost in the recording" if status is Status.LOST else ""))
         return out
+
+    def recorded_at(self, t_s: float) -> RecordedTick | None:
+        """The attribution rows of the recorded tick at session time ``t_s`` (None: the
+        recording has none there); those of earlier ticks are dropped (memory stays flat)."""
+        recorded = self._recorded
+        for at in [at for at in recorded if at < t_s - BOUNDARY_EPS_S]:
+            del recorded[at]
+        for at, tick in recorded.items():
+            if abs(at - t_s) <= BOUNDARY_EPS_S:
+                return tick
+        return None
 
     def _emit_markers(self, t_s: float) -> None:
         markers = self._markers

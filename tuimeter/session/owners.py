@@ -26,7 +26,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from ..engine.cgroups import describe as describe_cgroup
 from .schema import CGROUP, JOB, PROCESS, TREE, Row, tree_of
 
 #: the owner of what no owner used: idle, system, other processes
@@ -79,7 +78,9 @@ def _cgroup_info(key: str) -> dict[str, str]:
     if key in (CGROUP_OTHER, CGROUP_UNKNOWN):
         return {"kind": "other" if key == CGROUP_OTHER else "unknown", "name": key,
                 "container": "", "pod": "", "job": ""}
-    info = describe_cgroup(key)
+    from ..engine.cgroups import describe  # here: report --help loads no engine
+
+    info = describe(key)
     return {"kind": info.kind, "name": info.name, "container": info.container,
             "pod": info.pod, "job": info.job}
 

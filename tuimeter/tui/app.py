@@ -14,6 +14,11 @@ tick, marker server, exporters, engine, recorder: ``LiveSession.stop``) and exit
 the last snapshot. A replay is ticked by its
 :class:`~tuimeter.replay_engine.ReplayPlayer` (``app.player``) instead of the sampler
 thread: at the recorded tick times, the last one the recording's end.
+
+No attribute of the app, its screens or widgets reuses a name Textual keeps for itself
+(``tests/tui/test_replay_end.py`` checks): an app attribute ``_running``, set to False
+when a replay reached its end, once told Textual the app had stopped, so the screen froze
+a few ticks before the end and no key seemed to work.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from textual.binding import Binding
 from textual.reactive import reactive
 
 from ..grouping import next_grouping
-from ..job import JobWatcher
+from ..job import JobState, JobWatcher
 from ..live import LiveSession
 from ..model import Snapshot
 from ..session import files
@@ -109,6 +114,7 @@ class TuimeterApp(App[Snapshot | None]):
         Binding("minus,underscore", "faster", "Faster", key_display="-"),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
+        Binding("ctrl+c", "quit", "Quit", show=False),  # as in top/htop (Textual: ctrl+q)
     ]
 
     interval_s: reactive[float] = reactive(1.0)
@@ -137,8 +143,9 @@ class TuimeterApp(App[Snapshot | None]):
         self.final_snapshot: Snapshot | None = None
         self.exports: list[str] = []
         self.feed = SnapshotFeed(self.post_message, engine.history_len)
+        follows = job is not None or (replay is not None and replay.recorded_job)
         self.main = MainScreen(engine.domains, self._status, attribution=attribution,
-                               follows_job=job is not None)
+                               follows_job=follows)
         self._marks = 0
         self._finished = False
         self._job_exited_at: float | None = None
@@ -258,8 +265,9 @@ class TuimeterApp(App[Snapshot | None]):
         if self.replay is not None and not self._replay_done and self.replay.finished(snap.elapsed_s):
             self._replay_done = True
             self._stop_engine(final_tick=False)
+            # the top bar says so for good: the toast only points at q
             self.notify(f"replay finished at {fmt_duration(snap.elapsed_s)}, the end of the "
-                        f"recording; press q to quit", timeout=30)
+                        f"recording; press q to quit", timeout=8)
         self.main.show(message)
 
     def _mode(self) -> str:
@@ -281,8 +289,12 @@ class TuimeterApp(App[Snapshot | None]):
     def _status(self, snap: Snapshot) -> Status:
         """What the main screen shows besides the snapshot (asked for at each frame)."""
         problems = "; ".join(p for p in (e.status() for e in self.exporters) if p)
-        return Status(self.interval_s, self._mode(), self._cpu_percent(snap), problems,
-                      self.job.state if self.job is not None else None, self._job_exited_at)
+        job = self.job.state if self.job is not None else None
+        if job is None and self.replay is not None and snap.job is not None:
+            j = snap.job  # the recorded job, as its rows say
+            job = JobState(j.pid, j.name, j.running, "replayed" if j.running else "exited")
+        return Status(self.interval_s, self._mode(), self._cpu_percent(snap), problems, job,
+                      self._job_exited_at)
 
     def _check_job(self, snap: Snapshot) -> None:
         if self.job is None or self._job_exited_at is not None:

@@ -86,6 +86,7 @@ class MainScreen(Screen[None]):
         self._ready = False  # mounted: the widgets are there to draw into
         self.grouping = "process"
         """The process table's grouping (``tuimeter.grouping.GROUPINGS``; key ``g``)."""
+        self._toasts_at = None  # the region toasts were last placed over (_place_toasts)
 
     # -- layout -------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -108,6 +109,19 @@ class MainScreen(Screen[None]):
     def on_resize(self, event: events.Resize) -> None:
         """Below 32 lines, the process table and status line give their rows to the chart."""
         self.set_class(event.size.height < COMPACT_BELOW_LINES, "-compact")
+        self.call_after_refresh(self._place_toasts)
+
+    def _place_toasts(self) -> None:
+        """Notifications stack up from the bottom right of the chart and totals: Textual
+        stacks them from the screen's bottom, over the process table's numbers. Their
+        rack keeps its bottom margin at the chart's last line (app.tcss makes each toast
+        one line shorter). Checked at each frame, set only when the chart moved."""
+        region = self._widget(PowerChart).parent.region  # #middle: chart and totals
+        if region == self._toasts_at or not region.height:
+            return
+        self._toasts_at = region
+        for rack in self.query("#textual-toastrack"):
+            rack.styles.margin = (0, 0, max(0, self.size.height - region.bottom), 0)
 
     # -- snapshots ----------------------------------------------------------------
     def show(self, message: SnapshotReady) -> None:
@@ -191,4 +205,5 @@ class MainScreen(Screen[None]):
         w(SensorStatusLine).show(snap.sensors, status.problems)
         if status.job is not None:
             w(JobPanel).show(status.job, snap.job, status.job_exited_at_s, job_ranks(snap))
+        self._place_toasts()  # the process panel may have grown into the chart's rows
         self.frames_drawn += 1

@@ -179,16 +179,44 @@ def _live_session(args: argparse.Namespace, command: list[str] | None
     return live, attribution, None
 
 
-def build(argv: list[str], *, start_engine: bool = True) -> tuple[Session | None, str | None]:
+def terminal_problem(args: argparse.Namespace,
+                     isatty: Callable[[int], bool] = os.isatty) -> str | None:
+    """Why the live view cannot run here (None: it can). It needs a terminal on stdin
+    (keys), stdout and stderr (Textual draws on stderr): without one it would write its
+    escape codes into a file or wait for keys that never come."""
+    missing = [name for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr"))
+               if not isatty(fd)]
+    if not missing:
+        return None
+    what = (f"{missing[0]} is not one" if len(missing) == 1
+            else f"{', '.join(missing[:-1])} and {missing[-1]} are not")
+    instead = ("`tuimeter report FILE` summarises a session without one" if args.replay
+               else "`tuimeter record` records without one")
+    return f"the live view needs a terminal and {what}; {instead}"
+
+
+def build(argv: list[str], *, start_engine: bool = True, need_terminal: bool = False
+          ) -> tuple[Session | None, str | None]:
     """Parse ``argv`` and build the session (nothing runs yet). Returns (Session, None) or
-    (None, error message) for bad input, before any file is created."""
+    (None, error message) for bad input, before any file is created. ``need_terminal``:
+    refuse when stdin, stdout or stderr is not a terminal (the command line; tests drive
+    the app headless)."""
     own, command = split_command(argv)
     # parsed before the UI and the measurement stack are imported: --help stays fast
     args = parser().parse_args(own)
     problem = _usage_problem(args, command)
     if problem:
         return None, problem
-    from ..carbon import CarbonError
+    from ..carbon import CarbonError, resolve_carbon
+
+    if need_terminal:
+        try:  # bad input is said first, then the missing terminal
+            resolve_carbon(args.country, args.carbon_intensity, args.pue)
+        except CarbonError as exc:
+            return None, str(exc)
+        problem = terminal_problem(args)
+        if problem:
+            return None, problem
     from ..export import ExportError
     from ..job import JobWatcher
     from ..live import StartError
@@ -225,7 +253,7 @@ def cmd_ui(argv: list[str]) -> int:
     early: list[int] = []
     old = signal.signal(signal.SIGTERM, lambda signum, _f: early.append(signum))
     try:
-        session, problem = build(argv)
+        session, problem = build(argv, need_terminal=True)
         if session is None:
             return fail(problem or "cannot start")
         app = session.app

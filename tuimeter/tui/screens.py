@@ -17,6 +17,7 @@ from ..model import CarbonInfo, SensorStatus
 from ..text import safe_text
 from .widgets import COLUMNS
 from .widgets._sensor_status import status_text
+from .widgets._totals_panel import is_world_average
 
 KEYS = (
     ("m", "add a marker labelled 'mark N' (in the chart and the session CSV)"),
@@ -58,6 +59,8 @@ def help_text(sensors: Sequence[SensorStatus], session_path: str | None,
         text.append("\n\nCarbon\n", style="bold underline")
         text.append(f"  {carbon.g_per_kwh:g} g CO2e/kWh, PUE {carbon.pue:g}: "
                     f"{safe_text(carbon.source)}")
+        if is_world_average(carbon) and "--country" not in carbon.source:
+            text.append("; set a country (--country, TUIMETER_COUNTRY) for its own grid")
     text.append("\n\nSession file\n", style="bold underline")
     text.append(f"  {safe_text(session_path or 'not recorded (use -o FILE)')}\n")
     return text
@@ -72,16 +75,23 @@ class WholeCellScrollBar(ScrollBarRender):
 
 
 class HelpScreen(ModalScreen[None]):
+    """The help: its title (which says how to scroll and close) stays put, the text
+    scrolls under it (↑ ↓ PgUp PgDn Home End, or the mouse wheel), and the last line
+    says whether more follows: at 80x24 about half of it fits."""
+
     BINDINGS = [
         Binding("escape,question_mark,q", "dismiss", "Close"),
     ]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    HelpScreen > VerticalScroll {
+    HelpScreen > Vertical {
         width: 90%; max-width: 100; height: 90%; border: heavy $accent; padding: 0 1;
         background: $surface;
     }
+    HelpScreen .title { text-style: bold; }
+    HelpScreen #help-more { color: $text-muted; }
     """
+    TITLE_TEXT = "tuimeter help · ↑↓ PgUp PgDn scroll · Esc or ? closes"
 
     def __init__(self, sensors: Sequence[SensorStatus], session_path: str | None,
                  carbon: CarbonInfo | None = None) -> None:
@@ -89,12 +99,29 @@ class HelpScreen(ModalScreen[None]):
         self._text = help_text(sensors, session_path, carbon)
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll():
-            yield Static("tuimeter help  (Esc or ? to close)", classes="title")
-            yield Static(self._text)
+        with Vertical():
+            yield Static(self.TITLE_TEXT, classes="title", markup=False)
+            with VerticalScroll():
+                yield Static(self._text, id="help-body")
+            yield Static("", id="help-more", markup=False)
 
     def on_mount(self) -> None:
-        self.query_one(VerticalScroll).vertical_scrollbar.renderer = WholeCellScrollBar
+        scroll = self.query_one(VerticalScroll)
+        scroll.vertical_scrollbar.renderer = WholeCellScrollBar
+        scroll.focus()  # the arrow and page keys scroll it
+        self.watch(scroll, "scroll_y", self._say_what_follows)
+        self.watch(scroll, "virtual_size", self._say_what_follows)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._say_what_follows)  # the room for the text changed
+
+    def _say_what_follows(self) -> None:
+        scroll = self.query_one(VerticalScroll)
+        left = round(scroll.max_scroll_y - scroll.scroll_y)
+        text = f"▼ {left} more lines below (↓ PgDn End)" if left > 0 else "(end of help)"
+        more = self.query_one("#help-more", Static)
+        if str(more.content) != text:
+            more.update(text)
 
     def action_dismiss(self) -> None:  # type: ignore[override]
         self.dismiss(None)

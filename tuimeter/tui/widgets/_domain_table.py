@@ -45,6 +45,21 @@ def not_in_total_tag(d) -> str:
     return "(excl)"
 
 
+def row_name(d: Domain, above: set[str], room: int) -> str:
+    """A domain's name cell (``room`` cells after its chart character), its tag always
+    in full: a part (core, uncore) right under its package reads as indented into it
+    (``└ core (part)``); any name too long for the room is cut (``…``) before its tag, so
+    ``(part)`` never wraps onto a hidden second line. Escaped: a replayed file names its
+    domains."""
+    name, tag = safe_text(d.id), "" if d.in_total else f" {not_in_total_tag(d)}"
+    parent, _, leaf = d.id.rpartition("/")
+    if tag and parent in above:
+        name = f"└ {safe_text(leaf)}"
+    if len(name) + len(tag) > room:
+        name = name[:max(1, room - len(tag) - 1)] + "…"
+    return name + tag
+
+
 @dataclass(frozen=True)
 class RowData:
     """What one row shows, a domain's or the machine total's."""
@@ -94,13 +109,17 @@ COLUMNS: tuple[Column, ...] = (
     Column("name", "  domain", 20, lambda r: r.label, "domain"),
     Column("badge", "provenance", 13, lambda r: r.badge, "badge"),
     Column("spark", "power over time", None, lambda r: tuple(r.history_w[-SPARK_POINTS:]),
-           "power over time (sparkline)"),
+           "power over time (sparkline: each row on its own scale, its min-max at its right "
+           "end from 40 cells, and on hover)"),
     Column("power", "now", 10, lambda r: fmt_power(r.now_w), "power now", "right"),
     Column("avg", "avg", 10, lambda r: fmt_power(average_power_w(r.energy_j, r.elapsed_s)),
            "average since start (100+ wide)", "right", min_width=100),
     Column("energy", "energy", 11, lambda r: fmt_energy(r.energy_j), "energy since start",
            "right"),
 )
+
+
+_NAME = next(c for c in COLUMNS if c.key == "name")
 
 
 def columns_css(selector: str, columns: Sequence[Column] = COLUMNS) -> str:
@@ -140,7 +159,7 @@ class DomainRow(Horizontal):
     def __init__(self, key: str, name: str, marker: str = " ", **kw) -> None:
         super().__init__(**kw)
         self.key = key
-        self.data = _empty(f"{marker} {safe_text(name)}")  # a replayed file names its domains
+        self.data = _empty(f"{marker} {name}")  # ``name`` escaped (row_name)
         self._cells: list[tuple[Callable[[RowData], object], Widget]] | None = None
 
     @property
@@ -186,9 +205,11 @@ class DomainTable(Vertical):
         with Horizontal(classes="header"):
             for column in COLUMNS:
                 yield Static(column.header, classes=column.key, markup=False)
+        room = (_NAME.width or 0) - 2  # after the chart character and a space
+        above: set[str] = set()
         for i, d in enumerate(self.domains):
-            name = d.id if d.in_total else f"{d.id} {not_in_total_tag(d)}"
-            yield DomainRow(d.id, name, series_marker(i))
+            yield DomainRow(d.id, row_name(d, above, room), series_marker(i))
+            above.add(d.id)
         yield DomainRow("total", "total", " ", classes="total")
 
     def on_resize(self, event: events.Resize) -> None:

@@ -20,7 +20,7 @@ class TopBar(Static):
         text = Text()
         text.append("tuimeter", style="bold")
         if snap is not None:
-            text.append(f" {safe_text(snap.host)}  {fmt_duration(snap.elapsed_s)}")
+            text.append(f" · {safe_text(snap.host)}  {fmt_duration(snap.elapsed_s)}")
         text.append(f"  every {fmt_interval(interval_s)}")
         if mode:
             text.append(f"  {mode}", style="bold")

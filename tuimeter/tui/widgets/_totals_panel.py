@@ -2,14 +2,33 @@
 
 from __future__ import annotations
 
+import re
+
 from textual.content import Content
 from textual.widgets import Static
 
-from ...model import Snapshot
+from ...model import CarbonInfo, Snapshot
 from ...phases import average_power_w
-from ...text import safe_text
 from ..format import (fmt_co2, fmt_duration, fmt_energy, fmt_power, fmt_wh,
                       provenance_badge)
+
+
+#: a country's source text (``carbon.CountryIntensity.source``): ISO code and year
+_COUNTRY_SOURCE = re.compile(r"([A-Z]{3}) [^:]*: [0-9.]+ g/kWh \((\d{4}),")
+
+
+def is_world_average(c: CarbonInfo) -> bool:
+    """The default figure, live or as a replayed file recorded it."""
+    return c.is_default or c.source.startswith("default world average")
+
+
+def grid_source(c: CarbonInfo) -> str:
+    """Where the grid figure comes from, in a few cells (the help has the whole text):
+    ``world avg``, a country's ``FRA 2023``, or nothing for a figure the user gave."""
+    if is_world_average(c):
+        return "world avg"
+    m = _COUNTRY_SOURCE.match(c.source)
+    return f"{m[1]} {m[2]}" if m else ""
 
 
 def totals_text(snap: Snapshot) -> Content:
@@ -23,10 +42,10 @@ def totals_text(snap: Snapshot) -> Content:
         ("Energy", fmt_energy(t.total_energy_j)),
         ("", fmt_wh(t.total_energy_j)),
         ("CO2e", fmt_co2(t.total_co2_g)),
-        ("Grid", f"{c.g_per_kwh:g} g/kWh, PUE {c.pue:g}"),
-        # a replay's source is the recorded file's text
-        ("", safe_text(c.source.split(";")[0]) + (" (see --country)" if c.is_default else "")),
+        ("Grid", f"{c.g_per_kwh:g} g/kWh {grid_source(c)}".rstrip()),
     ]
+    if c.pue != 1:
+        lines.append(("PUE", f"{c.pue:g}"))
     parts: list = []
     for i, (name, value) in enumerate(lines):
         if i:

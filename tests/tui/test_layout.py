@@ -1,0 +1,186 @@
+"""What the main screen says at every size from 80x24: tags, the totals panel's grid
+line, the top bar, the sparklines' scale, the help's scrolling, where toasts go."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fakes.scripted import FakeClock, domain
+from tuimeter.model import DomainKind
+from tuimeter.tui.widgets._domain_table import row_name
+
+from .conftest import replay_app, screen_text, tick, wait_for
+
+SIZES = [(80, 24), (100, 30), (120, 40), (160, 48)]
+
+
+def test_a_part_is_indented_under_its_package_with_its_tag_whole():
+    core = domain("package-0/core", DomainKind.CORE, in_total=False)
+    assert row_name(core, {"package-0"}, 18) == "└ core (part)"
+    assert row_name(core, set(), 18) == "package-0/… (part)"  # 18 cells, the tag whole
+    long = domain("package-0-die-1/uncore", DomainKind.UNCORE, in_total=False)
+    assert row_name(long, set(), 18).endswith("… (part)") and len(row_name(long, set(), 18)) == 18
+    psys = domain("psys", DomainKind.PSYS, in_total=False)
+    assert row_name(psys, {"package-0"}, 18) == "psys (whole)"
+    dram = domain("package-0/dram", DomainKind.DRAM)  # counted: not indented, no tag
+    assert row_name(dram, {"package-0"}, 18) == "package-0/dram"
+    evil = domain("\x1b[2Jzone/core", DomainKind.CORE, in_total=False)
+    assert "\x1b" not in row_name(evil, set(), 18) and row_name(evil, set(), 18).endswith("(part)")
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("size", SIZES)
+async def test_part_and_whole_tags_show_at_every_size(size):
+    """Guards `package-0/core (part)` (23 cells in a 20-cell column): the tag wrapped onto
+    a second line the one-line row never shows."""
+    clock = FakeClock()
+    app = replay_app(clock)
+    async with app.run_test(size=size) as pilot:
+        await tick(pilot, clock, 3)
+        text = screen_text(app)[0]
+        assert "+ └ core (part)" in text and "@ psys (whole)" in text
+        await pilot.press("q")
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_totals_grid_is_one_short_line_and_help_has_the_rest(size):
+    """Guards "default world average: / 475 g/kWh (IEA 2019) (see / --country)": the
+    source text wrapped over three lines of the 31-cell panel and was cut at 80x24."""
+    from tuimeter.tui.screens import HelpScreen
+    from tuimeter.tui.widgets import TotalsPanel
+
+    clock = FakeClock()
+    app = replay_app(clock)
+    async with app.run_test(size=size) as pilot:
+        await tick(pilot, clock, 3)
+        panel = app.query_one(TotalsPanel)
+        lines = panel.content.plain.splitlines()
+        assert lines[-1] == "Grid    475 g/kWh world avg"
+        assert all(len(line) <= panel.content_region.width for line in lines)
+        assert lines[-1] in screen_text(app)[0]  # drawn, not cut
+        await pilot.press("question_mark")
+        help_text = app.screen.query_one("#help-body").render().plain
+        assert isinstance(app.screen, HelpScreen)
+        assert "default world average (IEA 2019), as recorded" in help_text
+        assert "--country" in help_text
+        await pilot.press("escape", "q")
+
+
+def test_grid_source_in_a_few_cells():
+    from tuimeter.carbon import resolve_carbon
+    from tuimeter.tui.widgets._totals_panel import grid_source
+
+    assert grid_source(resolve_carbon()) == "world avg"
+    assert grid_source(resolve_carbon("FRA")) == "FRA 2023"
+    assert grid_source(resolve_carbon(None, 300)) == ""
+
+
+def test_sparkline_shows_a_rows_own_variation():
+    """Guards the near-solid blocks: scaled from 0 W, a package moving between 40 and
+    48 W used only the top two bar heights."""
+    from tuimeter.tui.widgets._spark_line import BARS, spark_text
+
+    wave = [40.0, 42.0, 44.0, 46.0, 48.0, 46.0, 44.0, 42.0]
+    drawn = spark_text(wave, 8)
+    assert drawn[0] == BARS[0] and drawn[4] == BARS[-1]  # the row's full height
+    assert len(set(drawn)) == 5
+    noisy = [45.0, 45.1, 44.95, 45.05]  # +-0.1 W on 45 W: under 2% of it, drawn small
+    assert {BARS.index(c) for c in spark_text(noisy, 4)} <= {2, 3, 4, 5}
+    assert spark_text([45.0] * 3, 3) == BARS[4] * 3  # flat: the middle, not a block
+    assert spark_text([0.0, 0.0, None], 4) == " " + BARS[0] * 2 + "·"
+
+
+def test_sparkline_range_text():
+    from tuimeter.tui.widgets._spark_line import fmt_range
+
+    assert fmt_range(40.2, 48.4) == "40-48 W"
+    assert fmt_range(2.61, 8.93) == "2.6-8.9 W"
+    assert fmt_range(0.35, 0.9) == "350-900 mW"
+    assert fmt_range(1200.0, 2500.0) == "1.2-2.5 kW"
+
+
+@pytest.mark.asyncio
+async def test_each_row_says_its_range_wide_or_on_hover():
+    """From 40 cells the sparkline ends with its min-max; narrower (80x24) its tooltip
+    has it. Both are the range of the ticks the bars show."""
+    from tuimeter.tui.widgets import DomainRow
+    from tuimeter.tui.widgets._spark_line import SparkLine
+
+    for size, shown in (((120, 40), True), ((80, 24), False)):
+        clock = FakeClock()
+        app = replay_app(clock)
+        async with app.run_test(size=size) as pilot:
+            await tick(pilot, clock, 20)  # idle 18 W, then warm-up at 55 W from 15 s
+            row = next(r for r in app.query(DomainRow) if r.key == "package-0")
+            spark = row.query_one(SparkLine)
+            lo, hi = min(row.data.history_w), max(row.data.history_w)
+            want = f"{lo:.0f}-{hi:.0f} W"
+            assert spark.tooltip == f"{want} over the ticks shown"
+            assert (want in screen_text(app)[0]) is shown
+            await pilot.press("q")
+
+
+@pytest.mark.asyncio
+async def test_top_bar_separates_the_name_from_the_host():
+    """Guards `tuimeterdemo-node`."""
+    from tuimeter.tui.widgets import TopBar
+
+    clock = FakeClock()
+    app = replay_app(clock)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await tick(pilot, clock, 1)
+        assert str(app.query_one(TopBar).content).startswith("tuimeter · demo-node  0:00:01")
+        await pilot.press("q")
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (160, 48)])
+async def test_help_says_it_scrolls_and_what_follows(size):
+    """Guards the help at 80x24 cutting its Sensors, Carbon and Session file sections
+    with nothing saying more follows: the title says how to scroll, the last line how
+    much is left, and the keys reach its end."""
+    from textual.containers import VerticalScroll
+
+    clock = FakeClock()
+    app = replay_app(clock)
+    async with app.run_test(size=size) as pilot:
+        await tick(pilot, clock, 1)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        title = app.screen.query_one(".title").render().plain
+        assert "scroll" in title and "Esc" in title
+        scroll = app.screen.query_one(VerticalScroll)
+        more = app.screen.query_one("#help-more")
+        if size == (80, 24):
+            assert scroll.max_scroll_y > 0
+            assert "more lines below" in str(more.content)
+        await pilot.press("end")
+        assert await wait_for(pilot, lambda: str(more.content) == "(end of help)")
+        assert "Session file" in screen_text(app)[0]  # the last section, drawn
+        await pilot.press("escape", "q")
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_notifications_stay_off_the_process_table(size):
+    """Guards toasts stacked at the bottom right, over the process table's numbers: they
+    are placed over the chart and totals."""
+    from textual.widgets._toast import Toast
+
+    from tuimeter.tui.widgets import PowerChart, ProcessPanel
+
+    clock = FakeClock()
+    app = replay_app(clock)
+    async with app.run_test(size=size, notifications=True) as pilot:
+        await tick(pilot, clock, 2)
+        for i in range(3):
+            app.notify(f"notice {i}: " + "a long line of text " * 4, timeout=60)
+        assert await wait_for(pilot, lambda: len(app.screen.query(Toast)) == 3)
+        await pilot.pause()
+        middle = app.query_one(PowerChart).parent.region
+        table = app.query_one(ProcessPanel).region
+        toasts = [t.region for t in app.screen.query(Toast)]
+        assert all(middle.contains_region(r) and not r.overlaps(table) for r in toasts)
+        assert "Processes: not replayed" in screen_text(app)[0]
+        await pilot.press("q")

@@ -1,0 +1,121 @@
+"""A replay shows the recorded processes and the followed job (the session file's
+``process`` and ``job`` rows) instead of "Processes: not replayed"."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from tests.fakes.scripted import FakeClock
+from tests.helpers import make_engine
+from tuimeter.model import JobSample, ProcessShare
+from tuimeter.session.measure import open_recorder
+from tuimeter.tui.run import open_session
+from tuimeter.tui.run import replay_app as make_replay_app
+
+from .conftest import play, screen_text, tick, wait_for
+
+EVIL = "\x1b[2J\x1b[31mEVIL"
+SHOWN = "\\x1b[2J\\x1b[31mEVIL"
+JOB_ENDS = 6  # the job's rows stop after this tick
+
+
+class _ScriptedAttributor:
+    """Two processes (one the job, named with escapes as another user could) and idle
+    power, at known watts; the job for the first JOB_ENDS ticks."""
+
+    def __init__(self):
+        self.ticks = 0
+
+    def attribute(self, interval_s, domains, now_s):
+        self.ticks += 1
+        n = self.ticks
+        procs = (ProcessShare(pid=4242, name="train.py", cpu_share=0.5, gpu_share=1.0,
+                              power_w=20.0 + n, energy_j=(20.0 + n) * interval_s,
+                              total_energy_j=0.0, in_job=True),
+                 ProcessShare(pid=666, name=EVIL, cpu_share=0.1, gpu_share=0.0, power_w=4.0,
+                              energy_j=4.0 * interval_s, total_energy_j=0.0))
+        job = None
+        if n <= JOB_ENDS:
+            job = JobSample(pid=4242, name="train.py", running=True, n_processes=1,
+                            power_w=20.0 + n, energy_j=(20.0 + n) * interval_s,
+                            total_energy_j=0.0, cpu_energy_j=0.0, gpu_energy_j=0.0,
+                            co2_g=0.0, total_co2_g=0.0, share=0.5, cpu_power_w=5.0,
+                            gpu_power_w=15.0 + n)
+        return procs, 10.0, job
+
+
+@pytest.fixture
+def recorded(tmp_path):
+    """A 10 s session recorded by the real engine and writer with the attributor above."""
+    engine, clock = make_engine(attributor=_ScriptedAttributor(), host="rec-host")
+    recorder = open_recorder(str(tmp_path / "rec.csv"), engine.host)
+    open_session(engine, recorder)
+    for _ in range(10):
+        clock.advance(1.0)
+        engine.tick()
+    recorder.close()
+    engine.close()
+    return tmp_path / "rec.csv"
+
+
+def test_replay_gives_back_the_recorded_processes_and_job(recorded):
+    df = pd.read_csv(recorded, keep_default_na=False)
+    _, snaps, sensor = play(recorded)
+    assert sensor.recorded_job and len(snaps) == 10
+    for n, snap in enumerate(snaps, start=1):
+        assert [(p.pid, p.name) for p in snap.processes] == [(4242, "train.py"), (666, EVIL)]
+        assert snap.processes[0].power_w == pytest.approx(20.0 + n)
+        assert snap.processes[0].in_job and not snap.processes[1].in_job
+        assert math.isnan(snap.processes[0].cpu_share)  # not in the file: N/A, never 0
+        assert snap.idle_power_w == pytest.approx(10.0)
+    assert snaps[-1].processes[0].total_energy_j == pytest.approx(sum(20.0 + n
+                                                                      for n in range(1, 11)))
+    job_rows = df[(df["kind"] == "job") & (df["domain"] == "all")]
+    job = snaps[JOB_ENDS - 1].job
+    assert job.running and (job.pid, job.name) == (4242, "train.py")
+    assert job.total_energy_j == pytest.approx(job_rows["energy_j"].astype(float).sum())
+    gpu_rows = df[(df["kind"] == "job") & (df["domain"] == "gpu")]
+    assert job.gpu_energy_j == pytest.approx(gpu_rows["energy_j"].astype(float).sum())
+    ended = snaps[-1].job
+    assert not ended.running and ended.power_w == 0.0
+    assert ended.total_energy_j == job.total_energy_j  # its totals stay
+
+
+def test_a_replay_recorded_again_keeps_the_process_rows(recorded, tmp_path):
+    """Replayed with -o, the process rows come out as they went in (the recorder derives
+    `other processes` again from the total)."""
+    out = tmp_path / "again.csv"
+    clock = FakeClock()
+    app = make_replay_app(str(recorded), clock, recorder=open_recorder(str(out), "rec-host"))
+    player = app.player
+    while not player.finished:
+        clock.advance(1.0)
+        player.run_due()
+    app.finish()
+    cols = ["elapsed_s", "label", "pid", "power_w"]
+    before = pd.read_csv(recorded, keep_default_na=False)
+    after = pd.read_csv(out, keep_default_na=False)
+    pick = (lambda df: df[df["kind"] == "process"][cols].astype(str)
+            .reset_index(drop=True))
+    pd.testing.assert_frame_equal(pick(after), pick(before))
+
+
+@pytest.mark.asyncio
+async def test_the_ui_shows_replayed_processes_and_job_escaped(recorded):
+    """The process table holds the recorded pids and names (a hostile one escaped), and
+    the job panel the recorded job, marked as replayed."""
+    clock = FakeClock()
+    app = make_replay_app(str(recorded), clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await tick(pilot, clock, 3)
+        assert await wait_for(pilot, lambda: SHOWN in screen_text(app)[0])
+        text, sent = screen_text(app)
+        assert "4242" in text and "train.py" in text and "666" in text
+        assert "JOB 4242 train.py  running (replayed)" in text
+        assert "\x1b[31mEVIL" not in sent and "\x1b" not in text
+        await tick(pilot, clock, JOB_ENDS)
+        assert "EXITED" in screen_text(app)[0]
+        await pilot.press("q")
