@@ -181,12 +181,20 @@ class Meter:
     * ``pue`` (float | None, default None): power usage effectiveness (>= 1), multiplies
       CO2e. For these three, None falls back to the environment, then the config file,
       then 1.0 / no CO2e (README, "Carbon").
+    * ``carbon_source`` (str | None, default None: ``$TUIMETER_CARBON_SOURCE``, the
+      config file, else ``"table"``): ``"table"`` (the figure above, fixed),
+      ``"electricitymaps"`` or ``"uk-carbon-intensity"`` (a live grid intensity fetched
+      in the background, each tick's CO2e at the figure then in force; the table figure
+      stands in, with a warning, when the source fails).
+    * ``carbon_zone`` (str | None, default None): the live source's zone: an Electricity
+      Maps zone (``"DE"``), a UK postcode's outward code (``"RG10"``; None: all of Great
+      Britain).
     * ``host`` (str | None, default None: this machine's host name): host name written
       to the session.
     * ``extra_sensors`` (sequence of :class:`~tuimeter.sensors.base.Sensor` | None,
       default None): sensors added to the ones discovered.
 
-    A bad ``interval_s``, ``country``, ``carbon_intensity`` or ``pue`` raises
+    A bad ``interval_s``, ``country``, ``carbon_intensity``, ``pue`` or carbon source raises
     :class:`~tuimeter.session.measure.SetupError` on entry, before anything runs.
 
     Modes:
@@ -206,6 +214,7 @@ class Meter:
                  interval_s: float = 1.0, overwrite: bool = False, append: bool = False,
                  gpu: bool = True, powercap_root: str | None = None, country: str | None = None,
                  carbon_intensity: float | None = None, pue: float | None = None,
+                 carbon_source: str | None = None, carbon_zone: str | None = None,
                  host: str | None = None, extra_sensors: Sequence[Sensor] | None = None,
                  attach: bool = True, wait_attached_s: float = WAIT_ATTACHED_S,
                  engine: Engine | None = None, autostart: bool = True) -> None:
@@ -219,8 +228,8 @@ class Meter:
         #: sampling keywords, as :class:`~tuimeter.session.measure.MeasureOptions` fields
         self.options: dict[str, Any] = dict(
             interval_s=interval_s, gpu=gpu, powercap_root=powercap_root, country=country,
-            carbon_intensity=carbon_intensity, pue=pue, host=host,
-            extra_sensors=list(extra_sensors or ()))
+            carbon_intensity=carbon_intensity, pue=pue, carbon_source=carbon_source,
+            carbon_zone=carbon_zone, host=host, extra_sensors=list(extra_sensors or ()))
         self.wait_attached_s = wait_attached_s
         self.attached = False
         self.recorder = None
@@ -404,6 +413,7 @@ class Meter:
     def _on_tick(self, snap) -> None:
         if snap.interval_s <= 0:
             return
+        factor = g_per_j(snap.carbon)  # this tick's (a live carbon source changes it)
         with self._lock:
             for d in snap.domains:
                 s = self._samples.get(d.domain.id)
@@ -413,7 +423,8 @@ class Meter:
                 if d.energy_j is None:
                     s.add_lost(snap.elapsed_s, snap.interval_s)
                 else:  # a bridged reading spans the lost ticks before it
-                    s.add(snap.elapsed_s, d.bridged_s or snap.interval_s, d.energy_j)
+                    s.add(snap.elapsed_s, d.bridged_s or snap.interval_s, d.energy_j,
+                          g_per_j=factor)
             self._last_tick_s = snap.elapsed_s
             self._finalize()
 
@@ -523,6 +534,7 @@ def measure(func: None = None, /, *, label: str | None = None, output: str | Non
             interval_s: float = 1.0, overwrite: bool = False, append: bool = False,
             gpu: bool = True, powercap_root: str | None = None, country: str | None = None,
             carbon_intensity: float | None = None, pue: float | None = None,
+            carbon_source: str | None = None, carbon_zone: str | None = None,
             host: str | None = None, extra_sensors: Sequence[Sensor] | None = None,
             attach: bool = True, wait_attached_s: float = WAIT_ATTACHED_S,
             engine: Engine | None = None, autostart: bool = True) -> Callable[[_F], _F]: ...
@@ -532,6 +544,7 @@ def measure(func: _F | None = None, /, *, label: str | None = None, output: str 
             interval_s: float = 1.0, overwrite: bool = False, append: bool = False,
             gpu: bool = True, powercap_root: str | None = None, country: str | None = None,
             carbon_intensity: float | None = None, pue: float | None = None,
+            carbon_source: str | None = None, carbon_zone: str | None = None,
             host: str | None = None, extra_sensors: Sequence[Sensor] | None = None,
             attach: bool = True, wait_attached_s: float = WAIT_ATTACHED_S,
             engine: Engine | None = None, autostart: bool = True) -> Any:
@@ -541,7 +554,8 @@ def measure(func: _F | None = None, /, *, label: str | None = None, output: str 
     keywords are :class:`Meter`'s, with the same meaning and defaults: ``output`` (str,
     default None: no file), ``overwrite`` (False), ``interval_s`` (seconds, 1.0), ``gpu``
     (True), ``powercap_root`` (None), ``country`` (None), ``carbon_intensity`` (gCO2e/kWh,
-    None), ``pue`` (None), ``host`` (None), ``extra_sensors`` (None), ``attach`` (True),
+    None), ``pue`` (None), ``carbon_source`` (None: table), ``carbon_zone`` (None),
+    ``host`` (None), ``extra_sensors`` (None), ``attach`` (True),
     ``wait_attached_s`` (seconds, 30), ``engine`` (None), ``autostart`` (True); except:
 
     * ``label`` (str | None, default None): the phase's label; None uses the function's
@@ -556,7 +570,8 @@ def measure(func: _F | None = None, /, *, label: str | None = None, output: str 
     """
     meter_kw = dict(output=output, interval_s=interval_s, overwrite=overwrite, gpu=gpu,
                     powercap_root=powercap_root, country=country,
-                    carbon_intensity=carbon_intensity, pue=pue, host=host,
+                    carbon_intensity=carbon_intensity, pue=pue,
+                    carbon_source=carbon_source, carbon_zone=carbon_zone, host=host,
                     extra_sensors=extra_sensors, attach=attach,
                     wait_attached_s=wait_attached_s, engine=engine, autostart=autostart)
 

@@ -72,7 +72,8 @@ def make_attributor(opts: "MeasureOptions", engine: "Engine | None" = None) -> A
         return None
     if engine is None:
         return _make(opts)
-    return _make(opts, engine.sensors, engine.carbon)
+    # a live carbon source: the job's CO2e from its domains' (each tick's figure)
+    return _make(opts, engine.sensors, None if engine.live_carbon is not None else engine.carbon)
 
 
 def open_measurement(args: argparse.Namespace, opts: "MeasureOptions",

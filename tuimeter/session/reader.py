@@ -34,7 +34,7 @@ import re
 from typing import Iterator, NamedTuple
 
 from ..text import safe_text
-from .schema import (COLUMNS, DOMAIN, IN_TOTAL, LOST, MARKER, MAX_NUMBER, N_COLUMNS, SAMPLE,
+from .schema import (CARBON, COLUMNS, DOMAIN, IN_TOTAL, LOST, MARKER, MAX_NUMBER, N_COLUMNS, SAMPLE,
                      SAMPLE_PROVENANCES, SESSION, SETTINGS, BadRow, Row, _new_row, number,
                      parse_row)
 
@@ -44,9 +44,9 @@ __all__ = ["BadRow", "Row", "SessionFormatError", "SessionReader", "check_header
 #: malformed rows reported one by one; the rest are counted
 MAX_PROBLEMS_LISTED = 5
 #: the row kinds read by default (the report and the replay need no others)
-READ_KINDS = frozenset({SESSION, SETTINGS, DOMAIN, SAMPLE, MARKER})
+READ_KINDS = frozenset({SESSION, SETTINGS, DOMAIN, CARBON, SAMPLE, MARKER})
 #: kinds never taken by the inline checks: their JSON label is checked by parse_row
-_SLOW_KINDS = frozenset({SETTINGS, DOMAIN})
+_SLOW_KINDS = frozenset({SETTINGS, DOMAIN, CARBON})
 
 
 class SessionFormatError(Exception):

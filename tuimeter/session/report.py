@@ -32,13 +32,15 @@ its energy over the time it was measured (duration - lost_s).
 from __future__ import annotations
 
 import math
+from array import array
 from dataclasses import dataclass, field
 
 from ..carbon import co2_g
 from ..phases import DomainEnergy, Samples, combine, energy_between
 from ..text import safe_text
 from .reader import SessionFormatError, SessionReader
-from .schema import MARKER, META_KINDS, SAMPLE, SessionMeta, bridged_span_s
+from .schema import (CARBON, MARKER, META_KINDS, SAMPLE, SessionMeta, bridged_span_s,
+                     carbon_of)
 
 #: markers with the same label closer than this (s) on one host are one boundary
 MARKER_MERGE_S = 1.0
@@ -78,6 +80,10 @@ class _Series(Samples):
         out.provs = self.provs | later.provs
         out.last_prov = later.last_prov
         out.g_per_j = self.g_per_j
+        if self.g is not None or later.g is not None:  # a live carbon source's figures
+            out.g = array("d")
+            for part in (self, later):
+                out.g.extend(part.g if part.g is not None else [part.g_per_j] * len(part.t1))
         return out
 
 
@@ -90,6 +96,8 @@ class SessionData:
     series: dict = field(default_factory=dict)  # domain -> _Series
     markers: list = field(default_factory=list)  # (t wall s, label, source)
     g_per_j: float | None = None  # from the first sample's co2_g / energy_j
+    #: g CO2e/J from the last ``carbon`` row (schema 3: a live source), None before one
+    g_now: float | None = None
     #: what the session's first rows say: carbon settings, domains (either schema)
     meta: SessionMeta = field(default_factory=SessionMeta)
 
@@ -124,13 +132,14 @@ def load_file(path: str) -> FileResult:
                 s = cur.series.get(row.domain)
                 if s is None:
                     s = cur.series[row.domain] = _Series(row.in_total, (key, path))
+                    s.g_per_j = _g_per_j(cur)
                 energy = row.energy_j
                 if energy is not None:
                     el = row.elapsed_s + cur.offset
                     label = row.label
                     span = bridged_span_s(label) if label else None
-                    if span:  # its energy is that of the lost rows before it too
-                        s.add(el, span, energy)
+                    if span or cur.g_now is not None:  # bridged, or a tick's own carbon
+                        s.add(el, span or row.interval_s, energy, g_per_j=cur.g_now)
                     else:  # a plain sample, inline (the hot path): it covers no lost rows
                         s.e.append(energy)
                         s.t1.append(el)
@@ -146,6 +155,8 @@ def load_file(path: str) -> FileResult:
                     s.lost_iv.append(row.interval_s)
             elif kind == MARKER:
                 cur.markers.append((row.elapsed_s + cur.offset, row.label, row.source))
+            elif kind == CARBON:  # the figure in force from this tick on
+                cur.g_now = co2_g(1.0, carbon_of(row))
             elif kind in META_KINDS:
                 cur.meta.take(row)
     except SessionFormatError as exc:
@@ -154,13 +165,19 @@ def load_file(path: str) -> FileResult:
     res.rows = rd.rows
     res.sessions = list(sessions.values())
     for sess in res.sessions:
-        carbon = sess.meta.carbon  # the settings recorded; else what the co2_g cells say
-        g_per_j = co2_g(1.0, carbon) if carbon is not None else sess.g_per_j or 0.0
+        g_per_j = _g_per_j(sess)
         for s in sess.series.values():
             s.g_per_j = g_per_j
     if not res.error and not any(s.t1 for sess in res.sessions for s in sess.series.values()):
         res.problems.append(f"{safe_text(path)}: no samples (an empty session)")
     return res
+
+
+def _g_per_j(sess: SessionData) -> float:
+    """g CO2e per J of a session's samples before any ``carbon`` row: its recorded
+    settings, else what its co2_g cells say (0 before one is read)."""
+    carbon = sess.meta.carbon
+    return co2_g(1.0, carbon) if carbon is not None else sess.g_per_j or 0.0
 
 
 # -- computing -----------------------------------------------------------------------
