@@ -520,3 +520,55 @@ def test_record_a_command_with_a_live_source(tmp_path, server):
                for row in SessionReader(out, kinds={"carbon", "settings"})]
     assert figures[0].provider == "table"  # before the first answer
     assert (figures[-1].g_per_kwh, figures[-1].provider) == (123.0, UK)
+
+
+def test_record_warns_once_and_records_the_fallback(tmp_path, server):
+    """A refused token under ``record``: one ``tuimeter: warning:`` line for the whole
+    run, the table figure with its reason in the file, and an event row saying so."""
+    server.answer = (401, {"message": "bad token"})
+    fake = FakePowercap(tmp_path / "sys").intel_desktop()
+    out = tmp_path / "em.csv"
+    env = env_for(tmp_path, fake)
+    env.update(TUIMETER_ELECTRICITYMAPS_URL=server.url, TUIMETER_ELECTRICITYMAPS_TOKEN="bad")
+    r = subprocess.run(tuimeter("record", "-o", str(out), "--no-gpu", "--interval", "0.1",
+                                "--country", "FR", "--carbon-source", "electricitymaps",
+                                "--carbon-zone", "FR", "--", sys.executable, "-c",
+                                _WAIT_FOR_ROW, str(out), "electricitymaps failed"),
+                       env=env, cwd=ROOT, capture_output=True, text=True, timeout=90,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    warned = [line for line in r.stderr.splitlines() if "warning" in line]
+    assert warned == ["tuimeter: warning: carbon source electricitymaps failed (HTTP 401 (is "
+                      "the token right?)); using 56 g/kWh from the table"], r.stderr
+    assert server.requests[0] == ("/v3/carbon-intensity/latest?zone=FR", "bad")
+    carbon = _rows(out, "carbon")
+    label = json.loads(carbon[-1]["label"])
+    assert (carbon[-1]["source"], label["g_per_kwh"]) == ("table", 56.0)
+    assert label["source"].endswith("(electricitymaps failed: HTTP 401 (is the token right?))")
+    assert any("electricitymaps failed" in e["label"] for e in _rows(out, "event"))
+
+
+def test_doctor_shows_the_live_source_and_its_answer(tmp_path, server):
+    """``tuimeter doctor`` names the configured source (never the token) and what it
+    answers; a source that fails is a warning naming why."""
+    from tuimeter.doctor import run_doctor, to_json
+    from tuimeter.doctor.render import render_text
+
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "cfg"), "TUIMETER_CARBON_SOURCE":
+           "uk-carbon-intensity", "TUIMETER_CARBON_ZONE": "RG10",
+           "TUIMETER_UK_CARBON_URL": server.url}
+    server.answer = (200, uk_regional(150))
+    report = run_doctor(0.0, gpu=False, sleep=lambda s: None, env=env, platform="darwin")
+    live_ = report["carbon"]["live"]
+    assert (live_["source"], live_["zone"], live_["answer"]["g_per_kwh"]) == (UK, "RG10", 150.0)
+    assert ("live source uk-carbon-intensity RG10 at " + server.url) in render_text(report)
+    env.update(TUIMETER_CARBON_SOURCE="electricitymaps", TUIMETER_CARBON_ZONE="DE",
+               TUIMETER_ELECTRICITYMAPS_TOKEN=TOKEN, TUIMETER_ELECTRICITYMAPS_URL=server.url)
+    server.answer = (403, b"")
+    report = run_doctor(0.0, gpu=False, sleep=lambda s: None, env=env, platform="darwin")
+    assert TOKEN not in to_json(report)
+    assert [p["what"] for p in report["problems"] if p["sensor"] == "carbon"] == [
+        "carbon source electricitymaps: no usable answer (default world average: 475 g/kWh "
+        "(IEA 2019); set a country (--country, TUIMETER_COUNTRY) for a better figure "
+        "(electricitymaps failed: HTTP 403 (is the token right?))); the table figure would "
+        "stand in"]

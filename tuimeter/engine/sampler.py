@@ -204,9 +204,9 @@ class Engine:
             st.tick_energy_j, st.span_t = st.last_energy_j, now
         self._start_t = self._last_tick_t = now
         self._last_cpu_s = self.cpu_clock()
-        if self.live_carbon is not None:
-            self.live_carbon.start()
+        if self.live_carbon is not None:  # the figure before any answer, then fetch
             self.carbon = self.live_carbon.current()
+            self.live_carbon.start()
         factor = g_per_j(self.carbon)
         self._snapshot = self._build_snapshot(now, 0.0, (), (), ((), None, None), None,
                                               self._domain_samples(factor), factor)
