@@ -273,14 +273,16 @@ def _rows(path, kind):
     return [r for r in csv.DictReader(open(path, newline="")) if r["kind"] == kind]
 
 
-def test_a_change_mid_session_is_in_each_tick_the_file_and_the_report(server, tmp_path):
-    """Three ticks at 212 g/kWh, then the source says 400: each tick's CO2e uses the
-    figure in force at that tick, in the engine's totals, in the file (a carbon row
-    before the first tick at each figure) and in ``report`` read back from the file."""
+#: three ticks of 45 W at 212 g/kWh, two at 400 (see _record_a_change), g CO2e
+CHANGED_G = (3 * 45 * 212 + 2 * 45 * 400) / 3.6e6
+
+
+def _record_a_change(server, path):
+    """Record five 1 s ticks of 45 W to ``path``: three at 212 g/kWh, then the source
+    says 400. The last snapshot."""
     server.answer = (200, em_answer(212))
     lc = live(server)
     eng, clock = make_engine(carbon=TABLE, live_carbon=lc)  # 45 W counted
-    path = tmp_path / "live.csv"
     rec = Recorder(SessionWriter.create(path, "h"))
     eng.open()  # starts fetching on its own thread
     assert lc.wait_answers(1, 30)
@@ -297,7 +299,16 @@ def test_a_change_mid_session_is_in_each_tick_the_file_and_the_report(server, tm
     eng.stop(final_tick=False)
     eng.close()
     rec.close()
-    expected_g = (3 * 45 * 212 + 2 * 45 * 400) / 3.6e6
+    return snap
+
+
+def test_a_change_mid_session_is_in_each_tick_the_file_and_the_report(server, tmp_path):
+    """Three ticks at 212 g/kWh, then the source says 400: each tick's CO2e uses the
+    figure in force at that tick, in the engine's totals, in the file (a carbon row
+    before the first tick at each figure) and in ``report`` read back from the file."""
+    path = tmp_path / "live.csv"
+    snap = _record_a_change(server, path)
+    expected_g = CHANGED_G
     assert snap.total.total_co2_g == pytest.approx(expected_g)
     assert snap.carbon.g_per_kwh == 400.0
     carbon = _rows(path, "carbon")
@@ -310,6 +321,28 @@ def test_a_change_mid_session_is_in_each_tick_the_file_and_the_report(server, tm
     rep = build_report([load_file(str(path))])
     assert rep.energy_j == pytest.approx(225.0)
     assert rep.co2_g == pytest.approx(expected_g, rel=1e-6)
+
+
+def test_a_replay_takes_each_ticks_recorded_figure(server, tmp_path):
+    """``--replay`` of such a file: each replayed tick at the figure recorded for it."""
+    from tests.fakes.scripted import FakeClock
+    from tuimeter.replay_engine import make_replay
+
+    path = tmp_path / "live.csv"
+    _record_a_change(server, path)
+    clock = FakeClock()
+    engine, _ = make_replay(str(path), clock=clock, cpu_clock=lambda: 0.0)
+    engine.open()
+    assert engine.snapshot.carbon.g_per_kwh == 56.0  # the settings row: before any answer
+    figures = []
+    for _ in range(5):
+        clock.advance(1.0)
+        snap = engine.tick()
+        figures.append((snap.carbon.g_per_kwh, snap.carbon.provider))
+    assert figures == [(212.0, "electricitymaps")] * 3 + [(400.0, "electricitymaps")] * 2
+    assert snap.carbon.source.endswith(", as recorded")
+    assert snap.total.total_co2_g == pytest.approx(CHANGED_G)
+    engine.close()
 
 
 def test_report_reads_older_files_at_their_one_figure():
