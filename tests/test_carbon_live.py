@@ -605,3 +605,42 @@ def test_doctor_shows_the_live_source_and_its_answer(tmp_path, server):
         "(IEA 2019); set a country (--country, TUIMETER_COUNTRY) for a better figure "
         "(electricitymaps failed: HTTP 403 (is the token right?))); the table figure would "
         "stand in"]
+
+
+def test_a_warning_mid_recording_does_not_land_on_the_progress_line(tmp_path, monkeypatch,
+                                                                    server):
+    """On a terminal, the source's failure (arriving on its own thread while the progress
+    line is drawn) wipes the progress line and gets a line of its own."""
+    import io
+
+    from tests.test_record_cli import _render_terminal
+    from tuimeter import cli
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    server.hang = True
+    server.answer = (401, b"")
+    out = tmp_path / "p.csv"
+    fake = FakePowercap(tmp_path / "sys").intel_desktop()
+    for k, v in env_for(tmp_path, fake).items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("TUIMETER_ELECTRICITYMAPS_URL", server.url)
+    monkeypatch.setenv("TUIMETER_ELECTRICITYMAPS_TOKEN", "bad")
+    err = Tty()
+    monkeypatch.setattr(sys, "stderr", err)
+    releaser = threading.Thread(target=lambda: (
+        wait_for(lambda: " g CO2e" in err.getvalue(), what="a progress line"),
+        server.release()), daemon=True)
+    releaser.start()
+    rc = cli.main(["record", "-o", str(out), "--interval", "0.1", "--no-gpu", "--no-socket",
+                   "--no-attribution", "--carbon-source", "electricitymaps", "--carbon-zone",
+                   "DE", "--", sys.executable, "-c", _WAIT_FOR_ROW, str(out),
+                   "electricitymaps failed"])
+    releaser.join(30)
+    assert rc == 0
+    shown = _render_terminal(err.getvalue())
+    [warning] = [line for line in shown if "warning:" in line]
+    assert warning == ("tuimeter: warning: carbon source electricitymaps failed (HTTP 401 (is "
+                       "the token right?)); using 475 g/kWh from the table"), shown

@@ -68,6 +68,8 @@ class RecordedCarbon:
     """The carbon settings a recording had at each tick: its settings row's, then each
     carbon row's from its tick on (the engine's ``live_carbon``; nothing is fetched)."""
 
+    warn = None  # nothing to warn about
+
     def __init__(self, sensor: "ReplaySensor", first: "CarbonInfo"):
         self.sensor = sensor
         self.first = first

@@ -84,6 +84,9 @@ class Attributor(Protocol):
 class LiveCarbonSource(Protocol):
     """Carbon settings that change during a session (``tuimeter.carbon_live.LiveCarbon``)."""
 
+    #: told a warning line as it happens (None: the lines only become events)
+    warn: Callable[[str], None] | None
+
     def start(self) -> None: ...
     def current(self) -> CarbonInfo: ...  # never blocks
     def drain_warnings(self) -> list[str]: ...
