@@ -644,3 +644,45 @@ def test_a_warning_mid_recording_does_not_land_on_the_progress_line(tmp_path, mo
     [warning] = [line for line in shown if "warning:" in line]
     assert warning == ("tuimeter: warning: carbon source electricitymaps failed (HTTP 401 (is "
                        "the token right?)); using 475 g/kWh from the table"), shown
+
+
+def test_an_attached_meter_prices_each_phase_at_its_own_figures(server, tmp_path,
+                                                                 runtime_dir):
+    """A Meter attached to a running session with a live source: each phase's CO2e is
+    the session's own (the marker replies carry the cumulative CO2e), not the energy at
+    one figure."""
+    from tuimeter.session import markers
+
+    server.answer = (200, em_answer(100))
+    lc = live(server)
+    eng, clock = make_engine(carbon=TABLE, live_carbon=lc)
+    rec = Recorder(SessionWriter.create(tmp_path / "session.csv", "h"))
+    eng.open()
+    assert lc.wait_answers(1, 30)
+    rec.start(eng.snapshot)
+    eng.subscribe(rec)
+    marker_server = markers.start_marker_server(eng, rec)
+    try:
+        with api.Meter(label="a") as meter:
+            clock.advance(1.0)
+            eng.tick()  # 45 J at 100 g/kWh
+            server.answer = (200, em_answer(300))
+            lc.fetch_once()
+            clock.advance(1.0)
+            eng.tick()  # 45 J at 300
+            meter.mark("b")
+            clock.advance(1.0)
+            eng.tick()  # 45 J at 300
+            server.answer = (200, em_answer(500))
+            lc.fetch_once()
+            clock.advance(1.0)
+            eng.tick()  # 45 J at 500
+        assert meter.attached
+    finally:
+        marker_server.close()
+        rec.close()
+        eng.close()
+    a, b = meter.phases
+    assert a.energy_j == pytest.approx(90.0) and b.energy_j == pytest.approx(90.0)
+    assert a.co2_g == pytest.approx(45 * (100 + 300) / 3.6e6)
+    assert b.co2_g == pytest.approx(45 * (300 + 500) / 3.6e6)

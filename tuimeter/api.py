@@ -486,11 +486,12 @@ def _reply_samples(bounds: list) -> dict[str, Samples]:
     to the marker), holding the ticks that ended between them, less the one the first
     marker cut. After the last answer (the session vanished): its last power."""
     out: dict[str, Samples] = {}
-    prev = prev_energies = None
+    prev = prev_energies = prev_co2 = None
     for _label, reply in bounds:
         if reply is None or "domains" not in reply or reply.get("extrapolated"):
             continue
         energies = _at_marker(reply)
+        co2 = _co2_at_marker(reply)
         for d in reply["domains"]:
             s = out.get(d["id"])
             if s is None:
@@ -503,10 +504,14 @@ def _reply_samples(bounds: list) -> dict[str, Samples]:
                 whole = (reply.get("tick_seq") or 0) - (prev.get("tick_seq") or 0) - 1
                 if prev.get("tick_elapsed_s", -1.0) >= prev["elapsed_s"]:
                     whole += 1  # the first marker is at a tick's end: it cuts no tick
-                s.add(reply["elapsed_s"], reply["elapsed_s"] - prev["elapsed_s"],
-                      energies[d["id"]] - prev_energies.get(d["id"], 0.0), ticks=max(0, whole))
+                energy = energies[d["id"]] - prev_energies.get(d["id"], 0.0)
+                g = None  # the lump's own g/J: a live carbon source may have changed it
+                if co2 is not None and prev_co2 is not None and energy > 0:
+                    g = max(0.0, co2[d["id"]] - prev_co2.get(d["id"], 0.0)) / energy
+                s.add(reply["elapsed_s"], reply["elapsed_s"] - prev["elapsed_s"], energy,
+                      ticks=max(0, whole), g_per_j=g)
             s.tail_w = d["power_w"]
-        prev, prev_energies = reply, energies
+        prev, prev_energies, prev_co2 = reply, energies, co2
     return out
 
 
@@ -520,6 +525,17 @@ def _extrapolated(last: dict, last_local_t: float) -> dict:
 def _at_marker(state: dict) -> dict:
     dt = max(0.0, state["elapsed_s"] - state.get("tick_elapsed_s", state["elapsed_s"]))
     return {d["id"]: d["total_energy_j"] + (d["power_w"] or 0.0) * dt for d in state["domains"]}
+
+
+def _co2_at_marker(state: dict) -> dict | None:
+    """Per domain, the cumulative CO2e at the marker (as :func:`_at_marker`, at the
+    reply's g/J past the last tick); None from a session that does not send it."""
+    if not all(isinstance(d.get("total_co2_g"), (int, float)) for d in state["domains"]):
+        return None
+    dt = max(0.0, state["elapsed_s"] - state.get("tick_elapsed_s", state["elapsed_s"]))
+    g = state.get("co2_g_per_j") or 0.0
+    return {d["id"]: d["total_co2_g"] + (d["power_w"] or 0.0) * dt * g
+            for d in state["domains"]}
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
