@@ -195,6 +195,9 @@ FAILURES = [
     ((200, em_answer(-5)), "an impossible carbon intensity (-5 g/kWh)"),
     ((200, b'{"carbonIntensity": NaN}'), "an impossible carbon intensity (nan g/kWh)"),
     ((200, em_answer(5001)), "an impossible carbon intensity (5001 g/kWh)"),
+    ((200, b'{"carbonIntensity": 1e999}'), "an impossible carbon intensity (inf g/kWh)"),
+    ((200, b'{"carbonIntensity": 1' + b"0" * 400 + b"}"),
+     "an impossible carbon intensity (1000000000000000000000000000000000000000... g/kWh)"),
     ((200, em_answer(True)), "a carbon intensity that is not a number (True)"),
     ((200, em_answer("212")), "a carbon intensity that is not a number ('212')"),
 ]
@@ -507,10 +510,13 @@ def test_config_file_values_are_checked_early(tmp_path):
 
 
 # -- the command line ------------------------------------------------------------------
-def test_record_without_a_token_is_one_line_exit_2(tmp_path):
+@pytest.mark.parametrize("form", ["record", "ui"])
+def test_no_token_is_one_line_exit_2(tmp_path, form):
+    """Electricity Maps without a token: one line, exit 2, no file (record and the UI)."""
     fake = FakePowercap(tmp_path / "sys").intel_desktop()
     out = tmp_path / "x.csv"
-    r = subprocess.run(tuimeter("record", "-o", str(out), "--no-gpu", "--carbon-source",
+    sub = ["record"] if form == "record" else []
+    r = subprocess.run(tuimeter(*sub, "-o", str(out), "--no-gpu", "--carbon-source",
                                 "electricitymaps", "--carbon-zone", "DE"),
                        env=env_for(tmp_path, fake), cwd=ROOT, capture_output=True, text=True,
                        timeout=60, stdin=subprocess.DEVNULL)

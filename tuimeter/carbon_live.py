@@ -242,7 +242,10 @@ def check_g(value: object) -> float:
         raise FetchError("no carbon intensity in the answer")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise FetchError(f"a carbon intensity that is not a number ({_short(repr(value), 40)})")
-    g = float(value)
+    try:
+        g = float(value)
+    except OverflowError:  # an integer past any float
+        g = math.inf
     if not (math.isfinite(g) and 0.0 <= g <= MAX_INTENSITY_G_PER_KWH):
         raise FetchError(f"an impossible carbon intensity ({_short(repr(value), 40)} g/kWh)")
     return g
