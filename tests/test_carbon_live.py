@@ -280,13 +280,13 @@ def _rows(path, kind):
 CHANGED_G = (3 * 45 * 212 + 2 * 45 * 400) / 3.6e6
 
 
-def _record_a_change(server, path):
-    """Record five 1 s ticks of 45 W to ``path``: three at 212 g/kWh, then the source
-    says 400. The last snapshot."""
+def _record_a_change(server, path, rec=None):
+    """Record five 1 s ticks of 45 W to ``path`` (or with ``rec``): three at 212 g/kWh,
+    then the source says 400. The last snapshot."""
     server.answer = (200, em_answer(212))
     lc = live(server)
     eng, clock = make_engine(carbon=TABLE, live_carbon=lc)  # 45 W counted
-    rec = Recorder(SessionWriter.create(path, "h"))
+    rec = rec or Recorder(SessionWriter.create(path, "h"))
     eng.open()  # starts fetching on its own thread
     assert lc.wait_answers(1, 30)
     rec.start(eng.snapshot)
@@ -324,6 +324,24 @@ def test_a_change_mid_session_is_in_each_tick_the_file_and_the_report(server, tm
     rep = build_report([load_file(str(path))])
     assert rep.energy_j == pytest.approx(225.0)
     assert rep.co2_g == pytest.approx(expected_g, rel=1e-6)
+
+
+def test_rotated_parts_each_carry_the_figure_in_force(server, tmp_path):
+    """``--rotate``: each part stands alone (its settings row, then a carbon row where the
+    figure differs), and the report over all parts prices every tick as recorded."""
+    from tuimeter.session.rotate import RotatePolicy, open_rotating_recorder
+
+    path = tmp_path / "rot.csv"
+    rec = open_rotating_recorder(str(path), "h", RotatePolicy(max_bytes=1))  # a file a tick
+    _record_a_change(server, path, rec)
+    parts = rec.paths
+    assert len(parts) == 5
+    for part in parts[1:]:
+        assert [json.loads(r["label"])["g_per_kwh"] for r in _rows(part, "carbon")] in (
+            [212.0], [400.0])
+    rep = build_report([load_file(p) for p in parts])
+    assert rep.energy_j == pytest.approx(225.0)
+    assert rep.co2_g == pytest.approx(CHANGED_G, rel=1e-6)
 
 
 def test_a_replay_takes_each_ticks_recorded_figure(server, tmp_path):

@@ -73,7 +73,8 @@ def make_attributor(opts: "MeasureOptions", engine: "Engine | None" = None) -> A
     if engine is None:
         return _make(opts)
     # a live carbon source: the job's CO2e from its domains' (each tick's figure)
-    return _make(opts, engine.sensors, None if engine.live_carbon is not None else engine.carbon)
+    fixed = engine.carbon if engine.live_carbon is None else None
+    return _make(opts, engine.sensors, fixed)
 
 
 def open_measurement(args: argparse.Namespace, opts: "MeasureOptions",

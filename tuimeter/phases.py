@@ -37,12 +37,13 @@ class Samples:
     ``in_total``: the domain counts in the machine total. ``provs``: the provenance of
     its readings (``measured``, ``estimated``). ``g_per_j``: grams CO2e per joule of
     this series; ``g``: per sample instead, once a sample came with another figure (a
-    live carbon source: each tick's own), else None. ``clip``: time before it is not counted (an earlier session of the
-    same host already covered it). ``tail_w``: the power carried past the end of the
-    data when a phase is extrapolated (:meth:`add` sets the last sample's power,
-    :meth:`add_lost` None: a domain that ended lost stays lost). ``ticks``: how many
-    whole ticks each sample holds; None when each is one tick (a lump of several
-    ticks, or an edge that is part of a tick, comes from a marker reply).
+    live carbon source: each tick's own), else None. ``clip``: time before it is not
+    counted (an earlier session of the same host already covered it). ``tail_w``: the
+    power carried past the end of the data when a phase is extrapolated (:meth:`add`
+    sets the last sample's power, :meth:`add_lost` None: a domain that ended lost stays
+    lost). ``ticks``: how many whole ticks each sample holds; None when each is one
+    tick (a lump of several ticks, or an edge that is part of a tick, comes from a
+    marker reply).
     """
 
     __slots__ = ("t1", "iv", "e", "ticks", "g", "lost_t1", "lost_iv", "in_total", "provs",

@@ -80,7 +80,7 @@ class _Series(Samples):
         out.provs = self.provs | later.provs
         out.last_prov = later.last_prov
         out.g_per_j = self.g_per_j
-        if self.g is not None or later.g is not None:  # a live carbon source's figures
+        if self.g is not None or later.g is not None or self.g_per_j != later.g_per_j:
             out.g = array("d")
             for part in (self, later):
                 out.g.extend(part.g if part.g is not None else [part.g_per_j] * len(part.t1))
