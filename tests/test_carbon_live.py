@@ -189,6 +189,7 @@ FAILURES = [
     ((401, {"message": "unauthorized"}), "HTTP 401 (is the token right?)"),
     ((403, b"forbidden"), "HTTP 403 (is the token right?)"),
     ((500, b"oops"), "HTTP 500"),
+    ((302, b""), "HTTP 302"),  # a redirect is not followed: the token stays home
     ((200, b"<html>not json</html>"), "an answer that is not JSON"),
     ((200, {"zone": "DE"}), "no carbon intensity in the answer"),
     ((200, ["a", "list"]), "an answer that is not a JSON object"),
@@ -710,3 +711,14 @@ def test_an_attached_meter_prices_each_phase_at_its_own_figures(server, tmp_path
     assert a.energy_j == pytest.approx(90.0) and b.energy_j == pytest.approx(90.0)
     assert a.co2_g == pytest.approx(45 * (100 + 300) / 3.6e6)
     assert b.co2_g == pytest.approx(45 * (300 + 500) / 3.6e6)
+
+
+def test_a_redirect_is_not_followed(server):
+    """A 302 (to the same server here; it could be any host) is a failure: urllib would
+    send the auth-token header on to wherever the redirect points."""
+    server.answer = (302, b"")
+    server.headers = {"Location": server.url + "/elsewhere"}
+    lc = live(server)
+    lc.fetch_once()
+    assert lc.current().source.endswith("(electricitymaps failed: HTTP 302)")
+    assert [path for path, _ in server.requests] == ["/v3/carbon-intensity/latest?zone=DE"]

@@ -192,7 +192,7 @@ def resolve_live(source: str | None = None, zone: str | None = None,
 # -- fetching ------------------------------------------------------------------------
 def get_json(url: str, headers: Mapping[str, str], timeout_s: float) -> tuple[Any, Any]:
     """(the decoded JSON, the response headers) of ``GET url``; FetchError with a short
-    reason for anything else."""
+    reason for anything else (a redirect too: the token is never sent elsewhere)."""
     import http.client
     import socket
     import urllib.error
@@ -200,11 +200,17 @@ def get_json(url: str, headers: Mapping[str, str], timeout_s: float) -> tuple[An
 
     from . import __version__
 
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        """A redirect is an error: urllib would send the token on to any host."""
+
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
     req = urllib.request.Request(url, headers={"Accept": "application/json",
                                                "User-Agent": f"tuimeter/{__version__}",
                                                **headers})
     try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+        with urllib.request.build_opener(NoRedirect).open(req, timeout=timeout_s) as resp:
             body = resp.read(MAX_BODY_BYTES + 1)
             answer_headers = resp.headers
     except urllib.error.HTTPError as exc:
