@@ -496,12 +496,15 @@ def test_settings_come_from_arguments_environment_then_config(tmp_path):
      "TUIMETER_CARBON_SOURCE: carbon source must be one of table, electricitymaps, "
      "uk-carbon-intensity"),
     (None, None, {}, 'carbon_source = "uk-carbon-intensity"\nuk_carbon_url = "ftp://x"\n',
-     "'uk_carbon_url' in config.toml: must be an http:// or https:// URL"),
+     "config.toml: 'uk_carbon_url': must be an http:// or https:// URL"),
+    ("electricitymaps", "DE", {"TUIMETER_ELECTRICITYMAPS_TOKEN": "abc\r\nX-Evil: 1"}, "",
+     "the Electricity Maps token (TUIMETER_ELECTRICITYMAPS_TOKEN) must be printable ASCII"),
 ])
 def test_bad_settings_are_one_line(tmp_path, source, zone, env, config, message):
     with pytest.raises(ValueError) as err:
         resolve_live(source, zone, env=env, config_path=_config(tmp_path, config))
     assert message in str(err.value) and "\n" not in str(err.value)
+    assert "abc" not in str(err.value)  # a token is never echoed
 
 
 def test_meter_and_make_engine_take_the_source(tmp_path, monkeypatch, server):

@@ -83,6 +83,7 @@ MAX_BODY_BYTES = 1 << 20
 
 _ZONE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,39}")
 _OUTCODE = re.compile(r"[A-Z]{1,2}[0-9][A-Z0-9]?")
+_TOKEN = re.compile(r"[!-~]{1,1024}")  # an HTTP header value: no space, no newline
 
 
 class CarbonSourceWarning(UserWarning):
@@ -157,8 +158,8 @@ def resolve_live(source: str | None = None, zone: str | None = None,
     without a token or zone."""
     from .config import check_value, default_config_path, read_table
 
-    table = read_table(Path(config_path) if config_path is not None
-                       else default_config_path(env))
+    path = Path(config_path) if config_path is not None else default_config_path(env)
+    table = read_table(path)
 
     def pick(key: str, given: object) -> tuple[object, str]:
         if given is not None:
@@ -166,7 +167,7 @@ def resolve_live(source: str | None = None, zone: str | None = None,
         if env.get(ENV_NAMES[key]):
             return env[ENV_NAMES[key]], ENV_NAMES[key]
         if key in table:
-            return table[key], f"{key!r} in config.toml"
+            return table[key], f"{path}: {key!r}"
         return None, ""
 
     value, where = pick("carbon_source", source)
@@ -179,10 +180,13 @@ def resolve_live(source: str | None = None, zone: str | None = None,
     checked_zone = _check_zone(name, zone_value, zone_where)
     token = None
     if name == ELECTRICITYMAPS:
-        token, _ = pick("electricitymaps_token", None)
+        token, token_where = pick("electricitymaps_token", None)
         if not token:
             raise ValueError(f"--carbon-source electricitymaps needs an API token in "
                              f"{ENV_TOKEN} (or electricitymaps_token in config.toml)")
+        if not (isinstance(token, str) and _TOKEN.fullmatch(token)):  # never echoed
+            raise ValueError(f"the Electricity Maps token ({token_where}) must be printable "
+                             f"ASCII without spaces")
     url_key = "electricitymaps_url" if name == ELECTRICITYMAPS else "uk_carbon_url"
     url, url_where = pick(url_key, None)
     url = DEFAULT_URLS[name] if url is None else check_value(url_key, url, url_where)
