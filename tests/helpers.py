@@ -85,7 +85,10 @@ def env_for(tmp_path: Path, fake=None) -> dict:
     env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
     env["XDG_DATA_HOME"] = str(tmp_path / "data")
     (tmp_path / "run").mkdir(exist_ok=True)
-    for k in ("TUIMETER_COUNTRY", "TUIMETER_CARBON_INTENSITY", "TUIMETER_PUE"):
+    for k in ("TUIMETER_COUNTRY", "TUIMETER_CARBON_INTENSITY", "TUIMETER_PUE",
+              "TUIMETER_CARBON_SOURCE", "TUIMETER_CARBON_ZONE",
+              "TUIMETER_ELECTRICITYMAPS_TOKEN", "TUIMETER_ELECTRICITYMAPS_URL",
+              "TUIMETER_UK_CARBON_URL"):
         env.pop(k, None)
     if fake is not None:
         env["TUIMETER_POWERCAP_ROOT"] = str(fake.sensor_root)

@@ -263,3 +263,22 @@ def test_config_that_is_not_a_regular_file_is_refused_unread(tmp_path: Path, spe
     link.unlink()
     link.symlink_to(real)
     assert resolve_carbon(env={}, config_path=link).g_per_kwh == lookup_country("FR").g_per_kwh
+
+
+def test_help_loads_neither_config_nor_the_tables():
+    """``tuimeter record --help`` (whose exporter options load tuimeter.points, and so
+    g_per_j) imports neither tuimeter.config (platformdirs, tomllib) nor the table
+    readers: every --help must start in at most 0.25 s (regression: tuimeter.carbon
+    imported them at the top)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom tuimeter.cli import main\n"
+            "try:\n    main(['record', '--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('tuimeter.config', 'platformdirs', 'tomllib', "
+            "'importlib.resources', 'urllib.request') if m in sys.modules))\n"
+            "assert 'tuimeter.carbon' in sys.modules")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[-1] == "[]"

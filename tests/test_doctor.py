@@ -402,3 +402,18 @@ def test_end_to_end_json_over_a_fake_tree_from_the_environment(tmp_path):
     assert z["package-0"]["power_w"] > 0 and z["package-0/core"]["power_w"] == 0
     assert "nvml" not in report["sensors"]
     assert r.stderr == ""
+
+
+def test_doctor_help_loads_no_probe():
+    """``tuimeter doctor --help`` imports no probe and no sensor module (they load when
+    the doctor runs): every --help must start in at most 0.25 s, and the probes took
+    about a third of doctor's (regression: they were imported with tuimeter.doctor)."""
+    code = ("import sys\nfrom tuimeter.cli import main\n"
+            "try:\n    main(['doctor', '--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('tuimeter.doctor.', "
+            "'tuimeter.sensors', 'pynvml'))))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "usage:" in res.stdout
+    assert res.stdout.splitlines()[-1] == "[]"

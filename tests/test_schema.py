@@ -56,6 +56,9 @@ def _row(kind, **kw) -> Row:
 EVERY_KIND = [
     _row("session", label="tuimeter schema 2; carbon 312.5 g/kWh (x); pue 1.25; rapl: ok"),
     _row("settings", label=schema.settings_label(CARBON)),
+    schema.carbon_row(dataclasses.replace(CARBON, g_per_kwh=212.0, provider="electricitymaps",
+                                          source="electricitymaps DE: 212 g/kWh"),
+                      T0 + 0.25, 1.5, "h", "s1"),
     schema.domain_row(ODD[1], T0 + 0.25, 1.5, "h", "s1"),
     _row("sample", interval_s=1.0, domain="gpu0", source="nvml", in_total=True, power_w=40.5,
          energy_j=40.5, co2_g=0.003515625, provenance="measured"),
@@ -145,7 +148,7 @@ def _replayed(path):
 
 
 def test_a_recorded_session_describes_its_domains_and_settings(tmp_path):
-    """Schema 2 as written: a settings row with the schema and the carbon settings, and a
+    """Schema 2 (and 3) as written: a settings row with the schema and the carbon settings, and a
     domain row (kind, name, label, source, in_total, provenance) before a domain's first
     sample, also for a domain first seen after the start."""
     later = domain("amdgpu1", DomainKind.MEMORY, source="amdsmi")
@@ -153,8 +156,8 @@ def test_a_recorded_session_describes_its_domains_and_settings(tmp_path):
     path = _record(tmp_path / "s.csv", ODD, later=later)
     rows = list(SessionReader(path, kinds=ROW_KINDS))
     assert [r.kind for r in rows[:2]] == ["session", "settings"]
-    assert rows[0].label.startswith("tuimeter schema 2; carbon 312.5 g/kWh")
-    assert schema.settings_of(rows[1]) == (2, CARBON)
+    assert rows[0].label.startswith("tuimeter schema 3; carbon 312.5 g/kWh")
+    assert schema.settings_of(rows[1]) == (3, CARBON)
     described = {}
     for r in rows:
         if r.kind == "domain":
@@ -165,7 +168,8 @@ def test_a_recorded_session_describes_its_domains_and_settings(tmp_path):
     meta = SessionMeta()
     for r in rows:
         meta.take(r)
-    assert (meta.schema, meta.carbon) == (2, CARBON) and meta.structured
+    assert (meta.schema, meta.carbon) == (3, CARBON) and meta.structured
+    assert "carbon" not in {r.kind for r in rows}  # a fixed figure: no carbon row
 
 
 def test_a_kind_the_id_would_guess_wrong_survives_a_round_trip(tmp_path):

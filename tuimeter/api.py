@@ -196,12 +196,20 @@ class Meter:
     * ``pue`` (float | None, default None): power usage effectiveness (>= 1), multiplies
       CO2e. For these three, None falls back to the environment, then the config file,
       then 1.0 / no CO2e (README, "Carbon").
+    * ``carbon_source`` (str | None, default None: ``$TUIMETER_CARBON_SOURCE``, the
+      config file, else ``"table"``): ``"table"`` (the figure above, fixed),
+      ``"electricitymaps"`` or ``"uk-carbon-intensity"`` (a live grid intensity fetched
+      in the background, each tick's CO2e at the figure then in force; the table figure
+      stands in, with a warning, when the source fails).
+    * ``carbon_zone`` (str | None, default None): the live source's zone: an Electricity
+      Maps zone (``"DE"``), a UK postcode's outward code (``"RG10"``; None: all of Great
+      Britain).
     * ``host`` (str | None, default None: this machine's host name): host name written
       to the session.
     * ``extra_sensors`` (sequence of :class:`~tuimeter.sensors.base.Sensor` | None,
       default None): sensors added to the ones discovered.
 
-    A bad ``interval_s``, ``country``, ``carbon_intensity`` or ``pue`` raises
+    A bad ``interval_s``, ``country``, ``carbon_intensity``, ``pue`` or carbon source raises
     :class:`~tuimeter.session.measure.SetupError` on entry, before anything runs.
 
     Modes:
@@ -221,6 +229,7 @@ class Meter:
                  interval_s: float = 1.0, overwrite: bool = False, append: bool = False,
                  gpu: bool = True, powercap_root: str | None = None, country: str | None = None,
                  carbon_intensity: float | None = None, pue: float | None = None,
+                 carbon_source: str | None = None, carbon_zone: str | None = None,
                  host: str | None = None, extra_sensors: Sequence[Sensor] | None = None,
                  attach: bool = True, wait_attached_s: float = WAIT_ATTACHED_S,
                  engine: Engine | None = None, autostart: bool = True) -> None:
@@ -234,8 +243,8 @@ class Meter:
         #: sampling keywords, as :class:`~tuimeter.session.measure.MeasureOptions` fields
         self.options: dict[str, Any] = dict(
             interval_s=interval_s, gpu=gpu, powercap_root=powercap_root, country=country,
-            carbon_intensity=carbon_intensity, pue=pue, host=host,
-            extra_sensors=list(extra_sensors or ()))
+            carbon_intensity=carbon_intensity, pue=pue, carbon_source=carbon_source,
+            carbon_zone=carbon_zone, host=host, extra_sensors=list(extra_sensors or ()))
         self.wait_attached_s = wait_attached_s
         self.attached = False
         self.recorder = None
@@ -433,6 +442,7 @@ class Meter:
     def _on_tick(self, snap) -> None:
         if snap.interval_s <= 0:
             return
+        factor = g_per_j(snap.carbon)  # this tick's (a live carbon source changes it)
         with self._lock:
             for d in snap.domains:
                 s = self._samples.get(d.domain.id)
@@ -442,13 +452,14 @@ class Meter:
                 if d.energy_j is None:
                     s.add_lost(snap.elapsed_s, snap.interval_s)
                 else:  # a bridged reading spans the lost ticks before it
-                    s.add(snap.elapsed_s, d.bridged_s or snap.interval_s, d.energy_j)
+                    s.add(snap.elapsed_s, d.bridged_s or snap.interval_s, d.energy_j,
+                          g_per_j=factor)
             if self._own_since is not None:
-                self._own_tick(snap)
+                self._own_tick(snap, factor)
             self._last_tick_s = snap.elapsed_s
             self._finalize()
 
-    def _own_tick(self, snap) -> None:
+    def _own_tick(self, snap, factor: float) -> None:
         """This tree's energy in the tick, per domain. The first tick after the engine
         began following it counts only from then (its energy is of that part alone)."""
         mine = next((o for o in snap.owners if o.pid == os.getpid()), None)
@@ -462,7 +473,7 @@ class Meter:
             s = self._own_samples.get(key)
             if s is None:
                 s = self._own_samples[key] = Samples(True, {ATTRIBUTED}, self._g_per_j)
-            s.add(snap.elapsed_s, span, energies.get(key, 0.0))
+            s.add(snap.elapsed_s, span, energies.get(key, 0.0), g_per_j=factor)
 
     def _finalize(self, force: bool = False) -> None:
         """Move phases whose end a tick has passed into ``_done`` (and that no domain
@@ -552,7 +563,7 @@ def _reply_samples(bounds: list, entries=_machine) -> dict[str, Samples]:
     marker cut. After the last answer (the session vanished): its last power.
     ``entries``: the domains of a reply (the machine's, or this tree's own)."""
     out: dict[str, Samples] = {}
-    prev = prev_energies = None
+    prev = prev_energies = prev_co2 = None
     for _label, reply in bounds:
         if reply is None or "domains" not in reply or reply.get("extrapolated"):
             continue
@@ -560,6 +571,7 @@ def _reply_samples(bounds: list, entries=_machine) -> dict[str, Samples]:
         if doms is None:
             continue
         energies = _at_marker(reply, doms)
+        co2 = _co2_at_marker(reply, doms)
         for d in doms:
             s = out.get(d["id"])
             if s is None:
@@ -572,10 +584,14 @@ def _reply_samples(bounds: list, entries=_machine) -> dict[str, Samples]:
                 whole = (reply.get("tick_seq") or 0) - (prev.get("tick_seq") or 0) - 1
                 if prev.get("tick_elapsed_s", -1.0) >= prev["elapsed_s"]:
                     whole += 1  # the first marker is at a tick's end: it cuts no tick
-                s.add(reply["elapsed_s"], reply["elapsed_s"] - prev["elapsed_s"],
-                      energies[d["id"]] - prev_energies.get(d["id"], 0.0), ticks=max(0, whole))
+                energy = energies[d["id"]] - prev_energies.get(d["id"], 0.0)
+                g = None  # the lump's own g/J: a live carbon source may have changed it
+                if co2 is not None and prev_co2 is not None and energy > 0:
+                    g = max(0.0, co2[d["id"]] - prev_co2.get(d["id"], 0.0)) / energy
+                s.add(reply["elapsed_s"], reply["elapsed_s"] - prev["elapsed_s"], energy,
+                      ticks=max(0, whole), g_per_j=g)
             s.tail_w = d["power_w"]
-        prev, prev_energies = reply, energies
+        prev, prev_energies, prev_co2 = reply, energies, co2
     return out
 
 
@@ -591,6 +607,16 @@ def _at_marker(state: dict, domains: list) -> dict:
     return {d["id"]: d["total_energy_j"] + (d["power_w"] or 0.0) * dt for d in domains}
 
 
+def _co2_at_marker(state: dict, domains: list) -> dict | None:
+    """Per domain, the cumulative CO2e at the marker (as :func:`_at_marker`, at the
+    reply's g/J past the last tick); None from a session that does not send it."""
+    if not all(isinstance(d.get("total_co2_g"), (int, float)) for d in domains):
+        return None
+    dt = max(0.0, state["elapsed_s"] - state.get("tick_elapsed_s", state["elapsed_s"]))
+    g = state.get("co2_g_per_j") or 0.0
+    return {d["id"]: d["total_co2_g"] + (d["power_w"] or 0.0) * dt * g for d in domains}
+
+
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
@@ -603,6 +629,7 @@ def measure(func: None = None, /, *, label: str | None = None, output: str | Non
             interval_s: float = 1.0, overwrite: bool = False, append: bool = False,
             gpu: bool = True, powercap_root: str | None = None, country: str | None = None,
             carbon_intensity: float | None = None, pue: float | None = None,
+            carbon_source: str | None = None, carbon_zone: str | None = None,
             host: str | None = None, extra_sensors: Sequence[Sensor] | None = None,
             attach: bool = True, wait_attached_s: float = WAIT_ATTACHED_S,
             engine: Engine | None = None, autostart: bool = True) -> Callable[[_F], _F]: ...
@@ -612,6 +639,7 @@ def measure(func: _F | None = None, /, *, label: str | None = None, output: str 
             interval_s: float = 1.0, overwrite: bool = False, append: bool = False,
             gpu: bool = True, powercap_root: str | None = None, country: str | None = None,
             carbon_intensity: float | None = None, pue: float | None = None,
+            carbon_source: str | None = None, carbon_zone: str | None = None,
             host: str | None = None, extra_sensors: Sequence[Sensor] | None = None,
             attach: bool = True, wait_attached_s: float = WAIT_ATTACHED_S,
             engine: Engine | None = None, autostart: bool = True) -> Any:
@@ -621,7 +649,8 @@ def measure(func: _F | None = None, /, *, label: str | None = None, output: str 
     keywords are :class:`Meter`'s, with the same meaning and defaults: ``output`` (str,
     default None: no file), ``overwrite`` (False), ``interval_s`` (seconds, 1.0), ``gpu``
     (True), ``powercap_root`` (None), ``country`` (None), ``carbon_intensity`` (gCO2e/kWh,
-    None), ``pue`` (None), ``host`` (None), ``extra_sensors`` (None), ``attach`` (True),
+    None), ``pue`` (None), ``carbon_source`` (None: table), ``carbon_zone`` (None),
+    ``host`` (None), ``extra_sensors`` (None), ``attach`` (True),
     ``wait_attached_s`` (seconds, 30), ``engine`` (None), ``autostart`` (True); except:
 
     * ``label`` (str | None, default None): the phase's label; None uses the function's
@@ -636,7 +665,8 @@ def measure(func: _F | None = None, /, *, label: str | None = None, output: str 
     """
     meter_kw = dict(output=output, interval_s=interval_s, overwrite=overwrite, gpu=gpu,
                     powercap_root=powercap_root, country=country,
-                    carbon_intensity=carbon_intensity, pue=pue, host=host,
+                    carbon_intensity=carbon_intensity, pue=pue,
+                    carbon_source=carbon_source, carbon_zone=carbon_zone, host=host,
                     extra_sensors=extra_sensors, attach=attach,
                     wait_attached_s=wait_attached_s, engine=engine, autostart=autostart)
 

@@ -24,20 +24,19 @@ one-line message says what was wrong and what would work.
 
 from __future__ import annotations
 
-import csv
-import difflib
-import io
 import math
 import os
 import stat
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
-from .config import ConfigWarning, default_config_path  # noqa: F401 (re-exported)
 from .model import CarbonInfo
+
+# The table readers (csv, importlib.resources, difflib) and tuimeter.config (platformdirs,
+# tomllib) are imported where they are used: tuimeter.points needs only g_per_j, and every
+# --help loads it (through the exporters' options).
 
 #: g CO2e per kWh when nothing better is known (IEA 2019, as used by CodeCarbon).
 WORLD_AVERAGE_G_PER_KWH = 475.0
@@ -158,7 +157,21 @@ def read_config_text(path: str | os.PathLike) -> str:
                           f"0x{data[exc.start]:02x} at offset {exc.start})") from None
 
 
+def __getattr__(name: str) -> Any:
+    """``ConfigWarning`` and ``default_config_path``, re-exported from tuimeter.config
+    (imported when first asked for)."""
+    if name in ("ConfigWarning", "default_config_path"):
+        from . import config
+
+        return getattr(config, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _read_data(name: str) -> list[dict[str, str]]:
+    import csv
+    import io
+    from importlib import resources
+
     text = (resources.files("tuimeter") / "data" / name).read_text(encoding="utf-8")
     return list(csv.DictReader(io.StringIO(text)))
 
@@ -194,6 +207,8 @@ def _country_keys() -> dict[str, str]:
 def lookup_country(country: str, origin: str = "") -> CountryIntensity:
     """A table row for ``FRA``, ``FR`` or ``france``; CarbonError with suggestions if none
     (``origin``, e.g. "from TUIMETER_COUNTRY", is named in it)."""
+    import difflib
+
     key = " ".join(str(country).split()).lower()
     keys = _country_keys()
     if key in keys:
@@ -258,6 +273,8 @@ def resolve_carbon(
     fine). Raises CarbonError for an unknown country, a non-numeric or negative
     intensity, a PUE below 1, or an unreadable config file.
     """
+    from .config import default_config_path
+
     path = Path(config_path) if config_path is not None else default_config_path(env)
     levels = [
         CarbonSettings("given", country, intensity_g_per_kwh, pue),

@@ -160,6 +160,15 @@ class _Progress:
                 return
             self._len = len(line) - 1 + pad
 
+    def interject(self, line: str) -> None:
+        """A warning while recording (a live carbon source failed, on its own thread):
+        the progress line is wiped, the warning gets its own line, progress goes on."""
+        with self._lock:
+            if self.show and self._len:
+                say("\r" + " " * self._len + "\r", end="", raw=True)
+                self._len = 0
+            say(f"tuimeter: warning: {line}")
+
     def clear(self) -> None:
         """Wipe the whole progress line (however long) before any other stderr line."""
         with self._lock:
@@ -177,6 +186,8 @@ def _run_recording(live: LiveSession, args: argparse.Namespace, command: list[st
     progress = _Progress(not args.quiet and sys.stderr.isatty(), live.exporters,
                          lambda: sys.stderr)
     engine.subscribe(progress)
+    if engine.live_carbon is not None:
+        engine.live_carbon.warn = progress.interject
     if not args.quiet:
         for line in unavailable_lines(engine.statuses):
             say(line)

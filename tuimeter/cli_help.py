@@ -30,7 +30,8 @@ examples:
 examples:
   tuimeter record -o run.csv -- python train.py
   tuimeter record -o node.csv --rotate daily --prometheus 9101
-  tuimeter record -o run.csv --pid 4242 --duration 600 -q""",
+  tuimeter record -o run.csv --pid 4242 --duration 600 -q
+  tuimeter record -o run.csv --carbon-source uk-carbon-intensity --carbon-zone RG10 -- make""",
     "mark": """\
 examples:
   tuimeter mark epoch 1

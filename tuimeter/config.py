@@ -5,7 +5,9 @@ environment variable, then ``config.toml``, then the built-in default (README,
 "Configuration", has the table). :func:`apply_config` is the one place that fills the
 parsed options from the environment and the file; the carbon keys (``country``,
 ``carbon_intensity``, ``pue``) are resolved by :func:`tuimeter.carbon.resolve_carbon`
-in the same order.
+in the same order, and so are the live carbon keys (``carbon_source``, ``carbon_zone``,
+``electricitymaps_token``, ``electricitymaps_url``, ``uk_carbon_url``) by
+:func:`tuimeter.carbon_live.resolve_live`.
 
 Locations come from ``platformdirs``; on Linux they are the XDG ones:
 ``$XDG_CONFIG_HOME/tuimeter/config.toml`` (``~/.config/...``) and
@@ -123,6 +125,15 @@ def _carbon(name: str) -> Callable[[object], object]:
     return check
 
 
+def _live(name: str) -> Callable[[object], object]:
+    """A check of tuimeter.carbon_live, imported when a value is checked."""
+    def check(value: object) -> object:
+        from . import carbon_live
+
+        return getattr(carbon_live, name)(value)
+    return check
+
+
 @dataclass(frozen=True)
 class Key:
     """One config.toml key: its type (for the docs), its check, the environment variable
@@ -159,6 +170,12 @@ KEYS: tuple[Key, ...] = (
     Key("country", _carbon("country"), "TUIMETER_COUNTRY", None),
     Key("carbon_intensity", _carbon("carbon_intensity"), "TUIMETER_CARBON_INTENSITY", None),
     Key("pue", _carbon("pue"), "TUIMETER_PUE", None),
+    # the live carbon keys: resolved by carbon_live.resolve_live
+    Key("carbon_source", _live("check_source"), "TUIMETER_CARBON_SOURCE", None),
+    Key("carbon_zone", _text, "TUIMETER_CARBON_ZONE", None),
+    Key("electricitymaps_token", _text, "TUIMETER_ELECTRICITYMAPS_TOKEN", None),
+    Key("electricitymaps_url", _live("check_url"), "TUIMETER_ELECTRICITYMAPS_URL", None),
+    Key("uk_carbon_url", _live("check_url"), "TUIMETER_UK_CARBON_URL", None),
     Key("theme", _text, "TUIMETER_THEME", "theme"),
 )
 KEY_NAMES: tuple[str, ...] = tuple(k.name for k in KEYS)

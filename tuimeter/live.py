@@ -72,7 +72,9 @@ def make_attributor(opts: "MeasureOptions", engine: "Engine | None" = None) -> A
         return None
     if engine is None:
         return _make(opts)
-    return _make(opts, engine.sensors, engine.carbon)
+    # a live carbon source: the job's CO2e from its domains' (each tick's figure)
+    fixed = engine.carbon if engine.live_carbon is None else None
+    return _make(opts, engine.sensors, fixed)
 
 
 def open_measurement(args: argparse.Namespace, opts: "MeasureOptions",

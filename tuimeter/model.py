@@ -318,6 +318,9 @@ class CarbonInfo:
     pue: float
     source: str  # "default world average (IEA 2019)", "country FRA (Our World in Data / Ember, 2023)", ...
     is_default: bool = False
+    #: where the figure came from: "table" (the table, a fixed figure, or the fallback
+    #: of a live source that failed), else the live source (tuimeter.carbon_live.SOURCES)
+    provider: str = "table"
 
 
 @dataclass(frozen=True)

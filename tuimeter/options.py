@@ -139,6 +139,14 @@ def add_measure_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--carbon-intensity", type=carbon_intensity, metavar="G_PER_KWH",
                    help="grid carbon intensity in g CO2e per kWh (0: on-site renewables)")
     p.add_argument("--pue", type=pue, metavar="PUE", help="power usage effectiveness (>= 1)")
+    from .carbon_live import SOURCES
+
+    p.add_argument("--carbon-source", choices=SOURCES, metavar="SOURCE",
+                   help=f"where the grid intensity comes from: {', '.join(SOURCES)} "
+                        "(live, fetched every 15 min; default table)")
+    p.add_argument("--carbon-zone", metavar="ZONE",
+                   help="the live source's area: an Electricity Maps zone (DE, US-CAL-CISO) "
+                        "or a UK postcode's outward code (RG10; default all of Great Britain)")
     p.add_argument("--powercap-root", metavar="DIR",
                    help="powercap folder (default /sys/class/powercap, or $TUIMETER_POWERCAP_ROOT)")
     from .sensors.registry import gpu_sensor_names
@@ -171,7 +179,8 @@ def measure_options(args: argparse.Namespace) -> "MeasureOptions":
         interval_s=args.interval, output=args.output, overwrite=args.overwrite,
         powercap_root=args.powercap_root, gpu=not args.no_gpu, country=args.country,
         carbon_intensity=args.carbon_intensity, pue=args.pue, pid=args.pid,
-        attribution=not args.no_attribution,
+        attribution=not args.no_attribution, carbon_source=args.carbon_source,
+        carbon_zone=args.carbon_zone,
     )
 
 

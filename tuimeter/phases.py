@@ -36,15 +36,17 @@ class Samples:
 
     ``in_total``: the domain counts in the machine total. ``provs``: the provenance of
     its readings (``measured``, ``estimated``). ``g_per_j``: grams CO2e per joule of
-    this series. ``clip``: time before it is not counted (an earlier session of the
-    same host already covered it). ``tail_w``: the power carried past the end of the
-    data when a phase is extrapolated (:meth:`add` sets the last sample's power,
-    :meth:`add_lost` None: a domain that ended lost stays lost). ``ticks``: how many
-    whole ticks each sample holds; None when each is one tick (a lump of several
-    ticks, or an edge that is part of a tick, comes from a marker reply).
+    this series; ``g``: per sample instead, once a sample came with another figure (a
+    live carbon source: each tick's own), else None. ``clip``: time before it is not
+    counted (an earlier session of the same host already covered it). ``tail_w``: the
+    power carried past the end of the data when a phase is extrapolated (:meth:`add`
+    sets the last sample's power, :meth:`add_lost` None: a domain that ended lost stays
+    lost). ``ticks``: how many whole ticks each sample holds; None when each is one
+    tick (a lump of several ticks, or an edge that is part of a tick, comes from a
+    marker reply).
     """
 
-    __slots__ = ("t1", "iv", "e", "ticks", "lost_t1", "lost_iv", "in_total", "provs",
+    __slots__ = ("t1", "iv", "e", "ticks", "g", "lost_t1", "lost_iv", "in_total", "provs",
                  "g_per_j", "clip", "tail_w")
 
     def __init__(self, in_total: bool = True, provs: Iterable[str] = (),
@@ -53,6 +55,7 @@ class Samples:
         self.iv = array("d")  # its span, s (a bridged sample spans the lost ticks before it)
         self.e = array("d")  # energy within it, J
         self.ticks: array | None = None
+        self.g: array | None = None  # g CO2e per J of each sample (None: g_per_j for all)
         self.lost_t1 = array("d")  # lost intervals: their ends and spans
         self.lost_iv = array("d")
         self.in_total = in_total
@@ -62,9 +65,10 @@ class Samples:
         self.tail_w: float | None = None
 
     def add(self, t1_s: float, span_s: float, energy_j: float,
-            ticks: float | None = None) -> None:
+            ticks: float | None = None, g_per_j: float | None = None) -> None:
         """A sample ending at ``t1_s``. When it spans lost intervals recorded before it
-        (a bridged reading), its energy covers them: they are no longer lost."""
+        (a bridged reading), its energy covers them: they are no longer lost.
+        ``g_per_j``: its own g CO2e per J (None: the series')."""
         while self.lost_t1 and self.lost_t1[-1] > t1_s - span_s + _SPAN_EPS_S:
             self.lost_t1.pop()
             self.lost_iv.pop()
@@ -72,6 +76,10 @@ class Samples:
             self.ticks = array("d", [1.0] * len(self.t1))
         if self.ticks is not None:
             self.ticks.append(1.0 if ticks is None else ticks)
+        if g_per_j is not None and self.g is None and g_per_j != self.g_per_j:
+            self.g = array("d", [self.g_per_j] * len(self.t1))
+        if self.g is not None:
+            self.g.append(self.g_per_j if g_per_j is None else g_per_j)
         self.t1.append(t1_s)
         self.iv.append(span_s)
         self.e.append(energy_j)
@@ -100,7 +108,7 @@ class Samples:
     def clipped(self, clip: float) -> "Samples":
         """The same samples (shared, not copied), counted only after ``clip``."""
         out = Samples(self.in_total, self.provs, self.g_per_j)
-        out.t1, out.iv, out.e, out.ticks = self.t1, self.iv, self.e, self.ticks
+        out.t1, out.iv, out.e, out.ticks, out.g = self.t1, self.iv, self.e, self.ticks, self.g
         out.lost_t1, out.lost_iv, out.tail_w = self.lost_t1, self.lost_iv, self.tail_w
         out.clip = clip
         return out
@@ -108,7 +116,9 @@ class Samples:
     def drop_before(self, t: float) -> None:
         """Forget the samples and lost intervals that end at or before ``t``."""
         k = bisect.bisect_right(self.t1, t)
-        for arr in (self.t1, self.iv, self.e) + ((self.ticks,) if self.ticks else ()):
+        for arr in (self.t1, self.iv, self.e, self.ticks, self.g):
+            if arr is None:
+                continue
             del arr[:k]
         k = bisect.bisect_right(self.lost_t1, t)
         del self.lost_t1[:k]
@@ -176,14 +186,14 @@ def provenance(whole_ticks: float, provs: Iterable[str], *, extrapolated: bool =
 
 
 def _integrate(s: Samples, t0: float, t1: float, extrapolate: bool) -> tuple:
-    """(energy J, whole ticks, lost s, extrapolated s, read) of ``s`` over [t0, t1];
-    ``read``: some sample overlaps the span."""
+    """(energy J, CO2e g, whole ticks, lost s, extrapolated s, read) of ``s`` over
+    [t0, t1]; ``read``: some sample overlaps the span."""
     a = max(t0, s.clip)
     if not t1 > a:
-        return 0.0, 0.0, 0.0, 0.0, False
-    t1s, ivs, es, ticks = s.t1, s.iv, s.e, s.ticks
+        return 0.0, 0.0, 0.0, 0.0, 0.0, False
+    t1s, ivs, es, ticks, gs = s.t1, s.iv, s.e, s.ticks, s.g
     n = len(t1s)
-    energy = whole = 0.0
+    energy = whole = co2 = 0.0
     read = False
     i = bisect.bisect_right(t1s, a)
     while i < n:
@@ -194,13 +204,16 @@ def _integrate(s: Samples, t0: float, t1: float, extrapolate: bool) -> tuple:
             break
         read = True
         if start >= a and end <= t1:  # entirely inside
-            energy += es[i]
+            part = es[i]
             whole += 1.0 if ticks is None else ticks[i]
         else:
             frac = (min(end, t1) - max(start, a)) / iv
-            energy += es[i] * frac
+            part = es[i] * frac
             if ticks is not None:  # a lump's ticks, taken as evenly spaced
                 whole += math.floor(ticks[i] * frac + 1e-9)
+        energy += part
+        if gs is not None:
+            co2 += part * gs[i]
         i += 1
     lost = 0.0
     lt1, liv = s.lost_t1, s.lost_iv
@@ -216,8 +229,12 @@ def _integrate(s: Samples, t0: float, t1: float, extrapolate: bool) -> tuple:
             lost += tail
         else:
             energy += s.tail_w * tail
+            if gs is not None:
+                co2 += s.tail_w * tail * (gs[-1] if gs else s.g_per_j)
             extra = tail
-    return energy, whole, lost, extra, read
+    if gs is None:
+        co2 = energy * s.g_per_j
+    return energy, co2, whole, lost, extra, read
 
 
 def energy_between(samples: Mapping[str, Samples | Sequence[Samples]], t0_s: float,
@@ -239,8 +256,8 @@ def energy_between(samples: Mapping[str, Samples | Sequence[Samples]], t0_s: flo
         read = False
         provs: set[str] = set()
         for s in parts:
-            e, w, ls, x, r = _integrate(s, t0_s, t1_s, extrapolate)
-            energy, co2 = energy + e, co2 + e * s.g_per_j
+            e, c, w, ls, x, r = _integrate(s, t0_s, t1_s, extrapolate)
+            energy, co2 = energy + e, co2 + c
             whole, lost, extra, read = whole + w, lost + ls, extra + x, read or r
             provs |= s.provs
         is_lost = lost > 0 and not read and extra == 0

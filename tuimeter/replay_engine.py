@@ -55,8 +55,10 @@ def make_replay(path: str, speed: float = 1.0, *, clock: Callable[[], float] | N
 
     sensor = ReplaySensor(path, speed, session=session,
                           **({} if clock is None else {"clock": clock}))
-    carbon = carbon or sensor.carbon or resolve_carbon()
     kw: dict[str, Any] = {} if cpu_clock is None else {"cpu_clock": cpu_clock}
+    if carbon is None:  # the recording's, its carbon rows (a live source) included
+        kw["live_carbon"] = RecordedCarbon(sensor, sensor.carbon or resolve_carbon())
+    carbon = carbon or sensor.carbon or resolve_carbon()
     engine = Engine([sensor], carbon, sensor.interval_s, clock=sensor.session_clock,
                     wallclock=sensor.wallclock, host=sensor.host or "replay", **kw)
     sensor.on_marker = lambda label, source, pid, at_s: engine.add_marker(label, source, pid,
@@ -149,6 +151,29 @@ def _provenance(text: str) -> Provenance:
         return Provenance(text)
     except ValueError:  # a file's own word
         return Provenance.ATTRIBUTED
+
+
+class RecordedCarbon:
+    """The carbon settings a recording had at each tick: its settings row's, then each
+    carbon row's from its tick on (the engine's ``live_carbon``; nothing is fetched)."""
+
+    warn = None  # nothing to warn about
+
+    def __init__(self, sensor: "ReplaySensor", first: "CarbonInfo"):
+        self.sensor = sensor
+        self.first = first
+
+    def start(self) -> None:
+        pass
+
+    def current(self) -> "CarbonInfo":
+        return self.sensor.carbon_now() or self.first
+
+    def drain_warnings(self) -> list[str]:
+        return []
+
+    def close(self) -> None:
+        pass
 
 
 class ReplayPlayer:

@@ -23,14 +23,13 @@ import platform as _platform
 import socket
 import sys
 import time
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from .. import __version__
-from ._common import BUG_FIX, Probe
-from .nvml import NvmlProbe
-from .other import CarbonProbe, EstimateProbe, PowermetricsProbe
-from .rapl import RaplProbe
 from ..cli_help import help_text
+
+if TYPE_CHECKING:
+    from ._common import Probe
 
 SCHEMA = 1
 DEFAULT_SECONDS = 2.0
@@ -38,8 +37,10 @@ DEFAULT_SECONDS = 2.0
 __all__ = ["run_doctor", "cmd_doctor", "to_json", "SCHEMA"]
 
 
-def _guard(probe: Probe, step: Callable[[], None]) -> None:
+def _guard(probe: "Probe", step: Callable[[], None]) -> None:
     """Run one step of a probe; an exception becomes an error problem, never a traceback."""
+    from ._common import BUG_FIX
+
     try:
         step()
     except Exception as exc:  # noqa: BLE001 - the doctor must never raise
@@ -52,10 +53,17 @@ def run_doctor(seconds: float = DEFAULT_SECONDS, *, powercap_root: str | None = 
                gpu: bool = True, clock: Callable[[], float] = time.monotonic,
                sleep: Callable[[float], None] = time.sleep, platform: str = sys.platform,
                env: Mapping[str, str] | None = None,
-               probes: list[Probe] | None = None) -> dict[str, Any]:
+               probes: "list[Probe] | None" = None) -> dict[str, Any]:
     """Check every sensor and return the report (JSON-ready; shape in README, "tuimeter
     doctor"). ``clock``/``sleep`` are injectable so tests do not wait; ``probes`` replaces
-    the default set (tests)."""
+    the default set (tests).
+
+    The probes (and the sensor modules they use) are imported here, when the doctor runs,
+    not with this module: ``tuimeter doctor --help`` stays fast."""
+    from .nvml import NvmlProbe
+    from .other import CarbonProbe, EstimateProbe, PowermetricsProbe
+    from .rapl import RaplProbe
+
     env = os.environ if env is None else env
     rapl = RaplProbe(powercap_root, clock) if platform.startswith("linux") else None
     nv = NvmlProbe(clock) if gpu else None

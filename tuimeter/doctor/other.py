@@ -84,14 +84,20 @@ class EstimateProbe(Probe):
                          "is a rough guide")
 
 
+#: the doctor waits this long for the live carbon source's answer, s
+LIVE_TIMEOUT_S = 5.0
+
+
 class CarbonProbe(Probe):
-    """The carbon settings in force (arguments aside): environment, then config file."""
+    """The carbon settings in force (arguments aside): environment, then config file; and
+    the live carbon source configured, with its answer to one fetch."""
 
     name = "carbon"
 
     def __init__(self, env: Mapping[str, str]):
         super().__init__()
         self.env = env
+        self._live = None  # the live carbon source's fetcher, when one is configured
 
     def begin(self) -> None:
         path = carbon.default_config_path(self.env)
@@ -112,3 +118,44 @@ class CarbonProbe(Probe):
         if info is not None:
             s.update(g_per_kwh=info.g_per_kwh, pue=info.pue, source=info.source,
                      is_default=info.is_default)
+        self._begin_live(info)
+
+    def _begin_live(self, info) -> None:
+        """The live carbon source configured (``carbon_source``; the token is never shown)
+        and one fetch from it, on its own thread during the window."""
+        from .. import carbon_live
+
+        s = self.section
+        s["live"] = None
+        try:
+            settings = carbon_live.resolve_live(env=self.env)
+        except ValueError as exc:
+            self.error(str(exc), "correct the setting named above (or unset it)")
+            return
+        if settings is None:
+            return
+        s["live"] = {"source": settings.source, "zone": settings.zone, "url": settings.url,
+                     "token": None if settings.token is None else "set", "answer": None}
+        if info is not None:
+            self._live = carbon_live.LiveCarbon(
+                settings.source, carbon_live.make_fetch(settings, LIVE_TIMEOUT_S), info,
+                warn=None)
+            self._live.start()
+
+    def wants_window(self) -> bool:
+        return self._live is not None
+
+    def end(self) -> None:
+        """The live source's answer (waiting at most LIVE_TIMEOUT_S more)."""
+        live = self._live
+        if live is None:
+            return
+        live.wait_answers(1, LIVE_TIMEOUT_S)
+        live.close()
+        now = live.current()
+        self.section["live"]["answer"] = {"g_per_kwh": now.g_per_kwh, "source": now.source,
+                                          "provider": now.provider}
+        if now.provider == "table":
+            self.warning(f"carbon source {live.name}: no usable answer ({now.source}); the "
+                         f"table figure would stand in",
+                         "check the token, the zone and the network (or the URL set)")

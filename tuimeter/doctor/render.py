@@ -96,6 +96,14 @@ def _carbon(s: dict) -> list[str]:
              f"{'' if s.get('config_exists') else ' (none)'}"]
     for key, value in (s.get("environment") or {}).items():
         lines.append(f"  {key}={_s(value)}")
+    live = s.get("live")
+    if live:
+        zone = f" {_s(live.get('zone'))}" if live.get("zone") else ""
+        answer = live.get("answer") or {}
+        said = (f"{answer['g_per_kwh']:g} g/kWh ({_s(answer.get('source'))})"
+                if answer.get("g_per_kwh") is not None else "no answer")
+        lines.append(f"  live source {_s(live.get('source'))}{zone} at "
+                     f"{_s(live.get('url'))}: {said}")
     return lines
 
 

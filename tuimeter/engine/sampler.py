@@ -9,7 +9,9 @@ Two paces, on one monotonic clock:
 * **tick**: every ``interval_s`` (the user's interval) the engine computes, per domain,
   the energy since the previous tick and its average power, adds the machine total
   (domains with ``in_total``; nothing twice), CO2e, attribution (if an attributor is
-  set), and publishes a :class:`~tuimeter.model.Snapshot` to every subscriber.
+  set), and publishes a :class:`~tuimeter.model.Snapshot` to every subscriber. CO2e uses
+  the carbon settings in force at the tick: fixed, or asked of ``live_carbon`` (a live
+  grid intensity fetched on its own thread) each tick, without waiting.
 
 A domain whose sensor cannot read it (``Status.LOST``) reports its interval as lost (no
 energy, not 0 W). What its next good reading means is the sensor's word (``Reading.link``):
@@ -79,6 +81,18 @@ class Attributor(Protocol):
         owner trees[, every cgroup known]]): an :class:`~tuimeter.model.Attribution`."""
 
 
+class LiveCarbonSource(Protocol):
+    """Carbon settings that change during a session (``tuimeter.carbon_live.LiveCarbon``)."""
+
+    #: told a warning line as it happens (None: the lines only become events)
+    warn: Callable[[str], None] | None
+
+    def start(self) -> None: ...
+    def current(self) -> CarbonInfo: ...  # never blocks
+    def drain_warnings(self) -> list[str]: ...
+    def close(self) -> None: ...
+
+
 class _DomainState:
     __slots__ = ("domain", "sensor", "last_energy_j", "tick_energy_j", "total_energy_j",
                  "total_co2_g", "power_w", "instant_w", "status", "history", "tick_energy",
@@ -127,6 +141,7 @@ class Engine:
         history_len: int = DEFAULT_HISTORY_LEN,
         statuses: Iterable[SensorStatus] = (),
         attributor: Attributor | None = None,
+        live_carbon: LiveCarbonSource | None = None,
     ):
         if not interval_s > 0:
             raise ValueError("interval_s must be > 0")
@@ -139,6 +154,8 @@ class Engine:
         self.host = host or socket.gethostname()
         self.history_len = history_len
         self.attributor = attributor
+        #: where each tick's carbon settings come from (None: ``carbon`` throughout)
+        self.live_carbon = live_carbon
         self._statuses: dict[str, SensorStatus] = {s.name: s for s in statuses}
         self._states: list[_DomainState] = []
         self._by_id: dict[str, _DomainState] = {}
@@ -190,6 +207,9 @@ class Engine:
             st.tick_energy_j, st.span_t = st.last_energy_j, now
         self._start_t = self._last_tick_t = now
         self._last_cpu_s = self.cpu_clock()
+        if self.live_carbon is not None:  # the figure before any answer, then fetch
+            self.carbon = self.live_carbon.current()
+            self.live_carbon.start()
         factor = g_per_j(self.carbon)
         self._snapshot = self._build_snapshot(now, 0.0, (), (), ((), None, None), None,
                                               self._domain_samples(factor), factor)
@@ -344,6 +364,10 @@ class Engine:
         self._poll_sensors(now)
         last = now if self._last_tick_t is None else self._last_tick_t
         interval = max(now - last, 1e-9)
+        if self.live_carbon is not None:  # the figure in force at this tick
+            self.carbon = self.live_carbon.current()
+            self._events.extend(Event(now, "carbon", "", "warning", line)
+                                for line in self.live_carbon.drain_warnings())
         factor = g_per_j(self.carbon)  # g per J
         for st in self._states:
             energy = None
@@ -552,6 +576,8 @@ class Engine:
             self._taking_markers = False
 
     def close(self) -> None:
+        if self.live_carbon is not None:
+            self.live_carbon.close()
         for sensor in self._open_sensors:
             try:
                 sensor.close()

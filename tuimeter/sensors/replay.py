@@ -47,6 +47,8 @@ Domains and carbon settings: a schema 2 file describes each domain (its kind, na
 label) in a ``domain`` row and the carbon settings in a ``settings`` row; a schema 1 file
 has neither, so the kind is guessed from the domain's id and the carbon settings are read
 from the ``session`` row's text (both in :class:`~tuimeter.session.schema.SessionMeta`).
+A schema 3 file's ``carbon`` rows (a live carbon source) are replayed at their ticks
+(:meth:`ReplaySensor.carbon_now`, which ``replay_engine.make_replay`` hands the engine).
 
 Attribution: the ``process`` and ``job`` rows of each recorded tick are kept until that
 tick is played (:meth:`ReplaySensor.recorded_at`), so ``replay_engine.RecordedAttribution``
@@ -70,8 +72,8 @@ from typing import Callable
 
 from ..model import CarbonInfo, Domain, Link, Reading, SensorStatus, Status
 from ..session.reader import READ_KINDS, SessionFormatError, SessionReader, find_sessions
-from ..session.schema import (JOB, MARKER, META_KINDS, PROCESS, SAMPLE, Row, SessionMeta,
-                              bridged_span_s)
+from ..session.schema import (CARBON, JOB, MARKER, META_KINDS, PROCESS, SAMPLE, Row,
+                              SessionMeta, bridged_span_s, carbon_of)
 from ..text import safe_text
 from .base import Sensor, SensorUnavailable
 
@@ -197,6 +199,9 @@ class ReplaySensor(Sensor):
         self._last_bound: float | None = None
         self._first_row = True
         self._meta = SessionMeta()  # what the session's first rows say (either schema)
+        self._carbon_changes: deque[tuple[float, CarbonInfo]] = deque()  # read, not due
+        self._carbon_now: CarbonInfo | None = None  # the carbon row in force at _read_t
+        self._read_t = 0.0  # session time of the last read
         self._eof = False
         self._t0: float | None = None
         self._last_read: float | None = None
@@ -299,11 +304,16 @@ class ReplaySensor(Sensor):
             bisect.insort(self._markers, ReplayMarker(row.elapsed_s, row.label,
                                                       row.source or "api", row.pid),
                           key=lambda m: m.elapsed_s)
+        elif kind == CARBON:
+            c = carbon_of(row)
+            self._carbon_changes.append((row.elapsed_s, dataclasses.replace(
+                c, source=f"{c.source}, as recorded")))
         elif kind in META_KINDS and not self._opened:
             self._meta.take(row)
             c = self._meta.carbon
             if c is not None:
-                self.carbon = CarbonInfo(c.g_per_kwh, c.pue, f"{c.source}, as recorded")
+                self.carbon = CarbonInfo(c.g_per_kwh, c.pue, f"{c.source}, as recorded",
+                                         provider=c.provider)
 
     def _add_sample(self, row) -> None:
         lost = row.energy_j is None
@@ -388,6 +398,7 @@ class ReplaySensor(Sensor):
         t = now_s - self._t0
         opening = now_s == self._last_read  # the second read at a boundary opens the next
         self._last_read = now_s
+        self._read_t = t
         self._read_ahead(t)
         while self._bounds and self._bounds[0] < t - BOUNDARY_EPS_S:  # passed
             self._bounds.popleft()
@@ -409,6 +420,14 @@ class ReplaySensor(Sensor):
             if abs(at - t_s) <= BOUNDARY_EPS_S:
                 return tick
         return None
+
+    def carbon_now(self) -> CarbonInfo | None:
+        """The carbon settings of the recording's last ``carbon`` row at or before the
+        last read (the tick being taken), None before any (the settings row's apply)."""
+        changes = self._carbon_changes
+        while changes and changes[0][0] <= self._read_t + 1e-9:
+            self._carbon_now = changes.popleft()[1]
+        return self._carbon_now
 
     def _emit_markers(self, t_s: float) -> None:
         markers = self._markers

@@ -20,7 +20,7 @@ import logging
 import os
 from typing import IO
 
-from ..model import Domain, Snapshot
+from ..model import CarbonInfo, Domain, Snapshot
 from ..points import points
 from . import files, schema
 from .files import NewFile
@@ -66,6 +66,7 @@ class SessionWriter:
         self.closed = False
         self.good_bytes = 0  # the file's size after the last complete write
         self._described: dict[str, Domain] = {}  # domain rows written, by id
+        self._carbon: CarbonInfo | None = None  # the carbon settings in force in the file
 
     @classmethod
     def create(cls, path: str | os.PathLike, host: str, *, overwrite: bool = False,
@@ -242,6 +243,7 @@ class SessionWriter:
                   label=schema.session_label(snap, details))
         self._row(snap.timestamp, snap.elapsed_s, 0.0, SETTINGS,
                   label=schema.settings_label(snap.carbon))
+        self._carbon = snap.carbon
         self._domain_rows(snap)
         self._flush()
 
@@ -256,7 +258,8 @@ class SessionWriter:
                                             self.session_id))
 
     def write_snapshot(self, snap: Snapshot) -> None:
-        """All rows of one tick, then flush."""
+        """All rows of one tick, then flush: markers, events, a ``carbon`` row when the
+        carbon settings changed since the file's last, domain rows, samples."""
         for m in snap.new_markers:
             self._row(m.timestamp, m.elapsed_s, 0.0, MARKER, source=m.source, label=m.label,
                       pid=m.pid)
@@ -264,6 +267,10 @@ class SessionWriter:
             self._row(snap.timestamp, snap.elapsed_s, 0.0, EVENT, domain=e.domain_id,
                       source=e.source, label=f"{e.kind}: {e.message}")
         if snap.interval_s > 0:
+            if snap.carbon != self._carbon:  # a live source's new figure (schema 3)
+                self._carbon = snap.carbon
+                self._put(schema.carbon_row(snap.carbon, snap.timestamp, snap.elapsed_s,
+                                            self.host, self.session_id))
             self._domain_rows(snap)
             self._point_rows(snap)
         self._flush()

@@ -147,6 +147,7 @@ def session_state(engine, marker=None, session_id: str | None = None,
                 domains.append({"id": p.tags["domain"], "in_total": p.tags["in_total"] == "1",
                                 "provenance": p.tags["provenance"],
                                 "total_energy_j": p.fields["total_energy_j"],
+                                "total_co2_g": p.fields["total_co2_g"],
                                 "power_w": p.fields["power_w"]})
         out["domains"] = domains
         if owner_pid is not None:

@@ -37,6 +37,8 @@ class MeasureOptions:
     country: str | None = None
     carbon_intensity: float | None = None
     pue: float | None = None
+    carbon_source: str | None = None  # table | electricitymaps | uk-carbon-intensity
+    carbon_zone: str | None = None  # the live source's zone or UK outward code
     pid: int | None = None  # follow this process tree (attribution)
     attribution: bool = True
     extra_sensors: list = field(default_factory=list)  # tests and the API can add sensors
@@ -80,20 +82,23 @@ def validate_interval(interval_s: float) -> float:
 def make_engine(opts: MeasureOptions, attributor=None) -> Engine:
     """Validate options, discover sensors and build an (unopened) engine.
 
-    Raises SetupError for bad input (interval, country, carbon intensity, PUE).
+    Raises SetupError for bad input (interval, country, carbon intensity, PUE, carbon
+    source). A live carbon source (``carbon_source``) is fetched from Engine.open() on.
     """
     from ..carbon import CarbonError
+    from ..carbon_live import open_live, resolve_live
 
     interval = validate_interval(opts.interval_s)
     try:
         carbon = resolve_carbon(country=opts.country, intensity_g_per_kwh=opts.carbon_intensity,
                                 pue=opts.pue)
-    except CarbonError as exc:
+        live = open_live(resolve_live(opts.carbon_source, opts.carbon_zone), carbon)
+    except (CarbonError, ValueError) as exc:
         raise SetupError(str(exc)) from None
     found = discover(opts.powercap_root, gpu=opts.gpu)
     sensors = list(found.sensors) + list(opts.extra_sensors)
     return Engine(sensors, carbon, interval, host=opts.host or socket.gethostname(),
-                  statuses=found.statuses, attributor=attributor)
+                  statuses=found.statuses, attributor=attributor, live_carbon=live)
 
 
 def open_recorder(path: str | None, host: str, overwrite: bool = False,

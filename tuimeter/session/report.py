@@ -36,6 +36,7 @@ its energy over the time it was measured (duration - lost_s).
 from __future__ import annotations
 
 import math
+from array import array
 from dataclasses import dataclass, field
 
 from ..carbon import co2_g
@@ -43,7 +44,8 @@ from ..phases import DomainEnergy, Samples, combine, energy_between
 from ..text import safe_text
 from .owners import OWNER_KINDS, owner_rows
 from .reader import READ_KINDS, SessionFormatError, SessionReader
-from .schema import MARKER, META_KINDS, SAMPLE, SessionMeta, bridged_span_s
+from .schema import (CARBON, MARKER, META_KINDS, SAMPLE, SessionMeta, bridged_span_s,
+                     carbon_of)
 
 #: markers with the same label closer than this (s) on one host are one boundary
 MARKER_MERGE_S = 1.0
@@ -83,6 +85,10 @@ class _Series(Samples):
         out.provs = self.provs | later.provs
         out.last_prov = later.last_prov
         out.g_per_j = self.g_per_j
+        if self.g is not None or later.g is not None or self.g_per_j != later.g_per_j:
+            out.g = array("d")
+            for part in (self, later):
+                out.g.extend(part.g if part.g is not None else [part.g_per_j] * len(part.t1))
         return out
 
 
@@ -95,6 +101,8 @@ class SessionData:
     series: dict = field(default_factory=dict)  # domain -> _Series
     markers: list = field(default_factory=list)  # (t wall s, label, source)
     g_per_j: float | None = None  # from the first sample's co2_g / energy_j
+    #: g CO2e/J from the last ``carbon`` row (schema 3: a live source), None before one
+    g_now: float | None = None
     #: what the session's first rows say: carbon settings, domains (either schema)
     meta: SessionMeta = field(default_factory=SessionMeta)
     owners: dict = field(default_factory=dict)  # owner key -> _Series (``--by``)
@@ -133,13 +141,14 @@ def load_file(path: str, by: str | None = None) -> FileResult:
                 s = cur.series.get(row.domain)
                 if s is None:
                     s = cur.series[row.domain] = _Series(row.in_total, (key, path))
+                    s.g_per_j = _g_per_j(cur)
                 energy = row.energy_j
                 if energy is not None:
                     el = row.elapsed_s + cur.offset
                     label = row.label
                     span = bridged_span_s(label) if label else None
-                    if span:  # its energy is that of the lost rows before it too
-                        s.add(el, span, energy)
+                    if span or cur.g_now is not None:  # bridged, or a tick's own carbon
+                        s.add(el, span or row.interval_s, energy, g_per_j=cur.g_now)
                     else:  # a plain sample, inline (the hot path): it covers no lost rows
                         s.e.append(energy)
                         s.t1.append(el)
@@ -155,6 +164,8 @@ def load_file(path: str, by: str | None = None) -> FileResult:
                     s.lost_iv.append(row.interval_s)
             elif kind == MARKER:
                 cur.markers.append((row.elapsed_s + cur.offset, row.label, row.source))
+            elif kind == CARBON:  # the figure in force from this tick on
+                cur.g_now = co2_g(1.0, carbon_of(row))
             elif kind == owner_rows_kind and row.energy_j is not None:
                 _add_owner(cur, owner_kind.key(row), row, key)
             elif kind in META_KINDS:
@@ -165,8 +176,7 @@ def load_file(path: str, by: str | None = None) -> FileResult:
     res.rows = rd.rows
     res.sessions = list(sessions.values())
     for sess in res.sessions:
-        carbon = sess.meta.carbon  # the settings recorded; else what the co2_g cells say
-        g_per_j = co2_g(1.0, carbon) if carbon is not None else sess.g_per_j or 0.0
+        g_per_j = _g_per_j(sess)
         for s in (*sess.series.values(), *sess.owners.values()):
             s.g_per_j = g_per_j
     if not res.error and not any(s.t1 for sess in res.sessions for s in sess.series.values()):
@@ -186,8 +196,15 @@ def _add_owner(sess: SessionData, owner: str | None, row, sid: tuple) -> None:
     t1 = row.elapsed_s + sess.offset
     if s.t1 and s.t1[-1] == t1:
         s.e[-1] += row.energy_j
-    else:
-        s.add(t1, row.interval_s, row.energy_j)
+    else:  # at the carbon figure in force at its tick (a live source's, else the file's)
+        s.add(t1, row.interval_s, row.energy_j, g_per_j=sess.g_now)
+
+
+def _g_per_j(sess: SessionData) -> float:
+    """g CO2e per J of a session's samples before any ``carbon`` row: its recorded
+    settings, else what its co2_g cells say (0 before one is read)."""
+    carbon = sess.meta.carbon
+    return co2_g(1.0, carbon) if carbon is not None else sess.g_per_j or 0.0
 
 
 # -- computing -----------------------------------------------------------------------

@@ -4,15 +4,26 @@ say about it (:class:`SessionMeta`). The writer (:mod:`.csvfile`), the reader
 (:mod:`.reader`), ``report``, the replay sensor and :mod:`tuimeter.frames` all go through
 this module; docs/SESSION_FILE.md describes the format and the data flow.
 
-Schema 2 (this writer) keeps the 15 columns of schema 1 and adds two row kinds, written
+Schema 2 keeps the 15 columns of schema 1 and adds two row kinds, written
 before the first tick of every file (and a ``domain`` row again for a domain first seen,
 or changed, later):
 
 * ``settings``: one row after the ``session`` row; its ``label`` is a JSON object
-  ``{"schema": 2, "carbon": {"g_per_kwh": 475.0, "pue": 1.0, "source": "..."}}``.
+  ``{"schema": 2, "carbon": {"g_per_kwh": 475.0, "pue": 1.0, "source": "..."}}`` (schema
+  3 adds ``"provider"`` to ``carbon``).
 * ``domain``: one row per domain; ``domain``, ``source``, ``in_total`` and
   ``provenance`` as on its sample rows; ``label`` a JSON object
   ``{"kind": "gpu", "name": "GPU 0", "label": "NVIDIA H100"}``.
+
+Schema 3 adds one row kind, written when a live carbon source (``--carbon-source``)
+changes the carbon settings in force, before the sample rows of the first tick that uses
+them:
+
+* ``carbon``: ``source`` the provider (``electricitymaps``, ``uk-carbon-intensity``, or
+  ``table`` when the table figure stands in), ``label`` a JSON object
+  ``{"g_per_kwh": 212.0, "pue": 1.0, "source": "...", "provider": "..."}``. The figure in
+  force at a tick is that of the last ``carbon`` row before its samples, else the
+  ``settings`` row's (which a table-only session never changes).
 
 The ``session`` row keeps its human text (``tuimeter schema 2; carbon 475 g/kWh (...);
 pue 1; sensors ...``). Readers of schema 1 pass over row kinds they do not know, so they
@@ -54,12 +65,13 @@ COLUMNS = (
 )
 N_COLUMNS = len(COLUMNS)
 #: written into the ``session`` row's text and the ``settings`` row
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # -- row kinds ------------------------------------------------------------------------
 SESSION = "session"  # first row of a session (of each file of it): human-readable details
 SETTINGS = "settings"  # schema 2: the schema version and carbon settings, JSON in label
 DOMAIN = "domain"  # schema 2: one per domain, its kind and names as JSON in label
+CARBON = "carbon"  # schema 3: the carbon settings from this tick on (a live source changed)
 SAMPLE = "sample"  # one per domain per tick
 TOTAL = "total"  # the machine total per tick
 MARKER = "marker"
@@ -70,8 +82,8 @@ TREE = "tree"  # attribution: an owner tree (a process tree that marked, a rank 
 #: attribution per cgroup: the top cgroups of the tick (label: the cgroup path, or
 #: ``unknown``), then ``other cgroups`` and ``idle/system``; older readers pass over it
 CGROUP = "cgroup"
-ROW_KINDS = frozenset({SESSION, SETTINGS, DOMAIN, SAMPLE, TOTAL, MARKER, EVENT, JOB, PROCESS,
-                       TREE, CGROUP})
+ROW_KINDS = frozenset({SESSION, SETTINGS, DOMAIN, CARBON, SAMPLE, TOTAL, MARKER, EVENT, JOB,
+                       PROCESS, TREE, CGROUP})
 #: the kinds that describe a session rather than measure it
 META_KINDS = frozenset({SESSION, SETTINGS, DOMAIN})
 
@@ -226,6 +238,8 @@ def parse_row(cells: list[str], line: int = 0) -> Row:
         settings_of(row)
     elif kind == TREE:
         tree_of(row)
+    elif kind == CARBON:
+        carbon_of(row)
     return row
 
 
@@ -315,12 +329,46 @@ class Settings(NamedTuple):
     carbon: CarbonInfo | None
 
 
+def _carbon_json(carbon: CarbonInfo) -> dict:
+    return {"g_per_kwh": carbon.g_per_kwh, "pue": carbon.pue, "source": carbon.source,
+            "provider": carbon.provider}
+
+
+def _json(obj: dict) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
 def settings_label(carbon: CarbonInfo) -> str:
     """The JSON label of a ``settings`` row."""
-    return json.dumps({"schema": SCHEMA_VERSION,
-                       "carbon": {"g_per_kwh": carbon.g_per_kwh, "pue": carbon.pue,
-                                  "source": carbon.source}},
-                      ensure_ascii=False, separators=(",", ":"))
+    return _json({"schema": SCHEMA_VERSION, "carbon": _carbon_json(carbon)})
+
+
+def _carbon_info(carbon: dict, provider: object = None, what: str = "settings") -> CarbonInfo:
+    """A CarbonInfo from the JSON of a settings or carbon row; CarbonError when its
+    figures are out of bounds, BadRow when its source is not text."""
+    provider = carbon.get("provider", "table") if provider is None else provider
+    return CarbonInfo(check_intensity(carbon.get("g_per_kwh")),
+                      check_pue(carbon.get("pue", 1.0)), _text(carbon, "source", what),
+                      provider=provider if isinstance(provider, str) else "table")
+
+
+def carbon_row(carbon: CarbonInfo, wall: float, elapsed: float, host: str,
+               session: str) -> Row:
+    """The ``carbon`` row that puts ``carbon`` in force from this tick on: ``source`` is
+    the provider (``table``, ``electricitymaps``, ``uk-carbon-intensity``), ``label``
+    ``{"g_per_kwh": 212.0, "pue": 1.0, "source": "...", "provider": "..."}``."""
+    return Row(0, wall, elapsed, 0.0, host, session, CARBON, "", carbon.provider, None,
+               None, None, None, "", _json(_carbon_json(carbon)), None)
+
+
+def carbon_of(row: Row) -> CarbonInfo:
+    """The carbon settings a ``carbon`` row puts in force; BadRow if it holds none that
+    can be used (not JSON, a figure out of bounds: the previous figure stays)."""
+    obj = _json_object(row.label, "carbon")
+    try:
+        return _carbon_info(obj, row.source or None, "carbon")
+    except CarbonError as exc:
+        raise BadRow(f"a carbon row with {exc}") from None
 
 
 def settings_of(row: Row) -> Settings:
@@ -335,10 +383,8 @@ def settings_of(row: Row) -> Settings:
         return Settings(schema, None)
     if not isinstance(carbon, dict):
         raise BadRow("a settings label whose carbon is not a JSON object")
-    source = _text(carbon, "source", "settings")
     try:
-        info = CarbonInfo(check_intensity(carbon.get("g_per_kwh")),
-                          check_pue(carbon.get("pue", 1.0)), source)
+        info = _carbon_info(carbon)
     except CarbonError:
         info = None
     return Settings(schema, info)

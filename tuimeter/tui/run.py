@@ -212,7 +212,11 @@ def build(argv: list[str], *, start_engine: bool = True, need_terminal: bool = F
     if need_terminal:
         try:  # bad input is said first, then the missing terminal
             resolve_carbon(args.country, args.carbon_intensity, args.pue)
-        except CarbonError as exc:
+            if getattr(args, "carbon_source", None) not in (None, "table"):
+                from ..carbon_live import resolve_live
+
+                resolve_live(args.carbon_source, getattr(args, "carbon_zone", None))
+        except (CarbonError, ValueError) as exc:
             return None, str(exc)
         problem = terminal_problem(args)
         if problem:

@@ -1,0 +1,456 @@
+"""Live grid carbon intensity: Electricity Maps or the UK National Grid's Carbon
+Intensity API, fetched on a background thread; the table (:mod:`tuimeter.carbon`) stays
+the fallback.
+
+``--carbon-source`` picks where each tick's g CO2e/kWh comes from:
+
+* ``table`` (default): the fixed figure of :func:`tuimeter.carbon.resolve_carbon`;
+* ``electricitymaps``: ``GET {url}/v3/carbon-intensity/latest?zone=ZONE`` with the
+  header ``auth-token`` (``TUIMETER_ELECTRICITYMAPS_TOKEN``); the answer's
+  ``carbonIntensity`` is g CO2eq/kWh (lifecycle), ``datetime`` the hour it is for;
+* ``uk-carbon-intensity``: ``GET {url}/intensity`` (Great Britain) or
+  ``{url}/regional/postcode/OUTCODE`` (the region of a postcode's outward code, e.g.
+  ``RG10``); no token. The half-hour's ``actual`` figure where published, else its
+  ``forecast`` (regional figures are forecasts only).
+
+Settings, first match wins (as every setting, tuimeter.config): the argument
+(``--carbon-source``, ``--carbon-zone``), the environment (``TUIMETER_CARBON_SOURCE``,
+``TUIMETER_CARBON_ZONE``, ``TUIMETER_ELECTRICITYMAPS_TOKEN``,
+``TUIMETER_ELECTRICITYMAPS_URL``, ``TUIMETER_UK_CARBON_URL``), then ``config.toml``
+(``carbon_source``, ``carbon_zone``, ``electricitymaps_token``, ``electricitymaps_url``,
+``uk_carbon_url``). The URLs exist so tests point at a local server.
+
+:class:`LiveCarbon` fetches at start, then again when the answer says (Cache-Control
+``max-age``; the end of the UK half-hour), else every :data:`REFRESH_S`. Sampling never
+waits for it: the engine asks :meth:`LiveCarbon.current` each tick, which returns what
+is known now. No network, a refused token (HTTP 401/403), no answer within the timeout,
+an answer that is not the JSON expected, or an impossible figure (negative, NaN, above
+:data:`~tuimeter.carbon.MAX_INTENSITY_G_PER_KWH`): one warning per run of failures, and
+the table figure stands in, its source saying why (``FRA France: ... (electricitymaps
+failed: HTTP 401)``). A refresh that fails after a good answer keeps that answer for
+:data:`STALE_S`, then falls back too. Nothing from the server is trusted: numbers are
+bounded, text is cut and only the zone we asked for is named.
+
+This module imports no HTTP code until a fetch runs (``--help`` stays fast).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import threading
+import time
+import warnings
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from .model import CarbonInfo
+
+TABLE = "table"
+ELECTRICITYMAPS = "electricitymaps"
+UK = "uk-carbon-intensity"
+#: the values of ``--carbon-source``
+SOURCES = (TABLE, ELECTRICITYMAPS, UK)
+
+ENV_SOURCE = "TUIMETER_CARBON_SOURCE"
+ENV_ZONE = "TUIMETER_CARBON_ZONE"
+ENV_TOKEN = "TUIMETER_ELECTRICITYMAPS_TOKEN"
+ENV_EM_URL = "TUIMETER_ELECTRICITYMAPS_URL"
+ENV_UK_URL = "TUIMETER_UK_CARBON_URL"
+#: config.toml key -> environment variable (tuimeter.config.KEYS lists them too)
+ENV_NAMES = {"carbon_source": ENV_SOURCE, "carbon_zone": ENV_ZONE,
+             "electricitymaps_token": ENV_TOKEN, "electricitymaps_url": ENV_EM_URL,
+             "uk_carbon_url": ENV_UK_URL}
+
+DEFAULT_URLS = {ELECTRICITYMAPS: "https://api.electricitymaps.com",
+                UK: "https://api.carbonintensity.org.uk"}
+
+#: seconds between fetches when the answer does not say (the issue's 15 minutes)
+REFRESH_S = 900.0
+#: bounds on a refresh time an answer gives (a max-age of 0 must not hammer the API)
+MIN_REFRESH_S, MAX_REFRESH_S = 60.0, 3600.0
+#: after a failed fetch, the first retry (doubling, up to REFRESH_S)
+RETRY_S = 60.0
+#: a good answer is kept through failed refreshes this long, then the table stands in
+STALE_S = 3600.0
+#: the longest one fetch may wait for the server, s (a socket timeout per operation)
+TIMEOUT_S = 10.0
+#: the largest answer read, bytes (the real ones are a few hundred)
+MAX_BODY_BYTES = 1 << 20
+
+_ZONE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,39}")
+_OUTCODE = re.compile(r"[A-Z]{1,2}[0-9][A-Z0-9]?")
+_TOKEN = re.compile(r"[!-~]{1,1024}")  # an HTTP header value: no space, no newline
+
+
+class CarbonSourceWarning(UserWarning):
+    """The live carbon source failed; the table figure stands in (the message says why)."""
+
+
+class FetchError(Exception):
+    """One fetch failed; ``str()`` is a short reason (``HTTP 401``, ``timed out``)."""
+
+
+@dataclass(frozen=True)
+class LiveSettings:
+    """A live source, checked: which, the zone (Electricity Maps zone or UK outward
+    code, None for all of Great Britain), the token and the base URL."""
+
+    source: str
+    zone: str | None
+    token: str | None
+    url: str
+
+
+@dataclass(frozen=True)
+class Intensity:
+    """One good answer: g CO2e/kWh, the text that says where it is from, and after how
+    long to ask again (None: :data:`REFRESH_S`)."""
+
+    g_per_kwh: float
+    source: str
+    refresh_s: float | None = None
+
+
+# -- settings ----------------------------------------------------------------------------
+def check_source(value: object) -> str:
+    """A ``--carbon-source`` value; ValueError naming the choices otherwise."""
+    if not isinstance(value, str) or value.strip().lower() not in SOURCES:
+        raise ValueError(f"carbon source must be one of {', '.join(SOURCES)}, got {value!r}")
+    return value.strip().lower()
+
+
+def check_url(value: object) -> str:
+    """A base URL: ``http://`` or ``https://`` and a host; a trailing ``/`` dropped."""
+    if not isinstance(value, str) or not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?",
+                                                      value.strip()):
+        raise ValueError(f"must be an http:// or https:// URL, got {value!r}")
+    return value.strip().rstrip("/")
+
+
+def _check_zone(source: str, zone: object, where: str) -> str | None:
+    if zone is None:
+        if source == ELECTRICITYMAPS:
+            raise ValueError("--carbon-source electricitymaps needs a zone: --carbon-zone "
+                             f"ZONE (DE, FR, US-CAL-CISO), {ENV_ZONE} or carbon_zone in "
+                             "config.toml")
+        return None
+    text = str(zone).strip()
+    if source == UK:
+        text = text.upper()
+        if not _OUTCODE.fullmatch(text):
+            raise ValueError(f"carbon zone ({where}) for uk-carbon-intensity must be a "
+                             f"postcode's outward code such as RG10 or SW1A, got {zone!r}")
+    elif not _ZONE.fullmatch(text):
+        raise ValueError(f"carbon zone ({where}) must be an Electricity Maps zone such as "
+                         f"DE or US-CAL-CISO, got {zone!r}")
+    return text
+
+
+def resolve_live(source: str | None = None, zone: str | None = None,
+                 env: Mapping[str, str] = os.environ,
+                 config_path: str | os.PathLike | None = None) -> LiveSettings | None:
+    """The live source to use, None for the table. ValueError (one line naming where the
+    bad value came from) for an unknown source, a bad zone or URL, or Electricity Maps
+    without a token or zone."""
+    from .config import check_value, default_config_path, read_table
+
+    path = Path(config_path) if config_path is not None else default_config_path(env)
+    table = read_table(path)
+
+    def pick(key: str, given: object) -> tuple[object, str]:
+        if given is not None:
+            return given, "command line"
+        if env.get(ENV_NAMES[key]):
+            return env[ENV_NAMES[key]], ENV_NAMES[key]
+        if key in table:
+            return table[key], f"{path}: {key!r}"
+        return None, ""
+
+    value, where = pick("carbon_source", source)
+    if value is None:
+        return None
+    name = check_value("carbon_source", value, where)
+    if name == TABLE:
+        return None
+    zone_value, zone_where = pick("carbon_zone", zone)
+    checked_zone = _check_zone(name, zone_value, zone_where)
+    token = None
+    if name == ELECTRICITYMAPS:
+        token, token_where = pick("electricitymaps_token", None)
+        if not token:
+            raise ValueError(f"--carbon-source electricitymaps needs an API token in "
+                             f"{ENV_TOKEN} (or electricitymaps_token in config.toml)")
+        if not (isinstance(token, str) and _TOKEN.fullmatch(token)):  # never echoed
+            raise ValueError(f"the Electricity Maps token ({token_where}) must be printable "
+                             f"ASCII without spaces")
+    url_key = "electricitymaps_url" if name == ELECTRICITYMAPS else "uk_carbon_url"
+    url, url_where = pick(url_key, None)
+    url = DEFAULT_URLS[name] if url is None else check_value(url_key, url, url_where)
+    return LiveSettings(name, checked_zone, None if token is None else str(token), url)
+
+
+# -- fetching ------------------------------------------------------------------------
+def get_json(url: str, headers: Mapping[str, str], timeout_s: float) -> tuple[Any, Any]:
+    """(the decoded JSON, the response headers) of ``GET url``; FetchError with a short
+    reason for anything else (a redirect too: the token is never sent elsewhere)."""
+    import http.client
+    import socket
+    import urllib.error
+    import urllib.request
+
+    from . import __version__
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        """A redirect is an error: urllib would send the token on to any host."""
+
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    req = urllib.request.Request(url, headers={"Accept": "application/json",
+                                               "User-Agent": f"tuimeter/{__version__}",
+                                               **headers})
+    try:
+        with urllib.request.build_opener(NoRedirect).open(req, timeout=timeout_s) as resp:
+            body = resp.read(MAX_BODY_BYTES + 1)
+            answer_headers = resp.headers
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        hint = " (is the token right?)" if exc.code in (401, 403) else ""
+        raise FetchError(f"HTTP {exc.code}{hint}") from None
+    except urllib.error.URLError as exc:
+        if isinstance(exc.reason, (socket.timeout, TimeoutError)):
+            raise FetchError(f"no answer within {timeout_s:g} s") from None
+        raise FetchError(f"cannot connect ({_short(exc.reason)})") from None
+    except (socket.timeout, TimeoutError):
+        raise FetchError(f"no answer within {timeout_s:g} s") from None
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        raise FetchError(f"{type(exc).__name__}: {_short(exc)}") from None
+    if len(body) > MAX_BODY_BYTES:
+        raise FetchError(f"an answer larger than {MAX_BODY_BYTES // 1024} KiB")
+    try:
+        return json.loads(body), answer_headers
+    except (ValueError, RecursionError):
+        raise FetchError("an answer that is not JSON") from None
+
+
+def _short(value: object, limit: int = 80) -> str:
+    from .text import safe_text
+
+    text = safe_text(str(value))
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def check_g(value: object) -> float:
+    """A figure from an answer as g CO2e/kWh; FetchError when it is none or impossible."""
+    from .carbon import MAX_INTENSITY_G_PER_KWH
+
+    if value is None:
+        raise FetchError("no carbon intensity in the answer")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise FetchError(f"a carbon intensity that is not a number ({_short(repr(value), 40)})")
+    try:
+        g = float(value)
+    except OverflowError:  # an integer past any float
+        g = math.inf
+    if not (math.isfinite(g) and 0.0 <= g <= MAX_INTENSITY_G_PER_KWH):
+        raise FetchError(f"an impossible carbon intensity ({_short(repr(value), 40)} g/kWh)")
+    return g
+
+
+def _when(value: object) -> float | None:
+    """An ISO 8601 time from an answer (``2026-12-01T00:30Z``) as epoch s, or None."""
+    import datetime as dt
+
+    if not isinstance(value, str) or len(value) > 40:
+        return None
+    try:
+        t = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.timezone.utc)
+    return t.timestamp()
+
+
+def _utc(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime(ts))
+
+
+def _max_age_s(headers: Any) -> float | None:
+    m = re.search(r"max-age=(\d{1,9})", str(headers.get("Cache-Control", "") or ""))
+    return float(m.group(1)) if m else None
+
+
+def parse_electricitymaps(obj: Any, headers: Any, zone: str) -> Intensity:
+    """An Electricity Maps ``/v3/carbon-intensity/latest`` answer."""
+    if not isinstance(obj, dict):
+        raise FetchError("an answer that is not a JSON object")
+    g = check_g(obj.get("carbonIntensity"))
+    when = _when(obj.get("datetime"))
+    at = f" at {_utc(when)}" if when is not None else ""
+    estimated = " (estimated)" if obj.get("isEstimated") is True else ""
+    return Intensity(g, f"electricitymaps {zone}: {g:g} g/kWh{at}{estimated}",
+                     _max_age_s(headers))
+
+
+def parse_uk(obj: Any, outcode: str | None, now_s: float) -> Intensity:
+    """A Carbon Intensity API answer: ``/intensity`` (``data[0].intensity``) or
+    ``/regional/postcode/OUTCODE`` (``data[0].data[0].intensity``). Asks again just
+    after the half-hour it covers ends."""
+    try:
+        entry = obj["data"][0]
+        region = None
+        if outcode is not None:
+            region = entry.get("shortname")
+            entry = entry["data"][0]
+        intensity = entry["intensity"]
+        actual, forecast = intensity.get("actual"), intensity.get("forecast")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        raise FetchError("an answer without data[0].intensity") from None
+    kind = "actual" if actual is not None else "forecast"
+    g = check_g(actual if actual is not None else forecast)
+    name = (f"{outcode} ({_short(region, 40)})" if isinstance(region, str) and region
+            else outcode or "national")
+    start, end = _when(entry.get("from")), _when(entry.get("to"))
+    span = f", {_utc(start)}-{_utc(end)}" if start is not None and end is not None else ""
+    refresh = None if end is None else end + 30.0 - now_s
+    return Intensity(g, f"uk-carbon-intensity {name}: {g:g} g/kWh ({kind}{span})", refresh)
+
+
+def make_fetch(settings: LiveSettings, timeout_s: float = TIMEOUT_S,
+               wallclock: Callable[[], float] = time.time) -> Callable[[], Intensity]:
+    """The fetch of one answer for ``settings`` (raises FetchError)."""
+    import urllib.parse
+
+    if settings.source == ELECTRICITYMAPS:
+        url = (f"{settings.url}/v3/carbon-intensity/latest?"
+               f"{urllib.parse.urlencode({'zone': settings.zone})}")
+        headers = {"auth-token": settings.token or ""}
+        zone = settings.zone or ""
+        return lambda: parse_electricitymaps(*get_json(url, headers, timeout_s), zone)
+    path = ("/intensity" if settings.zone is None
+            else f"/regional/postcode/{urllib.parse.quote(settings.zone)}")
+    return lambda: parse_uk(get_json(settings.url + path, {}, timeout_s)[0], settings.zone,
+                            wallclock())
+
+
+# -- the background fetcher ---------------------------------------------------------------
+def _warn(message: str) -> None:
+    warnings.warn(message, CarbonSourceWarning, stacklevel=2)
+
+
+class LiveCarbon:
+    """The carbon settings of each tick from a live source (see the module docstring).
+
+    ``fetch`` returns an :class:`Intensity` or raises FetchError; ``fallback`` is the
+    table figure (its PUE applies to the live figures too). ``warn`` is told, once per
+    run of failures, what failed (default: a :class:`CarbonSourceWarning`);
+    :meth:`drain_warnings` hands the same lines to the engine (event rows in the file).
+    """
+
+    def __init__(self, name: str, fetch: Callable[[], Intensity], fallback: CarbonInfo, *,
+                 refresh_s: float = REFRESH_S, retry_s: float = RETRY_S,
+                 stale_s: float = STALE_S, clock: Callable[[], float] = time.monotonic,
+                 warn: Callable[[str], None] | None = _warn):
+        self.name = name
+        self.fetch = fetch
+        self.fallback = fallback
+        self.refresh_s = refresh_s
+        self.retry_s = retry_s
+        self.stale_s = stale_s
+        self.clock = clock
+        self.warn = warn
+        self._cond = threading.Condition()
+        self._value = self._table(f"{name}: waiting for the first answer")
+        self._good: tuple[CarbonInfo, float] | None = None  # the last answer, when
+        self._failures = 0  # failed fetches in a row
+        self._warnings: list[str] = []
+        self.answers = 0  # fetches finished, good or not
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _table(self, why: str) -> CarbonInfo:
+        f = self.fallback
+        return CarbonInfo(f.g_per_kwh, f.pue, f"{f.source} ({why})", f.is_default)
+
+    def current(self) -> CarbonInfo:
+        """The carbon settings in force now; never waits for the network."""
+        return self._value
+
+    def start(self) -> None:
+        """Fetch now and then as the answers say, on a daemon thread (until close())."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="tuimeter-carbon",
+                                            daemon=True)
+            self._thread.start()
+
+    def close(self) -> None:
+        """Stop fetching (a fetch under way ends by its own timeout; nothing waits)."""
+        self._stop.set()
+
+    def _run(self) -> None:
+        delay = 0.0
+        while not self._stop.wait(delay):
+            delay = self.fetch_once()
+
+    def fetch_once(self) -> float:
+        """One fetch, its result put in force; seconds until the next one."""
+        try:
+            answer = self.fetch()
+        except FetchError as exc:
+            return self._failed(str(exc))
+        except Exception as exc:  # noqa: BLE001 - a bug here must not end the fetching
+            return self._failed(f"{type(exc).__name__}: {_short(exc)}")
+        value = CarbonInfo(answer.g_per_kwh, self.fallback.pue, answer.source,
+                           provider=self.name)
+        with self._cond:
+            self._value, self._good, self._failures = value, (value, self.clock()), 0
+            self.answers += 1
+            self._cond.notify_all()
+        refresh = self.refresh_s if answer.refresh_s is None else answer.refresh_s
+        return min(max(refresh, MIN_REFRESH_S), MAX_REFRESH_S)
+
+    def _failed(self, reason: str) -> float:
+        good = self._good
+        if good is not None and self.clock() - good[1] < self.stale_s:
+            value = replace(good[0], source=f"{good[0].source} (refresh failed: {reason})")
+            line = (f"carbon source {self.name}: refresh failed ({reason}); keeping "
+                    f"{good[0].g_per_kwh:g} g/kWh for now")
+        else:
+            value = self._table(f"{self.name} failed: {reason}")
+            line = (f"carbon source {self.name} failed ({reason}); using "
+                    f"{self.fallback.g_per_kwh:g} g/kWh from the table")
+        with self._cond:
+            self._failures += 1
+            first = self._failures == 1
+            self._value = value
+            if first:
+                self._warnings.append(line)
+            self.answers += 1
+            self._cond.notify_all()
+        if first and self.warn is not None:
+            self.warn(line)
+        return min(self.retry_s * 2 ** (self._failures - 1), max(self.refresh_s, self.retry_s))
+
+    def drain_warnings(self) -> list[str]:
+        """The warning lines since the last call (the engine writes them as events)."""
+        with self._cond:
+            out, self._warnings = self._warnings, []
+        return out
+
+    def wait_answers(self, n: int, timeout_s: float | None = None) -> bool:
+        """Wait until ``n`` fetches have finished (good or not); False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.answers >= n, timeout_s)
+
+
+def open_live(settings: LiveSettings | None, fallback: CarbonInfo,
+              **kwargs: Any) -> LiveCarbon | None:
+    """The fetcher for ``settings`` (None: the table, no fetcher); not started."""
+    if settings is None:
+        return None
+    return LiveCarbon(settings.source, make_fetch(settings), fallback, **kwargs)
