@@ -19,6 +19,7 @@ from typing import Callable, Sequence
 
 from textual import events
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.reactive import reactive
 from textual.screen import Screen
@@ -60,6 +61,15 @@ class Status:
 class MainScreen(Screen[None]):
     """Top bar, job panel, domain table, chart and totals, process panel, sensor status
     line and footer; drawn from snapshots, throttled to one frame every ``frame_s``."""
+
+    #: the chart's keys, listed in the help (the footer keeps its room for the app's)
+    BINDINGS = [
+        Binding("left_square_bracket", "zoom(-1)", "Chart: shorter window", show=False,
+                key_display="["),
+        Binding("right_square_bracket", "zoom(1)", "Chart: longer window", show=False,
+                key_display="]"),
+        Binding("v", "parts", "Chart: parts too", show=False),
+    ]
 
     paused: reactive[bool] = reactive(False)
     """The display is frozen (the engine keeps sampling and recording)."""
@@ -104,6 +114,16 @@ class MainScreen(Screen[None]):
     def on_resize(self, event: events.Resize) -> None:
         """Below 32 lines, the process table and status line give their rows to the chart."""
         self.set_class(event.size.height < COMPACT_BELOW_LINES, "-compact")
+
+    # -- keys -----------------------------------------------------------------------
+    def action_zoom(self, step: int) -> None:
+        """The chart's window: ``[`` shorter, ``]`` longer (redrawn from what it holds,
+        paused or not)."""
+        self._widget(PowerChart).zoom(step)
+
+    def action_parts(self) -> None:
+        """The chart draws the parts (core, uncore) and psys too, or not."""
+        self._widget(PowerChart).toggle_parts()
 
     # -- snapshots ----------------------------------------------------------------
     def show(self, message: SnapshotReady) -> None:

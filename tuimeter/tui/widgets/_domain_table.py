@@ -21,7 +21,7 @@ from ...model import Domain, DomainSample, Snapshot, Status, Totals
 from ...phases import average_power_w
 from ...text import safe_text
 from ..format import badge, fmt_energy, fmt_power, provenance_badge
-from ._power_chart import series_marker
+from ._power_chart import TOTAL_MARKER, series_marker
 from ._spark_line import SparkLine
 
 #: sparkline points passed on (no row is wider)
@@ -189,7 +189,7 @@ class DomainTable(Vertical):
         for i, d in enumerate(self.domains):
             name = d.id if d.in_total else f"{d.id} {not_in_total_tag(d)}"
             yield DomainRow(d.id, name, series_marker(i))
-        yield DomainRow("total", "total", " ", classes="total")
+        yield DomainRow("total", "total", TOTAL_MARKER, classes="total")
 
     def on_resize(self, event: events.Resize) -> None:
         """Drop the columns the table is too narrow for (and bring them back)."""
