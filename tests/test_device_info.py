@@ -14,10 +14,9 @@ import pytest
 
 from tests.fakes.fake_pynvml import FakeGpu, make_fake_pynvml
 from tests.fakes.powercap import FakePowercap
-from tests.fakes.scripted import ScriptedSensor, domain, rapl_like
+from tests.fakes.scripted import DeviceScripted, domain, rapl_like
 from tests.helpers import make_engine, wait_for
 from tuimeter.model import DeviceInfo, DomainKind
-from tuimeter.sensors.capabilities import DeviceInfoSource
 from tuimeter.sensors.cpuinfo import (CpuPackageReader, cpu_packages, package_freqs_mhz,
                                       package_temps_c)
 from tuimeter.sensors.estimate import EstimateSensor
@@ -211,20 +210,11 @@ def test_estimated_cpu_shows_mean_frequency_and_hottest_package():
 # ---- the engine -------------------------------------------------------------------------
 
 
-class DeviceSensor(ScriptedSensor, DeviceInfoSource):
-    """A scripted GPU with device readings; ``gate`` (if set) holds device_info until set."""
-
-    def __init__(self, info_fn=None, gate: threading.Event | None = None):
-        super().__init__("devices", [domain("gpu0", DomainKind.GPU)], {"gpu0": 100.0})
-        self.info_fn = info_fn or (lambda now: {"gpu0": DeviceInfo(t_s=now, util_pct=50.0)})
-        self.gate = gate
-        self.asked = threading.Event()
-
-    def device_info(self, now_s):
-        self.asked.set()
-        if self.gate is not None:
-            self.gate.wait(10)
-        return self.info_fn(now_s)
+def DeviceSensor(info_fn=None, gate: threading.Event | None = None) -> DeviceScripted:
+    """A scripted GPU with device readings (busy 50 % unless ``info_fn`` says otherwise)."""
+    return DeviceScripted("devices", [domain("gpu0", DomainKind.GPU)], {"gpu0": 100.0},
+                          info_fn=info_fn or (lambda now: {"gpu0": DeviceInfo(now, util_pct=50.0)}),
+                          gate=gate)
 
 
 def test_snapshots_carry_the_latest_device_readings():

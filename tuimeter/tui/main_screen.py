@@ -27,6 +27,7 @@ from textual.widgets import Footer
 
 from ..model import Domain, JobSample, Snapshot
 from ..job import JobState
+from .devices import DeviceScreen, devices_text
 from .messages import SnapshotReady
 from .widgets import (DomainTable, JobPanel, PowerChart, ProcessPanel, SensorStatusLine,
                       TopBar, TotalsPanel)
@@ -69,6 +70,7 @@ class MainScreen(Screen[None]):
         Binding("right_square_bracket", "zoom(1)", "Chart: longer window", show=False,
                 key_display="]"),
         Binding("v", "parts", "Chart: parts too", show=False),
+        Binding("d", "devices", "Devices", show=False),
     ]
 
     paused: reactive[bool] = reactive(False)
@@ -124,6 +126,12 @@ class MainScreen(Screen[None]):
     def action_parts(self) -> None:
         """The chart draws the parts (core, uncore) and psys too, or not."""
         self._widget(PowerChart).toggle_parts()
+
+    def action_devices(self) -> None:
+        """Every device's readings in full, as of the last frame."""
+        message = self.drawn or self.latest
+        self.app.push_screen(DeviceScreen(devices_text(
+            message.snapshot if message is not None else None)))
 
     # -- snapshots ----------------------------------------------------------------
     def show(self, message: SnapshotReady) -> None:

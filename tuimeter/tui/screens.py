@@ -27,6 +27,7 @@ KEYS = (
     ("-", "shorter sampling interval (down to 0.1 s)"),
     ("[ ]", "chart: a shorter / longer time window (30 s to 1 h; 5 min at start)"),
     ("v", "chart: draw the parts (core, uncore) and psys too, or not"),
+    ("d", "devices: each GPU's and CPU's readings in full (busy, memory, temperature ...)"),
     ("?", "this help (Esc closes it)"),
     ("q", "quit (the session file is closed and its path printed)"),
 )
