@@ -350,3 +350,20 @@ async def test_chart_lines_are_continuous_under_no_color(monkeypatch):
         gaps = [c for c in range(cols[0], cols[-1] + 1) if c not in cols and c not in verticals]
         assert len(cols) > 60 and gaps == []
         await pilot.press("q")
+
+
+def test_braille_lines_join_their_points_and_leave_labels_alone():
+    """Two points a canvas apart make one joined line of dots, bottom-left to top-right,
+    in its colour; a label's letters are not drawn over, a marker line is."""
+    from tuimeter.tui.widgets._power_chart import draw_braille
+
+    marker = [[" "] * 4 for _ in range(2)]  # 4 x 2 cells: 8 x 8 dots, rows bottom first
+    marker[1][3] = "x"  # a label's letter, top right
+    marker[0][1] = "│"  # a marker line
+    colour = [["default"] * 4 for _ in range(2)]
+    draw_braille(marker, colour, range(4), range(2), [(7, [0.0, 1.0], [0.0, 1.0])],
+                 (0.0, 1.0, 0.0, 1.0))
+    assert marker[0][0] == chr(0x2800 + 0x40 + 0x20)  # dots (0, 0) and (1, 1): "⡠"
+    assert marker[0][1] != "│" and ord(marker[0][1]) in BRAILLE and colour[0][1] == 7
+    assert marker[1][3] == "x" and colour[1][3] == "default"
+    assert marker[1][2] != " " and colour[0][0] == 7

@@ -247,11 +247,15 @@ class PowerChart(PlotextPlot):
         return chart_series(self._data[0], parts=self.show_parts,
                             total_only=width < SERIES_MIN_WIDTH)
 
-    def _build(self, width: int, height: int, series: list[Series]) -> None:
+    def _build(self, width: int, height: int, series: list[Series],
+               own_braille: bool = True) -> None:
         """Load the shown snapshot's last ``window_s`` seconds into the figure, for a plot
-        of ``width`` x ``height`` cells."""
+        of ``width`` x ``height`` cells. Braille lines are kept in ``_lines`` to be drawn
+        by :func:`draw_braille` over plotext's frame (``own_braille``: a third of the CPU
+        of plotext's braille lines), else given to plotext."""
         plt = self.plt
         plt.clear_data()
+        self._lines, self._labels = [], []
         if self._data is None:
             return
         snap, times_s = self._data
@@ -261,29 +265,36 @@ class PowerChart(PlotextPlot):
         top = 0.0
         # devices first, the total last: on top where lines cross
         for s in reversed(series):
-            xs, ys = in_window(times_s, s.history_w, window, columns * (1 if ascii_ else 2))
+            xs, ys = in_window(times_s, s.history_w, window, columns)
             if not xs:
                 continue
             top = max(top, max(ys))
             if ascii_:  # lines while points are sparse (cheap then), dots once dense
                 draw = plt.plot if len(xs) < columns else plt.scatter
                 draw(xs, ys, marker=s.marker, color=s.code)
+            elif own_braille:
+                self._lines.append((s.code, xs, ys))
             else:
                 plt.plot(xs, ys, marker="braille", color=s.code)
         lo, hi = -float(window), 0.0
+        if self._lines:  # plotext draws no axis ticks for a figure without data
+            plt.scatter([lo, hi], [0.0, 0.0], marker=" ")
         plt.xlim(lo, hi)
         step = TICK_S.get(window, window // 4 or 1)
         ticks = list(range(-window, 1, step))
         plt.xticks(ticks, [_tick_label(-t) for t in ticks])
-        plt.ylim(0, top * 1.1 if top > 0 else 1.0)
+        self._limits = (lo, hi, 0.0, top * 1.1 if top > 0 else 1.0)
+        plt.ylim(0, self._limits[3])
         top = top if top > 0 else 1.0 / 1.1
         now = times_s[-1] if times_s else snap.elapsed_s
         shown = [(m.elapsed_s - now, safe_text(m.label)) for m in snap.markers
                  if lo <= m.elapsed_s - now <= hi]
         for x, _ in shown:
             plt.vertical_line(x)
-        for x, label, align in marker_labels(shown, lo, hi, columns):
-            plt.text(label, x, top * 1.05, alignment=align)
+        self._labels = marker_labels(shown, lo, hi, columns)
+        if not own_braille:
+            for x, label, align in self._labels:
+                plt.text(label, x, top * 1.05, alignment=align)
 
     def _cells(self) -> "tuple[list[str], list[list]] | None":
         """The figure's characters and colour codes, top line first: plotext's matrix read
@@ -295,6 +306,10 @@ class PowerChart(PlotextPlot):
             plot._build_matrix()
             matrix = plot.monitor.matrix
             rows, colours = matrix.marker, matrix.fullground
+            canvas = (matrix.Cols_canvas, matrix.Rows_canvas)
+            if self._lines:
+                draw_braille(rows, colours, *canvas, self._lines, self._limits)
+            draw_labels(rows, colours, *canvas, self._labels, self._limits)
         except AttributeError:
             return None
         return ["".join(row) for row in reversed(rows)], list(reversed(colours))
@@ -313,12 +328,12 @@ class PowerChart(PlotextPlot):
         header = header_lines(title, legend, w, style)
         plot_h = max(h - len(header), 1)
         self._build(w, plot_h, series)
-        self._plot.plotsize(w, plot_h)
-        self._plot._set_size(w, plot_h)  # as PlotextPlot.render does (textual-plotext #5)
-        self._plot.theme("clear")
+        self._size_plot(w, plot_h)
         cells = self._cells()
         strips = [Strip(line) for line in header]
-        if cells is None:  # not plotext 5.x's figure: its public build, in one colour
+        if cells is None:  # not plotext 5.x's insides: its braille, its build, one colour
+            self._build(w, plot_h, series, own_braille=False)
+            self._size_plot(w, plot_h)
             strips += [Strip([Segment(line, style)])
                        for line in _plain(self._plot.build()).splitlines()]
         else:
@@ -329,6 +344,11 @@ class PowerChart(PlotextPlot):
         self.series_keys = tuple(s.key for s in series)
         self.builds += 1
         return self._cache
+
+    def _size_plot(self, w: int, h: int) -> None:
+        self._plot.plotsize(w, h)
+        self._plot._set_size(w, h)  # as PlotextPlot.render does (textual-plotext #5)
+        self._plot.theme("clear")
 
     def render_lines(self, crop):
         # one style lookup per render pass, not two per line (each walks the ancestors)
@@ -342,6 +362,66 @@ class PowerChart(PlotextPlot):
         if y < len(strips):
             return strips[y]
         return Strip.blank(self.size.width, style)
+
+
+#: a braille cell's dot bits, by (column 0/1, row from the top 0..3)
+_DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
+
+
+def draw_braille(marker: list[list[str]], colour: list[list], cols: range, rows: range,
+                 lines: Sequence[tuple[int, Sequence[float], Sequence[float]]],
+                 limits: tuple[float, float, float, float]) -> None:
+    """Draw each (colour code, xs, ys) as a braille line into plotext's matrices (rows
+    bottom first) over the canvas ``cols`` x ``rows``, mapped as plotext maps its own
+    (``limits``: x from, x to, y from, y to): 2 x 4 dots a cell, consecutive points
+    joined. A cell shows every line's dots; its colour is the last line's that crosses
+    it. Only blank cells and marker lines are drawn over (never a label)."""
+    x0, x1, y0, y1 = limits
+    w, h = 2 * len(cols), 4 * len(rows)
+    if w <= 0 or h <= 0 or x1 <= x0 or y1 <= y0:
+        return
+    sx, sy = (w - 1) / (x1 - x0), (h - 1) / (y1 - y0)
+    masks: dict[tuple[int, int], int] = {}
+    owner: dict[tuple[int, int], int] = {}
+    for code, xs, ys in lines:
+        last = None
+        for x, y in zip(xs, ys):
+            dot = (round((x - x0) * sx), min(max(round((y - y0) * sy), 0), h - 1))
+            if last is None:
+                last = dot
+            dx, dy = dot[0] - last[0], dot[1] - last[1]
+            steps = max(abs(dx), abs(dy), 1)
+            for i in range(1, steps + 1) if last != dot else (0,):
+                px = last[0] + round(i * dx / steps)
+                py = last[1] + round(i * dy / steps)
+                if 0 <= px < w:
+                    cell = (px // 2, py // 4)
+                    masks[cell] = masks.get(cell, 0) | _DOTS[px % 2][3 - py % 4]
+                    owner[cell] = code
+            last = dot
+    for (cx, cy), mask in masks.items():
+        col, row = cols.start + cx, rows.start + cy
+        if marker[row][col] in (" ", "│"):
+            marker[row][col] = chr(0x2800 + mask)
+            colour[row][col] = owner[(cx, cy)]
+
+
+def draw_labels(marker: list[list[str]], colour: list[list], cols: range, rows: range,
+                labels: Sequence[tuple[float, str, str]],
+                limits: tuple[float, float, float, float]) -> None:
+    """Write the markers' labels (x, text, "left" or "right" of x) on the canvas's top
+    row, over whatever is there (a line's dots), in the axes' colour; cut at its edges."""
+    x0, x1 = limits[0], limits[1]
+    if not len(cols) or not len(rows) or x1 <= x0:
+        return
+    row = rows.stop - 1
+    for x, text, align in labels:
+        col = cols.start + round((x - x0) / (x1 - x0) * (len(cols) - 1))
+        start = col - len(text) + 1 if align == "right" else col
+        for i, ch in enumerate(text):
+            if cols.start <= start + i < cols.stop:
+                marker[row][start + i] = ch
+                colour[row][start + i] = "default"
 
 
 def _runs(text: str, colours: Sequence, styles: dict[int, Style], base: Style) -> list[Segment]:
