@@ -96,7 +96,7 @@ async def test_d_shows_every_reading_in_full_and_esc_closes(tmp_path):
         await pilot.pause()
         assert isinstance(app.screen, DeviceScreen)
         text = str(app.screen.query_one("#devices", Static).content)
-        assert "gpu0" in text and "busy         87 %" in text and "model        NVIDIA" in text
+        assert "gpu0  NVIDIA" in text and "busy         87 %" in text
         assert "temperature  N/A" in text and "memory clock 3201 MHz" in text
         assert "\\x1b[2J" in text and "\x1b" not in text
         await pilot.press("escape")

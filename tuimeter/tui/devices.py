@@ -95,8 +95,9 @@ def device_lines(sample: DomainSample) -> Text:
     info = sample.device
     text = Text()
     text.append(f"{safe_text(sample.domain.id)}", style="bold")
-    if sample.domain.label:
-        text.append(f"  {safe_text(sample.domain.label)}")
+    label = sample.domain.label or (info.name if info is not None else "")
+    if label:  # a GPU's label is its model (and how it is read)
+        text.append(f"  {safe_text(label)}")
     text.append("\n")
     if info is None:
         text.append("  no readings\n")
@@ -105,7 +106,6 @@ def device_lines(sample: DomainSample) -> Text:
     if info.mem_used_b is not None and info.mem_total_b is not None:
         mem = f"{info.mem_used_b / 2**30:.1f} / {info.mem_total_b / 2**30:.1f} GiB"
     rows = [
-        ("model", safe_text(info.name) or NA),
         ("busy", _value(info.util_pct, "{:.0f} %")),
         ("memory busy", _value(info.mem_util_pct, "{:.0f} %")),
         ("memory", mem),
