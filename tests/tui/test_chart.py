@@ -93,8 +93,10 @@ def test_the_window_keeps_the_last_seconds_relative_to_now():
     assert ys[-1] == 999.0
     xs, ys = in_window(times, hist, 300, 50)  # thinned to about 50, the newest kept
     assert 50 <= len(xs) <= 51 and xs[-1] == 0.0
-    hist[-2] = None  # a lost tick: no point, no zero
+    hist[-2] = None  # a lost tick: no point, no zero; or a break in the line
     assert -1.0 not in in_window(times, hist, 30, 100)[0]
+    xs, ys = in_window(times, hist, 30, 100, gaps=True)
+    assert (xs[-2], ys[-2]) == (-1.0, None)
     assert in_window([], [], 300, 10) == ([], [])
 
 
@@ -367,3 +369,19 @@ def test_braille_lines_join_their_points_and_leave_labels_alone():
     assert marker[0][1] != "│" and ord(marker[0][1]) in BRAILLE and colour[0][1] == 7
     assert marker[1][3] == "x" and colour[1][3] == "default"
     assert marker[1][2] != " " and colour[0][0] == 7
+
+
+def test_a_lost_tick_breaks_the_braille_line():
+    """No power is drawn where none is known: the dots stop before a lost tick and start
+    again after it (the sparkline shows it as `·`)."""
+    from tuimeter.tui.widgets._power_chart import draw_braille
+
+    def drawn(ys):
+        marker = [[" "] * 8]
+        draw_braille(marker, [["default"] * 8], range(8), range(1),
+                     [(7, [0.0, 1.0, 2.0], ys)], (0.0, 2.0, 0.0, 1.0))
+        return "".join(marker[0])
+
+    assert drawn([0.5, 0.5, 0.5]).strip(" ") == drawn([0.5, 0.5, 0.5])  # one joined line
+    broken = drawn([0.5, None, 0.5])
+    assert broken[0] != " " and broken[-1] != " " and "  " in broken

@@ -110,10 +110,11 @@ def _tick_label(ago_s: int) -> str:
 
 
 def in_window(times_s: Sequence[float], history_w: Sequence[float | None], window_s: float,
-              n: int) -> tuple[list[float], list[float]]:
-    """The points of the last ``window_s`` seconds as (seconds before the newest, W), None
-    dropped, at most ``n`` (every k-th, keeping the newest): plotting 600 points into 60
-    columns costs CPU and shows nothing more. ``history_w`` ends with ``times_s``."""
+              n: int, gaps: bool = False) -> tuple[list[float], list]:
+    """The points of the last ``window_s`` seconds as (seconds before the newest, W), at
+    most ``n`` (every k-th, keeping the newest): plotting 600 points into 60 columns costs
+    CPU and shows nothing more. ``history_w`` ends with ``times_s``. A lost tick (None) is
+    dropped, or kept as None with ``gaps`` (a line breaks there)."""
     hist = history_w[-len(times_s):] if times_s else ()
     times = times_s[-len(hist):] if hist else ()
     if not times:
@@ -123,9 +124,8 @@ def in_window(times_s: Sequence[float], history_w: Sequence[float | None], windo
     idx = range(first, len(times))
     step = max(1, len(idx) // max(n, 1))
     keep = [i for i in range(len(times) - 1, first - 1, -step)][::-1]
-    xs = [times[i] - now for i in keep if hist[i] is not None]
-    ys = [hist[i] for i in keep if hist[i] is not None]
-    return xs, ys
+    keep = [i for i in keep if gaps or hist[i] is not None]
+    return [times[i] - now for i in keep], [hist[i] for i in keep]
 
 
 #: marker labels are cut to this many characters at most
@@ -265,14 +265,16 @@ class PowerChart(PlotextPlot):
         top = 0.0
         # devices first, the total last: on top where lines cross
         for s in reversed(series):
-            xs, ys = in_window(times_s, s.history_w, window, columns)
-            if not xs:
+            own = own_braille and not ascii_
+            xs, ys = in_window(times_s, s.history_w, window, columns, gaps=own)
+            known = [y for y in ys if y is not None]
+            if not known:
                 continue
-            top = max(top, max(ys))
+            top = max(top, max(known))
             if ascii_:  # lines while points are sparse (cheap then), dots once dense
                 draw = plt.plot if len(xs) < columns else plt.scatter
                 draw(xs, ys, marker=s.marker, color=s.code)
-            elif own_braille:
+            elif own:  # a lost tick breaks the line: no power is drawn where none is known
                 self._lines.append((s.code, xs, ys))
             else:
                 plt.plot(xs, ys, marker="braille", color=s.code)
@@ -369,12 +371,12 @@ _DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
 
 
 def draw_braille(marker: list[list[str]], colour: list[list], cols: range, rows: range,
-                 lines: Sequence[tuple[int, Sequence[float], Sequence[float]]],
+                 lines: Sequence[tuple[int, Sequence[float], Sequence[float | None]]],
                  limits: tuple[float, float, float, float]) -> None:
     """Draw each (colour code, xs, ys) as a braille line into plotext's matrices (rows
     bottom first) over the canvas ``cols`` x ``rows``, mapped as plotext maps its own
     (``limits``: x from, x to, y from, y to): 2 x 4 dots a cell, consecutive points
-    joined. A cell shows every line's dots; its colour is the last line's that crosses
+    joined (not across a None: a lost tick). A cell shows every line's dots; its colour is the last line's that crosses
     it. Only blank cells and marker lines are drawn over (never a label)."""
     x0, x1, y0, y1 = limits
     w, h = 2 * len(cols), 4 * len(rows)
@@ -386,6 +388,9 @@ def draw_braille(marker: list[list[str]], colour: list[list], cols: range, rows:
     for code, xs, ys in lines:
         last = None
         for x, y in zip(xs, ys):
+            if y is None:  # lost: the line breaks
+                last = None
+                continue
             dot = (round((x - x0) * sx), min(max(round((y - y0) * sy), 0), h - 1))
             if last is None:
                 last = dot
