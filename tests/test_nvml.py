@@ -685,14 +685,19 @@ def test_fake_raises_the_real_error_classes_and_needs_init(install):
 # ---- real hardware ---------------------------------------------------------------------------
 
 
-@pytest.mark.gpu
-def test_real_nvml_reads_every_gpu():
-    """On a machine with an NVIDIA driver: every GPU opens, reads OK, energy never steps back."""
+def real_nvml() -> tuple[NvmlSensor, list]:
+    """The real driver's sensor, opened, and its domains; the test is skipped without one."""
     sensor = NvmlSensor()
     status = sensor.is_available()
     if not status.available:
         pytest.skip(status.describe())
-    domains = sensor.open()
+    return sensor, list(sensor.open())
+
+
+@pytest.mark.gpu
+def test_real_nvml_reads_every_gpu():
+    """On a machine with an NVIDIA driver: every GPU opens, reads OK, energy never steps back."""
+    sensor, domains = real_nvml()
     try:
         first = by_id(sensor.read(0.0))
         second = by_id(sensor.read(0.5))
@@ -702,6 +707,26 @@ def test_real_nvml_reads_every_gpu():
                 assert second[d.id].energy_j >= first[d.id].energy_j >= 0.0
             assert second[d.id].power_w is None or 0.0 < second[d.id].power_w < 2000.0
         assert all(isinstance(p, GpuProcess) for p in sensor.gpu_compute_pids(0) or [])
+    finally:
+        sensor.close()
+
+
+@pytest.mark.gpu
+def test_real_gpus_give_their_device_readings():
+    """On a machine with an NVIDIA driver: each GPU's readings come back in their units
+    (any field the GPU does not support is None, never an error)."""
+    sensor, domains = real_nvml()
+    try:
+        infos = sensor.device_info(1.0)
+        assert set(infos) == {d.id for d in domains}
+        for info in infos.values():
+            assert info.name
+            if info.mem_total_b is not None:
+                assert 0 <= (info.mem_used_b or 0) <= info.mem_total_b
+            assert info.util_pct is None or 0 <= info.util_pct <= 100
+            assert info.temp_c is None or 0 < info.temp_c < 120
+            assert info.power_limit_w is None or 10 < info.power_limit_w < 2000
+            assert info.clock_sm_mhz is None or 0 <= info.clock_sm_mhz < 5000
     finally:
         sensor.close()
 

@@ -152,6 +152,29 @@ class Marker:
 
 
 @dataclass(frozen=True)
+class DeviceInfo:
+    """What a device is doing besides drawing power: the readings a GPU or CPU monitor
+    shows (nvitop, s-tui), measured by the driver and read on a slow cadence of their own
+    (``Engine.device_interval_s``), never in the energy read. Every field is optional:
+    None is "the driver does not say" (NotSupported, no sensor, a failed read), shown as
+    n/a, and a failure costs that field only.
+
+    ``t_s`` is when they were read, on the engine's monotonic clock."""
+
+    t_s: float
+    name: str = ""  # the device's model as its driver names it (GPU); untrusted text
+    util_pct: float | None = None  # GPU busy, % of the last sample period
+    mem_util_pct: float | None = None  # GPU memory controller busy, %
+    mem_used_b: int | None = None  # device memory in use, bytes
+    mem_total_b: int | None = None  # device memory, bytes
+    temp_c: float | None = None  # GPU die / CPU package temperature, degrees C
+    power_limit_w: float | None = None  # the power limit the driver enforces, W
+    clock_sm_mhz: float | None = None  # GPU SM (graphics) clock now, MHz
+    clock_mem_mhz: float | None = None  # GPU memory clock now, MHz
+    freq_mhz: float | None = None  # CPU package: mean current frequency of its CPUs, MHz
+
+
+@dataclass(frozen=True)
 class DomainSample:
     """One domain at one tick, as readers (UI, recorder, exporters) see it."""
 
@@ -167,6 +190,9 @@ class DomainSample:
     #: set when energy_j was bridged across failed reads: the seconds it spans (the lost
     #: intervals just before this one, and this one); power_w is its average over them
     bridged_s: float | None = None
+    #: the device's own readings (utilisation, memory, temperature, clocks), from its
+    #: sensor's last slow read; None where the sensor has none (or not yet)
+    device: DeviceInfo | None = None
 
 
 @dataclass(frozen=True)

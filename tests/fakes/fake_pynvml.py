@@ -107,6 +107,16 @@ class FakeGpu:
     module_power_mw: int | None = None
     return_stale_samples: bool = False
     once: dict[str, list[BaseException | int]] = field(default_factory=dict)
+    # what nvitop shows (an H200 under load): utilisation %, memory bytes (143771 MiB, as
+    # nvidia-smi shows an H200), temperature C, enforced power limit mW, clocks MHz
+    util_gpu_pct: int = 87
+    util_mem_pct: int = 35
+    mem_total_b: int = 143_771 * 2**20
+    mem_used_b: int = 41 * 2**30
+    temp_c: int = 64
+    power_limit_mw: int = 700_000
+    clock_sm_mhz: int = 1980
+    clock_mem_mhz: int = 3201
 
     def __post_init__(self) -> None:
         if not self.uuid:
@@ -118,6 +128,12 @@ class FakeGpu:
         ``nvmlDeviceGetFieldValues``, an NVML code put in each entry's ``nvmlReturn`` while
         the call itself succeeds (a transient ``real.NVML_ERROR_UNKNOWN`` entry)."""
         self.once.setdefault(call, []).extend([error] * times)
+
+    def not_supported(self, *calls: str) -> None:
+        """These calls raise ``NVMLError_NotSupported`` on this GPU from now on (no
+        temperature sensor on a vGPU, no clocks in some modes ...)."""
+        for call in calls:
+            self.errors[call] = _err(real.NVML_ERROR_NOT_SUPPORTED)
 
     def _take_once(self, call: str) -> BaseException | int | None:
         queue = self.once.get(call)
@@ -439,6 +455,35 @@ def make_fake_pynvml(gpus: list[FakeGpu] | None = None, init_error: int | BaseEx
 
     @on_gpu
     def nvmlDeviceGetEnforcedPowerLimit(gpu):
-        return 700_000
+        return gpu.power_limit_mw
+
+    @on_gpu
+    def nvmlDeviceGetUtilizationRates(gpu):
+        util = real.c_nvmlUtilization_t()
+        util.gpu, util.memory = gpu.util_gpu_pct, gpu.util_mem_pct
+        return util
+
+    @on_gpu
+    def nvmlDeviceGetMemoryInfo(gpu, version=None):
+        if version:  # the _v2 struct (with ``reserved``) is not played by this fake
+            raise _err(real.NVML_ERROR_FUNCTION_NOT_FOUND)
+        mem = real.c_nvmlMemory_t()
+        mem.total, mem.used = gpu.mem_total_b, gpu.mem_used_b
+        mem.free = gpu.mem_total_b - gpu.mem_used_b
+        return mem
+
+    @on_gpu
+    def nvmlDeviceGetTemperature(gpu, sensor):
+        if sensor != real.NVML_TEMPERATURE_GPU:  # the only sensor type nvml.h defines
+            raise _err(real.NVML_ERROR_INVALID_ARGUMENT)
+        return gpu.temp_c
+
+    @on_gpu
+    def nvmlDeviceGetClockInfo(gpu, clock_type):
+        clocks = {real.NVML_CLOCK_GRAPHICS: gpu.clock_sm_mhz, real.NVML_CLOCK_SM: gpu.clock_sm_mhz,
+                  real.NVML_CLOCK_MEM: gpu.clock_mem_mhz}
+        if clock_type not in clocks:
+            raise _err(real.NVML_ERROR_NOT_SUPPORTED)
+        return clocks[clock_type]
 
     return fake

@@ -8,8 +8,13 @@ from __future__ import annotations
 
 from typing import Callable
 
-from tuimeter.model import Domain, DomainKind, Event, Link, Provenance, Reading, SensorStatus, Status
+import dataclasses
+import threading
+
+from tuimeter.model import (DeviceInfo, Domain, DomainKind, Event, Link, Provenance, Reading,
+                            SensorStatus, Status)
 from tuimeter.sensors.base import Sensor
+from tuimeter.sensors.capabilities import DeviceInfoSource
 
 
 class FakeClock:
@@ -107,3 +112,27 @@ def rapl_like(power: dict[str, float] | None = None, **kw) -> ScriptedSensor:
     p = {"package-0": 40.0, "package-0/core": 25.0, "package-0/dram": 5.0, "psys": 60.0}
     p.update(power or {})
     return ScriptedSensor("rapl", doms, p, **kw)
+
+
+class DeviceScripted(ScriptedSensor, DeviceInfoSource):
+    """A scripted sensor whose devices have readings: ``infos`` (domain id -> DeviceInfo,
+    restamped at each call), or ``info_fn(now_s)``; ``gate`` (if set) holds
+    ``device_info`` until it is set (a driver call that hangs); ``asked`` is set once
+    ``device_info`` was called."""
+
+    def __init__(self, name: str, domains: list[Domain], power_w: dict[str, float],
+                 infos: dict[str, DeviceInfo] | None = None, info_fn=None,
+                 gate: threading.Event | None = None):
+        super().__init__(name, domains, power_w)
+        self.infos = dict(infos or {})
+        self.info_fn = info_fn
+        self.gate = gate
+        self.asked = threading.Event()
+
+    def device_info(self, now_s: float) -> dict[str, DeviceInfo]:
+        self.asked.set()
+        if self.gate is not None:
+            self.gate.wait(10)
+        if self.info_fn is not None:
+            return self.info_fn(now_s)
+        return {k: dataclasses.replace(v, t_s=now_s) for k, v in self.infos.items()}

@@ -365,46 +365,6 @@ async def test_no_color_keeps_every_state_readable(tmp_path, monkeypatch):
         await pilot.press("q")
 
 
-
-def test_chart_strips_every_colour_code_plotext_writes():
-    """plotext colours the marker lines and labels itself (``ESC[38;5;0m│``) whatever the
-    theme; those codes must not reach the terminal as text: they count as cells (the
-    totals panel shifts) and repaint the line black."""
-    from rich.style import Style
-
-    from tuimeter.tui.widgets._power_chart import colourise
-
-    plain = ("  0.0┤ \x1b[0m\x1b[38;5;0m│\x1b[0m \x1b[48;5;15m\x1b[38;5;8mwarmup\x1b[0m *+\x1b[0m\n"
-             "     └\x1b[1m─\x1b[0m┘\n")
-    strips = colourise(plain, Style())
-    texts = ["".join(seg.text for seg in s) for s in strips]
-    assert texts == ["  0.0┤ │ warmup *+", "     └─┘"]
-    assert strips[0].cell_length == len("  0.0┤ │ warmup *+")
-
-
-def test_chart_of_the_running_app_has_no_escape_codes():
-    """The app as `tuimeter` runs it (App.run, not run_test): the chart with markers on it
-    draws as plain cells."""
-    from tests.fakes.scripted import FakeClock
-
-    from .conftest import replay_app
-
-    clock = FakeClock()
-    app = replay_app(clock)
-
-    async def pilot_fn(pilot):
-        await tick(pilot, clock, 92)
-        await pilot.pause()
-        chart = app.query_one(PowerChart)
-        lines = ["".join(seg.text for seg in chart.render_line(y))
-                 for y in range(chart.size.height)]
-        app.exit(lines)
-
-    lines = app.run(headless=True, auto_pilot=pilot_fn, size=(100, 30))
-    assert any("warmup" in line for line in lines)
-    assert not [line for line in lines if "\x1b" in line]
-
-
 @pytest.mark.asyncio
 async def test_e_twice_in_one_second_makes_two_exports(tmp_path, monkeypatch):
     """Two exports within the same second each get their own file and both are listed:
@@ -461,88 +421,6 @@ def test_export_copies_whole_rows_only(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         copy_complete_rows(str(src), create_new(tmp_path / "x.csv"))
     assert not (tmp_path / "x.csv").exists()
-
-
-def _chart_lines(app) -> list[str]:
-    chart = app.query_one(PowerChart)
-    return ["".join(seg.text for seg in chart.render_line(y)) for y in range(chart.size.height)]
-
-
-@pytest.mark.asyncio
-async def test_chart_is_built_for_the_width_it_is_drawn_at():
-    """Guards the chart thinned and labelled for the width it had when a snapshot was
-    shown, not the one it is drawn at: a frame that falls due before the first layout
-    (width 0) drew 10 points a series, and a resize while paused kept the old width's
-    points (the snapshot tests' flake). Shown at 80 columns, paused, widened to 160: the
-    same chart as one shown at 160."""
-    from tests.fakes.scripted import FakeClock
-
-    from .conftest import replay_app
-
-    charts = []
-    for sizes in (((160, 48),), ((80, 24), (160, 48))):
-        clock = FakeClock()
-        app = replay_app(clock)
-        async with app.run_test(size=sizes[0]) as pilot:
-            await tick(pilot, clock, 90)
-            await pilot.press("p")
-            for size in sizes[1:]:
-                await pilot.resize_terminal(*size)
-                await pilot.pause()
-            charts.append(_chart_lines(app))
-            await pilot.press("q")
-    assert charts[0] == charts[1]
-
-
-def test_marker_labels_are_cut_before_the_next_marker():
-    """Guards overlapping marker labels (`marmarepoch 2, "fa`): a label ends a column
-    before the next marker, is cut to fit, and is dropped when under 3 characters."""
-    from tuimeter.tui.widgets._power_chart import marker_labels
-
-    assert marker_labels([(10.0, "mark 1"), (14.0, 'epoch 2, "fast"'), (60.0, "eval")],
-                         0.0, 100.0, 101) == [(10.0, "mar"), (14.0, 'epoch 2, "fa'),
-                                              (60.0, "eval")]
-    assert marker_labels([(10.0, "mark 1"), (12.0, "epoch 2")], 0.0, 100.0, 101) == [
-        (12.0, "epoch 2")]
-
-
-@pytest.mark.asyncio
-async def test_close_markers_do_not_overprint_their_labels(tmp_path):
-    """Two markers a second apart on the running chart: the first label is cut (or
-    dropped), the second shown whole, never one written over the other."""
-    app, clock = make_app(tmp_path)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await tick(pilot, clock, 20)
-        app.engine.add_marker("mark 1")
-        await tick(pilot, clock, 1)
-        app.engine.add_marker("epoch 2")
-        await tick(pilot, clock, 20)
-        lines = _chart_lines(app)
-        line = next(line for line in lines if "epoch 2" in line)
-        before = line[:line.index("epoch 2")].rstrip("│ ")
-        assert not before or not before[-1].isalnum(), line  # nothing run into it
-        await pilot.press("q")
-
-
-@pytest.mark.asyncio
-async def test_chart_lines_are_continuous_at_160_columns():
-    """Guards dotted chart lines (`* *  * *`) on a wide terminal: with fewer points than
-    columns each series is a line, so the top series has a cell in every column from
-    its first point to its last."""
-    from tests.fakes.scripted import FakeClock
-
-    from .conftest import replay_app
-
-    clock = FakeClock()
-    app = replay_app(clock)
-    async with app.run_test(size=(160, 48)) as pilot:
-        await tick(pilot, clock, 90)
-        lines = _chart_lines(app)
-        cols = sorted({i for line in lines for i, ch in enumerate(line) if ch == "&"})
-        verticals = {i for line in lines for i, ch in enumerate(line) if ch == "│"}
-        gaps = [c for c in range(cols[0], cols[-1] + 1) if c not in cols and c not in verticals]
-        assert len(cols) > 60 and gaps == []
-        await pilot.press("q")
 
 
 def test_job_line_says_running_once():

@@ -38,7 +38,7 @@ async def test_part_and_whole_tags_show_at_every_size(size):
     async with app.run_test(size=size) as pilot:
         await tick(pilot, clock, 3)
         text = screen_text(app)[0]
-        assert "+ └ core (part)" in text and "@ psys (whole)" in text
+        assert "+ └ core (part)" in text and "% psys (whole)" in text
         await pilot.press("q")
 
 

@@ -43,3 +43,11 @@ def test_paused_with_lost_gpu(snap_compare):
     """gpu1 was lost in the recording at 91-94 s: its row says [LOST] and N/A."""
     app, run_before = _at(92, "p")
     assert snap_compare(app, terminal_size=(100, 30), run_before=run_before)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+def test_chart_zoomed_with_parts(snap_compare, size):
+    """The chart's last 2 minutes (`[`) with the parts and psys drawn too (`v`): a legend
+    entry and a colour per series."""
+    app, run_before = _at(TICKS, "left_square_bracket", "v")
+    assert snap_compare(app, terminal_size=size, run_before=run_before)

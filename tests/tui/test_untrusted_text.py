@@ -77,6 +77,8 @@ async def test_replayed_marker_with_an_unterminated_osc_is_escaped(tmp_path):
     app = make_replay_app(str(path), clock)
     async with app.run_test(size=(120, 40)) as pilot:
         await tick(pilot, clock, 40)
+        await pilot.press("left_square_bracket", "left_square_bracket")  # last 1 min: room
+        await pilot.pause()
         shown, sent = screen_text(app)
         assert "\\x1b]0;pwn" in shown  # the chart's marker label (cut to its room)
         assert "demo\\x1b[5m" in shown and "gpu\\x9b1" in shown

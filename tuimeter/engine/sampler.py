@@ -13,6 +13,11 @@ Two paces, on one monotonic clock:
   the carbon settings in force at the tick: fixed, or asked of ``live_carbon`` (a live
   grid intensity fetched on its own thread) each tick, without waiting.
 
+Beside them, the devices' own readings (GPU utilisation, memory, temperature, clocks; CPU
+package frequency and temperature: :class:`~tuimeter.model.DeviceInfo`) are read on a
+thread of their own every ``device_interval_s`` (:meth:`Engine.refresh_devices`), so a slow
+driver call never delays a poll or a tick; each snapshot carries the latest.
+
 A domain whose sensor cannot read it (``Status.LOST``) reports its interval as lost (no
 energy, not 0 W). What its next good reading means is the sensor's word (``Reading.link``):
 ``BRIDGED``, the counter ran on underneath, so that tick carries the energy of the lost
@@ -37,6 +42,7 @@ from ..carbon import g_per_j
 from ..model import (
     Attribution,
     CarbonInfo,
+    DeviceInfo,
     Domain,
     DomainSample,
     Event,
@@ -50,6 +56,7 @@ from ..model import (
     Totals,
 )
 from ..sensors.base import Sensor, SensorUnavailable
+from ..sensors.capabilities import DeviceInfoSource
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +68,9 @@ MIN_POLL_INTERVAL_S = 0.05
 DEFAULT_HISTORY_LEN = 600
 #: markers kept in snapshots (the CSV has all of them)
 MAX_MARKERS_KEPT = 1000
+#: devices' own readings (utilisation, temperature, clocks) are read at most this often,
+#: seconds, on a thread of their own (never longer apart than the interval, if longer)
+DEVICE_INFO_INTERVAL_S = 2.0
 
 
 class DomainClash(RuntimeError):
@@ -127,6 +137,7 @@ class Engine:
     """
 
     STOP_TIMEOUT_S = 10.0  #: longest wait for the sampler thread in stop()
+    DEVICE_STOP_TIMEOUT_S = 2.0  #: longest wait for the device readings' thread in stop()
 
     def __init__(
         self,
@@ -179,6 +190,10 @@ class Engine:
         self._wake = threading.Event()
         self._snapshot: Snapshot | None = None
         self.listener_errors: list[BaseException] = []
+        self._devices: dict[str, DeviceInfo] = {}  # replaced whole by refresh_devices
+        self._device_thread: threading.Thread | None = None
+        self._device_stop = threading.Event()
+        self._device_failed: set[str] = set()  # sensors whose device_info raised (logged once)
 
     # -- set-up -------------------------------------------------------------------
     def open(self) -> None:
@@ -271,6 +286,39 @@ class Engine:
         with self._lock:
             if listener in self._listeners:
                 self._listeners.remove(listener)
+
+    @property
+    def device_interval_s(self) -> float:
+        """Seconds between two reads of the devices' own readings."""
+        return max(DEVICE_INFO_INTERVAL_S, self.interval_s)
+
+    def refresh_devices(self, now: float | None = None) -> None:
+        """Read every sensor's device readings once (:class:`DeviceInfoSource`); the
+        snapshots from the next tick on carry them (``DomainSample.device``).
+
+        :meth:`start` calls this on a thread of its own every :attr:`device_interval_s`,
+        never in a poll or a tick: a slow driver call costs no sample interval and never
+        holds up an energy read. A sensor that raises gives no readings this time."""
+        now = self.clock() if now is None else now
+        found: dict[str, DeviceInfo] = {}
+        for sensor in list(self._open_sensors):
+            if not isinstance(sensor, DeviceInfoSource):
+                continue
+            try:
+                found.update(sensor.device_info(now))
+            except Exception:  # readings we can do without: the energy goes on
+                if sensor.name not in self._device_failed:
+                    self._device_failed.add(sensor.name)
+                    log.exception("device readings of sensor %s failed", sensor.name)
+        self._devices = {k: v for k, v in found.items() if k in self._by_id}
+
+    def _run_devices(self) -> None:
+        while not self._device_stop.is_set():
+            try:
+                self.refresh_devices()
+            except Exception:  # never let the thread die silently
+                log.exception("device readings failed")
+            self._device_stop.wait(self.device_interval_s)
 
     def add_marker(self, label: str, source: str = "api", pid: int | None = None,
                    at_s: float | None = None) -> Marker:
@@ -446,6 +494,7 @@ class Engine:
                 status=st.tick_status,
                 history_w=tuple(st.history),
                 bridged_s=st.bridged_s,
+                device=self._devices.get(st.domain.id),
             ))
         return tuple(out)
 
@@ -507,6 +556,11 @@ class Engine:
             self._taking_markers = True
         self._thread = threading.Thread(target=self._run, name="tuimeter-sampler", daemon=True)
         self._thread.start()
+        if any(isinstance(s, DeviceInfoSource) for s in self._open_sensors):
+            self._device_stop.clear()
+            self._device_thread = threading.Thread(target=self._run_devices, daemon=True,
+                                                   name="tuimeter-devices")
+            self._device_thread.start()
 
     def _last_tick(self) -> float:
         return self.clock() if self._last_tick_t is None else self._last_tick_t
@@ -551,6 +605,7 @@ class Engine:
         """
         self._stop.set()
         self._wake.set()
+        self._stop_devices()
         if self._thread is not None:
             self._thread.join(self.STOP_TIMEOUT_S)
             stuck = self._thread.is_alive()
@@ -570,6 +625,14 @@ class Engine:
                 return self.tick(now)
         self._end_markers()
         return snap
+
+    def _stop_devices(self) -> None:
+        """Stop the device readings' thread; one stuck in a driver call is left behind
+        (a daemon), as the sampler is."""
+        self._device_stop.set()
+        if self._device_thread is not None:
+            self._device_thread.join(self.DEVICE_STOP_TIMEOUT_S)
+            self._device_thread = None
 
     def _end_markers(self) -> None:
         with self._lock:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass
 
+from ..model import DeviceInfo
+
 
 @dataclass(frozen=True)
 class GpuProcessUtil:
@@ -75,3 +77,19 @@ class GpuProcessSource(abc.ABC):
     def gpu_compute_pids(self, index: int) -> list[GpuProcess] | None:
         """Processes holding a context on GPU ``index`` (one per pid), or None if the driver
         cannot list them."""
+
+
+class DeviceInfoSource(abc.ABC):
+    """A sensor that can say what its devices are doing besides drawing power
+    (utilisation, memory, temperature, power limit, clocks: :class:`~tuimeter.model.DeviceInfo`).
+
+    The engine calls :meth:`device_info` on a slow cadence of its own, on another thread
+    than the energy reads, so it must be safe to call while :meth:`Sensor.read` runs and
+    after :meth:`Sensor.close` (then it returns ``{}``).
+    """
+
+    @abc.abstractmethod
+    def device_info(self, now_s: float) -> dict[str, DeviceInfo]:
+        """The readings of each of the sensor's domains that has any, by domain id, stamped
+        ``now_s`` (the engine's monotonic clock). Never raises: a field that fails is None,
+        a device that fails is left out."""

@@ -28,8 +28,10 @@ from functools import lru_cache
 from importlib import resources
 from typing import Callable, Sequence
 
-from ..model import Domain, DomainKind, Provenance, Reading, SensorStatus
+from ..model import DeviceInfo, Domain, DomainKind, Provenance, Reading, SensorStatus
 from .base import Sensor
+from .capabilities import DeviceInfoSource
+from .cpuinfo import CpuPackageReader
 
 #: CodeCarbon's TDP for a CPU missing from the table, per logical CPU (W).
 UNKNOWN_TDP_PER_THREAD_W = 4.0
@@ -184,7 +186,7 @@ def _logical_cpus() -> int:
     return os.cpu_count() or 1
 
 
-class EstimateSensor(Sensor):
+class EstimateSensor(Sensor, DeviceInfoSource):
     """Estimated ``estimate/cpu`` and ``estimate/memory`` energy (J), provenance ESTIMATED.
 
     Injectable for tests: ``load_fn()`` (utilisation 0..1 since its previous call),
@@ -214,6 +216,7 @@ class EstimateSensor(Sensor):
         self._domains: list[Domain] = []
         self._last_t_s: float | None = None
         self._energy_j: dict[str, float] = {}
+        self.cpu_info = CpuPackageReader()  # the CPUs' frequency and temperature (psutil)
 
     def is_available(self) -> SensorStatus:
         return SensorStatus(self.name, True, "estimate: CPU from load x TDP, memory from GiB installed")
@@ -267,6 +270,13 @@ class EstimateSensor(Sensor):
             self._energy_j["estimate/memory"] += self.memory_power_w * dt_s
         # power_w stays None: it is for a hardware's own instant power, and an estimate has none
         return [Reading(d.id, now_s, self._energy_j[d.id]) for d in self._domains]
+
+    def device_info(self, now_s: float) -> dict[str, DeviceInfo]:
+        """The estimated CPU's mean frequency and hottest package (``cpuinfo``)."""
+        if not any(d.id == "estimate/cpu" for d in self._domains):
+            return {}
+        info = self.cpu_info.read_machine(now_s)
+        return {} if info is None else {"estimate/cpu": info}
 
     def close(self) -> None:
         self._last_t_s = None

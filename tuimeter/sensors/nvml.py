@@ -32,9 +32,11 @@ import time
 import warnings
 from typing import Any, Sequence
 
-from ..model import Domain, DomainKind, Event, Link, Provenance, Reading, SensorStatus, Status
+from ..model import (DeviceInfo, Domain, DomainKind, Event, Link, Provenance, Reading,
+                     SensorStatus, Status)
 from .base import Sensor, SensorUnavailable
-from .capabilities import GpuProcess, GpuProcessSource, GpuProcessUtil
+from .capabilities import DeviceInfoSource, GpuProcess, GpuProcessSource, GpuProcessUtil
+from .nvml_info import gpu_info
 from .nvml_procs import ProcessLister, utilisation_by_pid
 
 __all__ = ["GpuProcess", "GpuProcessUtil", "NvmlSensor"]  # the process types: capabilities
@@ -81,9 +83,10 @@ class _Gpu:
         self.gpu_is_lost = False  # lost by NVMLError_GpuIsLost: retry rarely, re-probe
         self.next_retry_s: float | None = None
         self.proc_last_seen_us: int | None = None
+        self.name = ""  # the model as NVML names it
 
 
-class NvmlSensor(Sensor, GpuProcessSource):
+class NvmlSensor(Sensor, GpuProcessSource, DeviceInfoSource):
     """Energy and power of every NVIDIA GPU NVML can see.
 
     Failure modes: no ``pynvml``, no driver library, driver not loaded or no GPU make
@@ -144,7 +147,7 @@ class NvmlSensor(Sensor, GpuProcessSource):
         try:
             handle = nv.nvmlDeviceGetHandleByIndex(index)
             name, uuid = str(nv.nvmlDeviceGetName(handle)), str(nv.nvmlDeviceGetUUID(handle))
-            gpu.domain = _domain(index, name, uuid)
+            gpu.domain, gpu.name = _domain(index, name, uuid), name
             gpu.last_mj = self._probe(gpu, handle)
         except _nvml_errors(nv) as e:
             gpu.handle = None
@@ -352,6 +355,23 @@ class NvmlSensor(Sensor, GpuProcessSource):
         """Whether GPU ``index`` runs in MIG mode (its energy is shared evenly, see
         :meth:`gpu_processes`)."""
         return any(g.mig for g in self._gpus if g.index == index)
+
+    def device_info(self, now_s: float) -> dict[str, DeviceInfo]:
+        """Utilisation, memory, temperature, power limit and clocks of each GPU that answers
+        (``nvml_info``): each field on its own, None where NVML cannot give it; a lost GPU is
+        left out. Not under the read lock: NVML is thread-safe, and these calls must never
+        hold up an energy read."""
+        nv, out = self._nv, {}
+        if nv is None:
+            return out
+        for gpu in list(self._gpus):
+            handle = gpu.handle
+            if handle is None or gpu.lost_note:
+                continue
+            info = gpu_info(nv, handle, gpu.name, now_s, _nvml_errors(nv))
+            if info is not None:
+                out[gpu.domain.id] = info
+        return out
 
     def drain_events(self) -> list[Event]:
         with self._lock:

@@ -40,8 +40,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from ..model import Domain, DomainKind, Event, Link, Provenance, Reading, SensorStatus, Status
+from ..model import (DeviceInfo, Domain, DomainKind, Event, Link, Provenance, Reading,
+                     SensorStatus, Status)
 from .base import CounterStep, CounterTracker, Sensor, SensorUnavailable
+from .capabilities import DeviceInfoSource
+from .cpuinfo import CpuPackageReader
 
 DEFAULT_ROOT = "/sys/class/powercap"
 ROOT_ENV = "TUIMETER_POWERCAP_ROOT"
@@ -310,7 +313,7 @@ def _discover(root: Path) -> tuple[list[_Zone], list[str]]:
     return ordered, notes
 
 
-class RaplSensor(Sensor):
+class RaplSensor(Sensor, DeviceInfoSource):
     """RAPL energy counters through powercap, one domain per zone (deduplicated).
 
     ``root``: the powercap folder (see :func:`resolve_root`). ``max_power_w``: the sanity
@@ -329,6 +332,7 @@ class RaplSensor(Sensor):
         self._notes: list[str] = []
         self._events: list[Event] = []
         self._rediscover_t: float | None = None  # when unreadable zones were last looked for
+        self.cpu_info = CpuPackageReader()  # packages' frequency and temperature (psutil)
 
     # -- availability -----------------------------------------------------------
     def _probe(self) -> tuple[list[_Zone], list[str]]:
@@ -404,6 +408,17 @@ class RaplSensor(Sensor):
         for z in self._zones:
             _close_fd(z)
         self._zones = []
+
+    def device_info(self, now_s: float) -> dict[str, DeviceInfo]:
+        """Each package's frequency and temperature where psutil has them (``cpuinfo``);
+        DRAM, core and the others have none."""
+        packages: dict[int, list[str]] = {}  # a multi-die package has a zone per die
+        for z in list(self._zones):
+            d = z.domain
+            if d is not None and d.kind is DomainKind.PACKAGE and d.index is not None:
+                packages.setdefault(d.index, []).append(d.id)
+        infos = self.cpu_info.read(sorted(packages), now_s)
+        return {i: info for p, info in infos.items() for i in packages[p]}
 
     def max_poll_interval_s(self) -> float | None:
         """Longest gap (s) at which no counter can wrap twice, even at its ceiling power."""

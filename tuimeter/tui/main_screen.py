@@ -20,6 +20,7 @@ from typing import Callable, Sequence
 
 from textual import events
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.reactive import reactive
 from textual.screen import Screen
@@ -28,6 +29,7 @@ from textual.widgets import Footer
 from ..grouping import group_rows
 from ..model import Domain, JobSample, ProcessShare, Snapshot
 from ..job import JobState, job_ranks
+from .devices import DeviceScreen, devices_text
 from .messages import SnapshotReady
 from .widgets import (DomainTable, JobPanel, PowerChart, ProcessPanel, SensorStatusLine,
                       TopBar, TotalsPanel)
@@ -62,6 +64,16 @@ class Status:
 class MainScreen(Screen[None]):
     """Top bar, job panel, domain table, chart and totals, process panel, sensor status
     line and footer; drawn from snapshots, throttled to one frame every ``frame_s``."""
+
+    #: the chart's keys, listed in the help (the footer keeps its room for the app's)
+    BINDINGS = [
+        Binding("left_square_bracket", "zoom(-1)", "Chart: shorter window", show=False,
+                key_display="["),
+        Binding("right_square_bracket", "zoom(1)", "Chart: longer window", show=False,
+                key_display="]"),
+        Binding("v", "parts", "Chart: parts too", show=False),
+        Binding("d", "devices", "Devices", show=False),
+    ]
 
     paused: reactive[bool] = reactive(False)
     """The display is frozen (the engine keeps sampling and recording)."""
@@ -122,6 +134,22 @@ class MainScreen(Screen[None]):
         self._toasts_at = region
         for rack in self.query("#textual-toastrack"):
             rack.styles.margin = (0, 0, max(0, self.size.height - region.bottom), 0)
+
+    # -- keys -----------------------------------------------------------------------
+    def action_zoom(self, step: int) -> None:
+        """The chart's window: ``[`` shorter, ``]`` longer (redrawn from what it holds,
+        paused or not)."""
+        self._widget(PowerChart).zoom(step)
+
+    def action_parts(self) -> None:
+        """The chart draws the parts (core, uncore) and psys too, or not."""
+        self._widget(PowerChart).toggle_parts()
+
+    def action_devices(self) -> None:
+        """Every device's readings in full, as of the last frame."""
+        message = self.drawn or self.latest
+        self.app.push_screen(DeviceScreen(devices_text(
+            message.snapshot if message is not None else None)))
 
     # -- snapshots ----------------------------------------------------------------
     def show(self, message: SnapshotReady) -> None:

@@ -26,6 +26,9 @@ KEYS = (
     ("e", "export the session so far to a CSV file (the path is shown)"),
     ("+", "longer sampling interval: recorded and shown (up to 60 s)"),
     ("-", "shorter sampling interval (down to 0.1 s)"),
+    ("[ ]", "chart: a shorter / longer time window (30 s to 1 h; 5 min at start)"),
+    ("v", "chart: draw the parts (core, uncore) and psys too, or not"),
+    ("d", "devices: each GPU's and CPU's readings in full (busy, memory, temperature ...)"),
     ("?", "this help (Esc closes it)"),
     ("q", "quit (the session file is closed and its path printed)"),
 )
@@ -36,7 +39,8 @@ LEGEND = (
     ("[LOST]", "unreadable now; a counter that ran on is bridged when it reads again"),
     ("(part)", "inside another domain (core in package): not added to the total"),
     ("(whole)", "the whole platform (psys holds package and dram): not added"),
-    ("* + # @", "the chart character of each domain (left of its name)"),
+    ("* + # %", "each domain's chart character, left of its name (@ the total): the "
+                "chart draws with it under NO_COLOR, in braille and colours otherwise"),
 )
 
 

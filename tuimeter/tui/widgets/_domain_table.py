@@ -17,11 +17,12 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Static
 
-from ...model import Domain, DomainSample, Snapshot, Status, Totals
+from ...model import DeviceInfo, Domain, DomainSample, Snapshot, Status, Totals
 from ...phases import average_power_w
 from ...text import safe_text
+from ..devices import device_text
 from ..format import badge, fmt_energy, fmt_power, provenance_badge
-from ._power_chart import series_marker
+from ._power_chart import TOTAL_MARKER, series_marker
 from ._spark_line import SparkLine
 
 #: sparkline points passed on (no row is wider)
@@ -79,6 +80,8 @@ class RowData:
     """Session seconds at this snapshot."""
     lost: bool = False
     """The domain is unreadable now."""
+    device: DeviceInfo | None = None
+    """The device's own readings (GPU busy, memory, temperature ...), where it has any."""
 
 
 @dataclass(frozen=True)
@@ -98,11 +101,16 @@ class Column:
     min_width: int = 0
     """The table's width (cells, the terminal's on the main screen) from which the
     column shows: in a narrower table it is dropped."""
+    needs_devices: bool = False
+    """Shown only once a domain has device readings (none in a replay: not recorded)."""
 
     @property
     def sparkline(self) -> bool:
         return self.width is None
 
+
+#: the device column's cells (``H200 87% 41/140G 64C 700W 1980MHz`` and a space)
+DEVICE_W = 35
 
 #: the domain table, left to right: a new column is one entry here
 COLUMNS: tuple[Column, ...] = (
@@ -116,6 +124,10 @@ COLUMNS: tuple[Column, ...] = (
            "average since start (100+ wide)", "right", min_width=100),
     Column("energy", "energy", 11, lambda r: fmt_energy(r.energy_j), "energy since start",
            "right"),
+    Column("device", " device", DEVICE_W, lambda r: " " + device_text(r.device, DEVICE_W - 1),
+           "the device's own readings: GPU model, busy, memory used/total, temperature, "
+           "power limit, SM clock; CPU frequency and temperature (120+ wide; d: all)",
+           min_width=120, needs_devices=True),
 )
 
 
@@ -200,6 +212,7 @@ class DomainTable(Vertical):
         self.domains = list(domains)
         self._rows: dict[str, DomainRow] | None = None
         self._shown: tuple[bool, ...] = ()  # which columns show at the current width
+        self._devices = False  # a domain has had device readings
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="header"):
@@ -210,12 +223,17 @@ class DomainTable(Vertical):
         for i, d in enumerate(self.domains):
             yield DomainRow(d.id, row_name(d, above, room), series_marker(i))
             above.add(d.id)
-        yield DomainRow("total", "total", " ", classes="total")
+        yield DomainRow("total", "total", TOTAL_MARKER, classes="total")
 
     def on_resize(self, event: events.Resize) -> None:
-        """Drop the columns the table is too narrow for (and bring them back)."""
+        self._fit_columns()
+
+    def _fit_columns(self) -> None:
+        """Drop the columns the table is too narrow for, or that have nothing to show
+        (and bring them back)."""
         width = self.outer_size.width
-        shown = tuple(width >= c.min_width for c in COLUMNS)
+        shown = tuple(width >= c.min_width and (self._devices or not c.needs_devices)
+                      for c in COLUMNS)
         if shown == self._shown:
             return
         self._shown = shown
@@ -229,6 +247,9 @@ class DomainTable(Vertical):
         if self._rows is None:  # the rows are composed once, never replaced
             self._rows = {r.key: r for r in self.query(DomainRow)}
         rows = self._rows
+        if not self._devices and any(s.device is not None for s in snap.domains):
+            self._devices = True
+            self._fit_columns()
         for sample in snap.domains:
             row = rows.get(sample.domain.id)
             if row is not None:
@@ -243,7 +264,8 @@ class DomainTable(Vertical):
         # "now" is the hardware's own live reading where it has one (NVML's instant power
         # field), else the average over the last interval; the sparkline stays averages
         now_w = s.power_w if lost or s.instant_power_w is None else s.instant_power_w
-        return RowData(label, badge(s), s.history_w, now_w, s.total_energy_j, elapsed_s, lost)
+        return RowData(label, badge(s), s.history_w, now_w, s.total_energy_j, elapsed_s, lost,
+                       s.device)
 
     @staticmethod
     def _total(label: str, t: Totals, elapsed_s: float) -> RowData:

@@ -1,8 +1,25 @@
-"""Power over time for every domain, with the session's markers as labelled lines."""
+"""Power over a scrolling time window: the machine total and one series per device, the
+session's markers as labelled lines, a legend and the window in the chart's first line.
+
+What is drawn (:func:`chart_series`): the total, and each domain that adds into it
+(packages, DRAM, each GPU: the devices) when there are at least two of them (one device
+is the total). The parts (core, uncore: inside their package) and the wholes (psys) are
+drawn only when asked (``v``). A chart narrower than :data:`SERIES_MIN_WIDTH` (80x24)
+draws the total alone, unless asked for every series.
+
+How (:class:`PowerChart`): braille lines, each series in its colour; under ``NO_COLOR``
+(no colour to tell series apart) each series is drawn with its own ASCII character, the
+one left of its name in the domain table (``@`` the total). The x axis is the last
+``window_s`` seconds (``[`` shorter, ``]`` longer, :data:`WINDOWS_S`), newest at the right.
+
+The figure is built when drawn, for the size it has then (a frame built for another
+width was once the snapshot tests' flake), and kept until the data, the size, the window,
+the series or the style change: a repaint without new data costs nothing.
+"""
 
 from __future__ import annotations
 
-import re
+from dataclasses import dataclass
 from typing import Sequence
 
 from rich.segment import Segment
@@ -13,17 +30,26 @@ from textual_plotext import PlotextPlot
 from ...model import Snapshot
 from ...text import safe_text
 
-#: one plot character per series, so series differ without colour (NO_COLOR, mono SSH);
-#: none of them appears in axis numbers, box drawing or the words plotext writes
-MARKERS = ("*", "+", "#", "@", "%", "&", "$", "=", "~", "^")
-#: a colour per series on top of its character (dropped under NO_COLOR)
+#: one ASCII character per domain (by its place in the snapshot), so series differ without
+#: colour (NO_COLOR, mono SSH); shown left of the domain's name in the table
+MARKERS = ("*", "+", "#", "%", "&", "$", "=", "~", "^", "x")
+#: the machine total's character
+TOTAL_MARKER = "@"
+#: a colour per domain (the total is drawn in the text colour, bold: readable on every theme)
 COLOURS = ("bright_cyan", "bright_green", "bright_yellow", "bright_magenta", "bright_red",
            "bright_blue", "cyan", "green", "yellow", "magenta")
-_SERIES = re.compile("[" + re.escape("".join(MARKERS)) + "]+")
-_STYLE = dict(zip(MARKERS, COLOURS))
-#: the colour codes plotext writes (ESC[0m, and ESC[38;5;0m for marker lines and labels,
-#: which it colours whatever the theme): never text to pass to the terminal
-_ANSI = re.compile("\x1b\\[[0-9;]*m")
+#: the chart's time windows, seconds, ``[`` and ``]`` step through
+WINDOWS_S = (30, 60, 120, 300, 600, 1800, 3600)
+#: the window a chart starts with: the last 5 minutes
+DEFAULT_WINDOW_S = 300
+#: x-axis tick spacing per window, seconds
+TICK_S = {30: 10, 60: 15, 120: 30, 300: 60, 600: 120, 1800: 300, 3600: 900}
+#: a chart narrower than this draws the total alone (80x24: 46 columns)
+SERIES_MIN_WIDTH = 60
+#: the header's legend swatch of a colour series
+SWATCH = "━━"
+#: plotext colour codes stand for series (read back from its colour matrix): total, domain i
+_TOTAL_CODE, _DOMAIN_CODE = 99, 100
 
 
 def series_marker(i: int) -> str:
@@ -31,14 +57,75 @@ def series_marker(i: int) -> str:
     return MARKERS[i % len(MARKERS)]
 
 
-def _thin(xs: Sequence[float], ys: Sequence[float | None], n: int):
-    """At most ``n`` points (every k-th, keeping the last): plotting 600 points into 60
-    columns costs CPU and shows nothing more."""
-    step = max(1, len(xs) // max(n, 1))
-    idx = list(range(len(xs) - 1, -1, -step))[::-1]
-    px = [xs[i] for i in idx if ys[i] is not None]
-    py = [ys[i] for i in idx if ys[i] is not None]
-    return px, py
+@dataclass(frozen=True)
+class Series:
+    """One line of the chart."""
+
+    key: str
+    """``total`` or the domain's id."""
+    label: str
+    """The legend's text, escaped (a replayed file names its domains)."""
+    marker: str
+    """Its ASCII character (drawn with it under NO_COLOR)."""
+    colour: str
+    """Its Rich colour; ``""``: the text colour, bold (the total)."""
+    code: int
+    """The plotext colour code that marks its cells."""
+    history_w: Sequence[float | None]
+    """Power of each tick kept, W, oldest first (None where lost)."""
+
+
+def chart_series(snap: Snapshot, *, parts: bool = False, total_only: bool = False) -> list[Series]:
+    """What the chart draws, the total first (legend order; it is drawn last, on top).
+
+    Devices (domains that add into the total) are drawn when there are two or more (one
+    device *is* the total); parts and wholes (core, uncore, psys: ``in_total`` False) only
+    with ``parts``. ``total_only`` (a small chart) draws the total alone unless ``parts``
+    asks for every series."""
+    out = [Series("total", "total", TOTAL_MARKER, "", _TOTAL_CODE, snap.total.history_w)]
+    if total_only and not parts:
+        return out
+    devices = sum(1 for d in snap.domains if d.domain.in_total)
+    for i, d in enumerate(snap.domains):
+        shown = parts if not d.domain.in_total else (devices > 1 or parts)
+        if shown:
+            out.append(Series(d.domain.id, safe_text(d.domain.id), series_marker(i),
+                              COLOURS[i % len(COLOURS)], _DOMAIN_CODE + i, d.history_w))
+    return out
+
+
+def window_label(window_s: float) -> str:
+    """``30 s``, ``5 min``, ``1 h``."""
+    if window_s >= 3600 and window_s % 3600 == 0:
+        return f"{window_s // 3600:g} h"
+    if window_s >= 60 and window_s % 60 == 0:
+        return f"{window_s // 60:g} min"
+    return f"{window_s:g} s"
+
+
+def _tick_label(ago_s: int) -> str:
+    if ago_s == 0:
+        return "now"
+    return f"-{ago_s // 60}m" if ago_s % 60 == 0 else f"-{ago_s}s"
+
+
+def in_window(times_s: Sequence[float], history_w: Sequence[float | None], window_s: float,
+              n: int, gaps: bool = False) -> tuple[list[float], list]:
+    """The points of the last ``window_s`` seconds as (seconds before the newest, W), at
+    most ``n`` (every k-th, keeping the newest): plotting 600 points into 60 columns costs
+    CPU and shows nothing more. ``history_w`` ends with ``times_s``. A lost tick (None) is
+    dropped, or kept as None with ``gaps`` (a line breaks there)."""
+    hist = history_w[-len(times_s):] if times_s else ()
+    times = times_s[-len(hist):] if hist else ()
+    if not times:
+        return [], []
+    now = times[-1]
+    first = next((i for i, t in enumerate(times) if t >= now - window_s), len(times))
+    idx = range(first, len(times))
+    step = max(1, len(idx) // max(n, 1))
+    keep = [i for i in range(len(times) - 1, first - 1, -step)][::-1]
+    keep = [i for i in keep if gaps or hist[i] is not None]
+    return [times[i] - now for i in keep], [hist[i] for i in keep]
 
 
 #: marker labels are cut to this many characters at most
@@ -48,9 +135,11 @@ LABEL_MIN = 3
 
 
 def marker_labels(markers: Sequence[tuple[float, str]], lo: float, hi: float,
-                  columns: int) -> list[tuple[float, str]]:
-    """(x, text) for each marker label that fits: a label starts at its marker and ends a
-    column before the next marker's, else it is cut (and dropped if under LABEL_MIN
+                  columns: int) -> list[tuple[float, str, str]]:
+    """(x, text, alignment) for each marker label that fits. A label starts at its marker
+    and ends a column before the next marker's (or the plot's right edge); the last one,
+    if it does not fit there and has more room on its left, ends at its marker instead (a
+    marker just added sits at "now", the right edge). Else it is cut (and dropped if under LABEL_MIN
     characters), so labels never run into each other (``marmarepoch 2``)."""
     if not markers or columns <= 0:
         return []
@@ -60,47 +149,50 @@ def marker_labels(markers: Sequence[tuple[float, str]], lo: float, hi: float,
         return int(round((x - lo) / span * (columns - 1)))
 
     out = []
+    used = -2  # the last column a label took
     for i, (x, label) in enumerate(markers):
-        room = LABEL_MAX
-        if i + 1 < len(markers):
-            room = min(room, col(markers[i + 1][0]) - col(x) - 1)
-        text = label[:max(room, 0)]
+        c = col(x)
+        limit = col(markers[i + 1][0]) - 1 if i + 1 < len(markers) else columns
+        right = min(LABEL_MAX, limit - c)
+        left = min(LABEL_MAX, c - used - 1)
+        if i + 1 == len(markers) and len(label) > right and left > right:
+            text, align, end = label[:max(left, 0)], "right", c
+        else:
+            text, align = label[:max(right, 0)], "left"
+            end = c + len(text) - 1
         if len(text) >= min(LABEL_MIN, len(label)) and text:
-            out.append((x, text))
+            out.append((x, text, align))
+            used = end
     return out
 
 
-def colourise(plain: "str | Sequence[str]", base: Style) -> list[Strip]:
-    """plotext's monochrome output (its text, or its lines) as strips, each series'
-    characters in its colour.
-
-    Cheaper than asking plotext for colour and decoding its ANSI codes into a Text, then
-    having Textual split that Text into lines again (together ~2 % of a core at 1 s)."""
-    styles = {m: base + Style(color=c) for m, c in _STYLE.items()}
-    strips = []
-    lines = _ANSI.sub("", plain).splitlines() if isinstance(plain, str) else plain
-    for line in lines:
-        segments = []
-        pos = 0
-        for m in _SERIES.finditer(line):
-            if m.start() > pos:
-                segments.append(Segment(line[pos:m.start()], base))
-            segments.append(Segment(m.group(), styles[m.group()[0]]))
-            pos = m.end()
-        if pos < len(line):
-            segments.append(Segment(line[pos:], base))
-        strips.append(Strip(segments))
-    return strips
+def header_lines(title: str, legend: Sequence[tuple[str, str, Style]], width: int,
+                 base: Style, rows: int = 2) -> list[list[Segment]]:
+    """The chart's first line(s): the title, then each legend entry (swatch in its
+    series' style, label) while it fits in ``rows`` lines of ``width``; what does not fit
+    is counted (``+2``)."""
+    lines: list[list[Segment]] = [[Segment(title, base)]]
+    used = [len(title)]
+    for n, (swatch, label, style) in enumerate(legend):
+        entry = len(swatch) + 1 + len(label)
+        rest = len(legend) - n - 1
+        more = f" +{rest}" if rest else ""
+        if used[-1] + 2 + entry + len(more) > width:
+            if len(lines) < rows and entry + len(more) <= width:
+                lines.append([])
+                used.append(-2)
+            else:
+                lines[-1].append(Segment(f"  +{len(legend) - n}", base))
+                break
+        lines[-1] += [Segment("  " if used[-1] >= 0 else "", base), Segment(swatch, style),
+                      Segment(f" {label}", base)]
+        used[-1] += 2 + entry
+    return lines
 
 
 class PowerChart(PlotextPlot):
-    """Each domain's power (W) against elapsed seconds; markers as vertical lines.
-
-    At most one point per column per domain, drawn with the domain's character: as lines
-    while there are fewer points than plot columns (dots would leave gaps: ``* *  * *``
-    at 160 columns), as dots once there is one a column or more (connecting lines then
-    cost three times the CPU and add nothing).
-    """
+    """The total's and each device's power (W) over the last :attr:`window_s` seconds;
+    markers as vertical lines. See the module docstring for what is drawn and how."""
 
     DEFAULT_CSS = """
     PowerChart { min-height: 5; }
@@ -112,75 +204,158 @@ class PowerChart(PlotextPlot):
         self._data: tuple[Snapshot, Sequence[float]] | None = None
         self._cache_key: tuple | None = None
         self._cache: list[Strip] = []
+        self.window_s: int = DEFAULT_WINDOW_S
+        """Seconds of history shown (one of :data:`WINDOWS_S`)."""
+        self.show_parts = False
+        """Parts (core, uncore) and wholes (psys) are drawn too; on a small chart, every
+        series."""
+        self.series_keys: tuple[str, ...] = ()
+        """The series of the last frame built (``total`` and domain ids), for tests."""
+        self.builds = 0
+        """Frames built (each one a plotext figure): a repaint without a change builds none."""
+
+    # -- what the keys change -----------------------------------------------------------
+    def zoom(self, step: int) -> int:
+        """A shorter (``step`` < 0) or longer window; returns the window now shown."""
+        i = WINDOWS_S.index(self.window_s) if self.window_s in WINDOWS_S else 3
+        self.window_s = WINDOWS_S[min(max(i + step, 0), len(WINDOWS_S) - 1)]
+        self.refresh()
+        return self.window_s
+
+    def toggle_parts(self) -> bool:
+        self.show_parts = not self.show_parts
+        self.refresh()
+        return self.show_parts
 
     def show(self, snap: Snapshot, times_s: Sequence[float]) -> None:
-        """Chart this snapshot. The plot is built when drawn, for the width it has then:
+        """Chart this snapshot. The plot is built when drawn, for the size it has then:
         a frame shown before the first layout (or before a resize) is not thinned and
         labelled for another width."""
         self._data = (snap, times_s)
         self._version += 1
         self.refresh()
 
-    def _build(self, width: int) -> None:
-        """Load the shown snapshot into the figure, thinned to ``width`` columns."""
+    @property
+    def ascii(self) -> bool:
+        """Draw each series with its character: no colour to tell them apart."""
+        return bool(getattr(self.app, "no_color", False))
+
+    # -- building -------------------------------------------------------------------------
+    def _series(self, width: int) -> list[Series]:
+        if self._data is None:
+            return []
+        return chart_series(self._data[0], parts=self.show_parts,
+                            total_only=width < SERIES_MIN_WIDTH)
+
+    def _build(self, width: int, height: int, series: list[Series],
+               own_braille: bool = True) -> None:
+        """Load the shown snapshot's last ``window_s`` seconds into the figure, for a plot
+        of ``width`` x ``height`` cells. Braille lines are kept in ``_lines`` to be drawn
+        by :func:`draw_braille` over plotext's frame (``own_braille``: a third of the CPU
+        of plotext's braille lines), else given to plotext."""
         plt = self.plt
         plt.clear_data()
-        plt.xlabel("elapsed s")
-        plt.ylabel("W")
+        self._lines, self._labels = [], []
         if self._data is None:
             return
         snap, times_s = self._data
-        n_points = max(width - 8, 10)  # about the plot area's columns
-        if times_s:
-            for i, d in enumerate(snap.domains):
-                hist = d.history_w[-len(times_s):]
-                xs = times_s[-len(hist):] if hist else ()
-                px, py = _thin(xs, hist, n_points)
-                if px:  # lines while points are sparse (cheap then), dots once dense
-                    draw = plt.plot if len(px) < n_points else plt.scatter
-                    draw(px, py, marker=series_marker(i))
-            lo, hi = times_s[0], times_s[-1]
-            plt.xlim(lo, hi if hi > lo else lo + 1)
-            top = max((w for d in snap.domains for w in d.history_w[-len(times_s):]
-                       if w is not None), default=1.0)
-            plt.ylim(0, top * 1.1 if top > 0 else 1.0)
-            shown = [(m.elapsed_s, safe_text(m.label)) for m in snap.markers
-                     if lo <= m.elapsed_s <= hi]
-            for x, _ in shown:
-                plt.vertical_line(x)
-            for x, label in marker_labels(shown, lo, hi, n_points):
-                plt.text(label, x, top * 1.05, alignment="left")
+        window = self.window_s
+        columns = max(width - 8, 10)  # about the plot area's columns
+        ascii_ = self.ascii
+        top = 0.0
+        # devices first, the total last: on top where lines cross
+        for s in reversed(series):
+            own = own_braille and not ascii_
+            xs, ys = in_window(times_s, s.history_w, window, columns, gaps=own)
+            known = [y for y in ys if y is not None]
+            if not known:
+                continue
+            top = max(top, max(known))
+            if ascii_:  # lines while points are sparse (cheap then), dots once dense
+                draw = plt.plot if len(xs) < columns else plt.scatter
+                draw(xs, ys, marker=s.marker, color=s.code)
+            elif own:  # a lost tick breaks the line: no power is drawn where none is known
+                self._lines.append((s.code, xs, ys))
+            else:
+                plt.plot(xs, ys, marker="braille", color=s.code)
+        lo, hi = -float(window), 0.0
+        if self._lines:  # plotext draws no axis ticks for a figure without data
+            plt.scatter([lo, hi], [0.0, 0.0], marker=" ")
+        plt.xlim(lo, hi)
+        step = TICK_S.get(window, window // 4 or 1)
+        ticks = list(range(-window, 1, step))
+        plt.xticks(ticks, [_tick_label(-t) for t in ticks])
+        self._limits = (lo, hi, 0.0, top * 1.1 if top > 0 else 1.0)
+        plt.ylim(0, self._limits[3])
+        top = top if top > 0 else 1.0 / 1.1
+        now = times_s[-1] if times_s else snap.elapsed_s
+        shown = [(m.elapsed_s - now, safe_text(m.label)) for m in snap.markers
+                 if lo <= m.elapsed_s - now <= hi]
+        for x, _ in shown:
+            plt.vertical_line(x)
+        self._labels = marker_labels(shown, lo, hi, columns)
+        if not own_braille:
+            for x, label, align in self._labels:
+                plt.text(label, x, top * 1.05, alignment=align)
 
-    def _plot_lines(self) -> "list[str] | str":
-        """The figure's characters, top line first: plotext's matrix read directly, not
-        its canvas (which writes colour codes for every cell, only to be stripped again:
-        a fifth of the chart's CPU). Falls back to the canvas if plotext changes."""
+    def _cells(self) -> "tuple[list[str], list[list]] | None":
+        """The figure's characters and colour codes, top line first: plotext's matrix read
+        directly, not its canvas (which writes colour codes for every cell, only to be
+        parsed again). None if plotext changes its insides."""
         plot = self._plot
         try:
             plot._set_sizes()
             plot._build_matrix()
-            rows = plot.monitor.matrix.marker
-        except AttributeError:  # not plotext 5.x's figure: its public build
-            return plot.build()
-        return ["".join(row) for row in reversed(rows)]
+            matrix = plot.monitor.matrix
+            rows, colours = matrix.marker, matrix.fullground
+            canvas = (matrix.Cols_canvas, matrix.Rows_canvas)
+            if self._lines:
+                draw_braille(rows, colours, *canvas, self._lines, self._limits)
+            draw_labels(rows, colours, *canvas, self._labels, self._limits)
+        except AttributeError:
+            return None
+        return ["".join(row) for row in reversed(rows)], list(reversed(colours))
+
+    def _strips(self, style: Style) -> list[Strip]:
+        w, h = self.size
+        series = self._series(w)
+        key = (self._version, self.size, style, self.window_s, self.show_parts, self.ascii)
+        if key == self._cache_key:
+            return self._cache
+        styles = {s.code: style + (Style(color=s.colour) if s.colour else Style(bold=True))
+                  for s in series}
+        legend = [(s.marker if self.ascii else SWATCH, s.label, styles[s.code])
+                  for s in series] if self._data is not None else []
+        title = f"W, last {window_label(self.window_s)}"
+        header = header_lines(title, legend, w, style)
+        plot_h = max(h - len(header), 1)
+        self._build(w, plot_h, series)
+        self._size_plot(w, plot_h)
+        cells = self._cells()
+        strips = [Strip(line) for line in header]
+        if cells is None:  # not plotext 5.x's insides: its braille, its build, one colour
+            self._build(w, plot_h, series, own_braille=False)
+            self._size_plot(w, plot_h)
+            strips += [Strip([Segment(line, style)])
+                       for line in _plain(self._plot.build()).splitlines()]
+        else:
+            for text, colours in zip(*cells):
+                strips.append(Strip(_runs(text, colours, styles, style)))
+        self._cache = [strip.adjust_cell_length(w, style) for strip in strips[:h]]
+        self._cache_key = key
+        self.series_keys = tuple(s.key for s in series)
+        self.builds += 1
+        return self._cache
+
+    def _size_plot(self, w: int, h: int) -> None:
+        self._plot.plotsize(w, h)
+        self._plot._set_size(w, h)  # as PlotextPlot.render does (textual-plotext #5)
+        self._plot.theme("clear")
 
     def render_lines(self, crop):
         # one style lookup per render pass, not two per line (each walks the ancestors)
         self._pass_style = self.rich_style
         return super().render_lines(crop)
-
-    def _strips(self, style: Style) -> list[Strip]:
-        key = (self._version, self.size, style)
-        if key != self._cache_key:
-            w, h = self.size
-            self._build(w)
-            self._plot.plotsize(w, h)
-            self._plot._set_size(w, h)  # as PlotextPlot.render does (textual-plotext #5)
-            self._plot.theme("clear")
-            self._cache = [strip.adjust_cell_length(w, style)
-                           for strip in colourise(self._plot_lines(), style)]
-            self._cache_key = key
-        return self._cache
 
     def render_line(self, y: int) -> Strip:
         """Line API: the plot is built once per change, not once per line or repaint."""
@@ -189,3 +364,86 @@ class PowerChart(PlotextPlot):
         if y < len(strips):
             return strips[y]
         return Strip.blank(self.size.width, style)
+
+
+#: a braille cell's dot bits, by (column 0/1, row from the top 0..3)
+_DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
+
+
+def draw_braille(marker: list[list[str]], colour: list[list], cols: range, rows: range,
+                 lines: Sequence[tuple[int, Sequence[float], Sequence[float | None]]],
+                 limits: tuple[float, float, float, float]) -> None:
+    """Draw each (colour code, xs, ys) as a braille line into plotext's matrices (rows
+    bottom first) over the canvas ``cols`` x ``rows``, mapped as plotext maps its own
+    (``limits``: x from, x to, y from, y to): 2 x 4 dots a cell, consecutive points
+    joined (not across a None: a lost tick). A cell shows every line's dots; its colour is the last line's that crosses
+    it. Only blank cells and marker lines are drawn over (never a label)."""
+    x0, x1, y0, y1 = limits
+    w, h = 2 * len(cols), 4 * len(rows)
+    if w <= 0 or h <= 0 or x1 <= x0 or y1 <= y0:
+        return
+    sx, sy = (w - 1) / (x1 - x0), (h - 1) / (y1 - y0)
+    masks: dict[tuple[int, int], int] = {}
+    owner: dict[tuple[int, int], int] = {}
+    for code, xs, ys in lines:
+        last = None
+        for x, y in zip(xs, ys):
+            if y is None:  # lost: the line breaks
+                last = None
+                continue
+            dot = (round((x - x0) * sx), min(max(round((y - y0) * sy), 0), h - 1))
+            if last is None:
+                last = dot
+            dx, dy = dot[0] - last[0], dot[1] - last[1]
+            steps = max(abs(dx), abs(dy), 1)
+            for i in range(1, steps + 1) if last != dot else (0,):
+                px = last[0] + round(i * dx / steps)
+                py = last[1] + round(i * dy / steps)
+                if 0 <= px < w:
+                    cell = (px // 2, py // 4)
+                    masks[cell] = masks.get(cell, 0) | _DOTS[px % 2][3 - py % 4]
+                    owner[cell] = code
+            last = dot
+    for (cx, cy), mask in masks.items():
+        col, row = cols.start + cx, rows.start + cy
+        if marker[row][col] in (" ", "│"):
+            marker[row][col] = chr(0x2800 + mask)
+            colour[row][col] = owner[(cx, cy)]
+
+
+def draw_labels(marker: list[list[str]], colour: list[list], cols: range, rows: range,
+                labels: Sequence[tuple[float, str, str]],
+                limits: tuple[float, float, float, float]) -> None:
+    """Write the markers' labels (x, text, "left" or "right" of x) on the canvas's top
+    row, over whatever is there (a line's dots), in the axes' colour; cut at its edges."""
+    x0, x1 = limits[0], limits[1]
+    if not len(cols) or not len(rows) or x1 <= x0:
+        return
+    row = rows.stop - 1
+    for x, text, align in labels:
+        col = cols.start + round((x - x0) / (x1 - x0) * (len(cols) - 1))
+        start = col - len(text) + 1 if align == "right" else col
+        for i, ch in enumerate(text):
+            if cols.start <= start + i < cols.stop:
+                marker[row][start + i] = ch
+                colour[row][start + i] = "default"
+
+
+def _runs(text: str, colours: Sequence, styles: dict[int, Style], base: Style) -> list[Segment]:
+    """One line of the figure as segments: each run of cells of one series in its style,
+    the rest (axes, ticks, marker lines and labels) in the widget's."""
+    segments: list[Segment] = []
+    start, current = 0, styles.get(colours[0], base) if colours else base
+    for i in range(1, len(text) + 1):
+        style = styles.get(colours[i], base) if i < len(text) else None
+        if style is not current:
+            segments.append(Segment(text[start:i], current))
+            start, current = i, style
+    return segments
+
+
+def _plain(text: str) -> str:
+    """plotext's text without its colour codes (ESC[...m), which are never cells."""
+    import re
+
+    return re.sub("\x1b\\[[0-9;]*m", "", text)
