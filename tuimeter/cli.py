@@ -301,6 +301,10 @@ def main(argv: list[str] | None = None) -> int:
         from .session.report_cli import cmd_report
 
         return cmd_report(argv[1:])
+    if first == "profile":
+        from .profile.cli import cmd_profile
+
+        return cmd_profile(argv[1:])
     if first == "completion":
         from .completion import cmd_completion
 
