@@ -43,9 +43,11 @@ class Box:
         self.cpu = {}  # native id -> s
         self.proc = 0.0
         self.own = 0.0
+        self.names = {}  # ident -> thread name (default Thread-N)
 
     def threads(self):
-        return [SimpleNamespace(ident=i, native_id=1000 + i) for i in self.stacks]
+        return [SimpleNamespace(ident=i, native_id=1000 + i, name=self.names.get(i, f"Thread-{i}"))
+                for i in self.stacks]
 
     def sampler(self, records, **kw):
         return StackSampler(records.append, 100.0, clock=self.clock, frames=lambda: dict(self.stacks),
@@ -102,6 +104,36 @@ def test_sampler_defines_each_function_and_stack_once_and_cuts_the_bootstrap():
     assert [r[2] for r in records if r[0] == "F"] == ["work", "main_fn"]
     (stack,) = [r[2] for r in records if r[0] == "K"]
     assert [records[1 + i][2] for i in stack] == ["main_fn", "work"]  # outermost first
+
+
+def test_tuimeters_own_threads_are_found_by_name_even_when_an_ident_is_reused():
+    """A thread named ``tuimeter-...`` (the engine) is not sampled: its CPU goes to
+    tuimeter. When it ends and a program thread gets its ident, that one is sampled
+    (a regression: a stale ident cache kept treating it as the other)."""
+    box, records = Box(), []
+    box.stacks = {1: Frame(main_fn)}
+    box.cpu[1001] = 0.0
+    s = box.sampler(records)
+    s.begin()
+    box.stacks[7] = Frame(engine_loop)
+    box.names[7] = "tuimeter-sampler"
+    box.clock.advance(0.01)
+    box.run(7, 0.003)
+    s.sample()
+    assert len(records[-1][3]) == 1 and records[-1][5] == pytest.approx(0.003)
+    del box.stacks[7]
+    box.clock.advance(0.01)
+    s.sample()
+    box.stacks[7] = Frame(work)  # a program thread, same ident
+    box.names[7] = "worker"
+    box.cpu[1007] = 0.0
+    box.clock.advance(0.01)
+    box.run(7, 0.004)
+    s.sample()
+    frames = {r[1]: r[2] for r in records if r[0] == "F"}
+    stacks = {r[1]: [frames[f] for f in r[2]] for r in records if r[0] == "K"}
+    got = {stacks[sid][-1]: cpu for sid, cpu in records[-1][3]}
+    assert got == {"main_fn": 0.0, "work": pytest.approx(0.004)}
 
 
 def test_a_thread_born_after_the_start_counts_its_cpu_from_its_birth():

@@ -45,6 +45,8 @@ FLUSH_EVERY_S = 0.25
 #: the function name given to the CPU time of tuimeter's own threads
 TUIMETER_FRAME = "[tuimeter]"
 STARTUP_FRAME = "[interpreter startup]"
+#: the name prefix of tuimeter's own threads (their CPU goes to TUIMETER_FRAME)
+OUR_THREADS = "tuimeter-"
 
 
 def thread_cpu_clock(native_id):
@@ -87,9 +89,10 @@ class StackSampler:
     threads: objects with ``ident`` and ``native_id``), ``thread_cpu`` (native id -> CPU s
     or None), ``process_cpu`` and ``own_cpu`` (this process's and the calling thread's
     CPU s). ``ignore``: idents of other threads of tuimeter's own (their CPU goes to
-    :data:`TUIMETER_FRAME`). ``cut``: code objects where a stack is cut, that frame and
-    all outer ones left out (the bootstrap cuts at ``runpy._run_code``, so a stack starts
-    at the program's ``<module>``).
+    :data:`TUIMETER_FRAME`; threads named :data:`OUR_THREADS`... are found by name).
+    ``cut``: code objects where a stack is cut, that frame and all outer ones left out
+    (the bootstrap cuts at ``runpy._run_code``, so a stack starts at the program's
+    ``<module>``).
     """
 
     def __init__(self, sink, rate_hz=DEFAULT_RATE_HZ, *, clock=time.monotonic,
@@ -116,6 +119,8 @@ class StackSampler:
         self._codes = []  # keeps every interned code object alive (ids stay unique)
         self._stack_ids = {}  # tuple of frame ids -> stack id
         self._last_cpu = {}  # ident -> CPU s at the last sample
+        self._native_ids = {}  # ident -> native thread id (threading.enumerate is slow)
+        self._ours = set()  # idents of threads named OUR_THREADS...
         self._last_t = None
         self._last_proc = 0.0
         self._last_own = 0.0
@@ -124,26 +129,36 @@ class StackSampler:
 
     # -- one sample -----------------------------------------------------------------
     def begin(self, startup_cpu_s=None):
-        """The start record; every thread alive now counts its CPU from here."""
+        """The start record; every thread alive now counts its CPU from here.
+        ``startup_cpu_s``: CPU the process used before (the bootstrap's interpreter
+        start, which the engine counts too); None: none of it is the profile's."""
         now = self.clock()
         self._last_t = now
         self._last_proc = self.process_cpu()
         self._last_own = self.own_cpu()
-        natives = self._natives()
+        natives = self._native_ids = self._natives()
         for ident, native in natives.items():
             if ident != self.own_ident:
                 self._last_cpu[ident] = self.thread_cpu(native)
-        cpu = self._last_proc if startup_cpu_s is None else startup_cpu_s
+        cpu = 0.0 if startup_cpu_s is None else startup_cpu_s
         self.sink(["B", now, cpu, self.rate_hz, os.getpid()])
 
     def _natives(self):
-        return {t.ident: getattr(t, "native_id", None) for t in self.threads()}
+        """ident -> native id of every thread; tuimeter's own (named ``tuimeter-...``: the
+        engine, the marker server, exporters) are noted on the way. Called again whenever
+        the set of threads changes: an ident is reused by a new thread once one ends."""
+        threads = self.threads()
+        self._ours = {t.ident for t in threads
+                      if str(getattr(t, "name", "")).startswith(OUR_THREADS)}
+        return {t.ident: getattr(t, "native_id", None) for t in threads}
 
     def sample(self):
         """Take one sample now (the sampling thread calls this; tests call it directly)."""
         now = self.clock()
         frames = self.frames()
-        natives = self._natives()
+        natives = self._native_ids
+        if natives.keys() != frames.keys():  # threads came or went: look again
+            natives = self._native_ids = self._natives()
         proc = self.process_cpu()
         own = self.own_cpu()
         dt = max(0.0, now - self._last_t) if self._last_t is not None else 0.0
@@ -161,7 +176,7 @@ class StackSampler:
             used = None if cpu is None or before is None else max(0.0, cpu - before)
             if used is not None:
                 python_cpu += used
-            if ident in self.ignore:
+            if ident in self.ignore or ident in self._ours:
                 tuimeter_cpu += used or 0.0
                 continue
             entries.append([self._stack_id(frame), used])
@@ -231,6 +246,15 @@ class StackSampler:
         self._thread = None
 
 
+def encode_sample(record):
+    """An "S" record as a JSON line, to the microsecond (twice as fast as json.dumps:
+    this runs in the profiled program, up to a thousand times a second)."""
+    _k, t, dt, entries, other, ours = record
+    threads = ",".join(["[%d,null]" % sid if cpu is None else "[%d,%.7f]" % (sid, cpu)
+                        for sid, cpu in entries])
+    return '["S",%.6f,%.6f,[%s],%.7f,%.7f]\n' % (t, dt, threads, other, ours)
+
+
 class FileSink:
     """Records as JSON lines in a file, handed to the OS every :data:`FLUSH_EVERY_S`."""
 
@@ -241,7 +265,8 @@ class FileSink:
         self._lock = threading.Lock()
 
     def __call__(self, record):
-        line = json.dumps(record, separators=(",", ":")) + "\n"
+        line = encode_sample(record) if record[0] == "S" else (
+            json.dumps(record, separators=(",", ":")) + "\n")
         with self._lock:
             if self.fh is None:
                 return
