@@ -218,14 +218,17 @@ def by_stack(charges):
 def test_cpu_energy_follows_each_threads_cpu_time_and_a_waiting_thread_gets_none():
     """Tick 1 (10 J): work used 0.3 s, wait 0 -> 10 J to work; tick 2 (10 J): work 0.1 s,
     a second worker thread in the same stack 0.3 s -> still all to work; tick 3 (6 J):
-    no sample at all -> [unsampled]. The parts add up to the ticks."""
+    no sample at all -> [unsampled]; tick 4 (2 J) -> work. The parts add up to the
+    ticks."""
     log = log_of((0.5, 0.5, [(0, 0.15), (1, 0.0)], 0.0, 0.0),
                  (1.0, 0.5, [(0, 0.15), (1, 0.0)], 0.0, 0.0),
-                 (1.5, 0.5, [(0, 0.1), (1, 0.0), (0, 0.3)], 0.0, 0.0))
-    ticks = [Tick(0.0, 1.0, 10.0, 0.0), Tick(1.0, 2.0, 10.0, 0.0), Tick(2.0, 3.0, 6.0, 0.0)]
+                 (1.5, 0.5, [(0, 0.1), (1, 0.0), (0, 0.3)], 0.0, 0.0),
+                 (3.5, 0.5, [(0, 0.1)], 0.0, 0.0))
+    ticks = [Tick(0.0, 1.0, 10.0, 0.0), Tick(1.0, 2.0, 10.0, 0.0), Tick(2.0, 3.0, 6.0, 0.0),
+             Tick(3.0, 4.0, 2.0, 0.0)]
     charges = spread(log, ticks)
-    assert by_stack(charges) == pytest.approx({0: 20.0, 1: 0.0, UNSAMPLED_STACK: 6.0})
-    assert sum(c.energy_j for c in charges) == pytest.approx(26.0)
+    assert by_stack(charges) == pytest.approx({0: 22.0, 1: 0.0, UNSAMPLED_STACK: 6.0})
+    assert sum(c.energy_j for c in charges) == pytest.approx(28.0)
 
 
 def test_energy_is_shared_in_proportion_to_cpu_time():
@@ -257,6 +260,19 @@ def test_gpu_energy_goes_to_the_threads_running_while_it_was_spent():
 def test_without_per_thread_clocks_each_sampled_thread_weighs_the_same():
     log = log_of((0.5, 0.5, [(0, None), (1, None)], 0.0, 0.0))
     assert by_stack(spread(log, [Tick(0.0, 1.0, 4.0, 0.0)])) == pytest.approx({0: 2.0, 1: 2.0})
+
+
+def test_ticks_before_sampling_began_or_after_it_ended_go_to_startup_and_exit():
+    """A slow interpreter start (a tick with energy that ended before the sampler's first
+    record) is ``[interpreter startup]``, a tick after its end record ``[interpreter
+    exit]``, not ``[unsampled]``."""
+    log = log_of((2.5, 0.5, [(0, 0.3)], 0.0, 0.0), begin=(2.0, 0.0))
+    charges = spread(log, [Tick(0.0, 1.0, 1.0, 0.0), Tick(1.0, 2.0, 2.0, 0.0),
+                           Tick(2.0, 3.0, 4.0, 0.0), Tick(3.0, 4.0, 8.0, 0.0)])
+    keys = stack_keys(log)
+    got = {keys[sid][-1][0]: e for sid, e in by_stack(charges).items()}
+    assert got == pytest.approx({"[interpreter startup]": 3.0, "work": 4.0,
+                                 "[interpreter exit]": 8.0})
 
 
 def test_the_interpreters_startup_has_its_own_line():

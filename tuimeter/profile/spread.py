@@ -18,8 +18,10 @@ The model (README, "Which function costs the energy"):
   CPU in it (evenly when none did, e.g. all waiting on a synchronising call). So
   asynchronous kernels are charged to the Python code that ran while the GPU was busy,
   not to the line that launched them.
-* Energy of a tick that holds no usable sample goes to ``[unsampled]``, so the parts
-  always add up to the process's attributed energy.
+* Energy of a tick that holds no usable sample goes to ``[interpreter startup]`` when the
+  tick ended before sampling began (a slow start), ``[interpreter exit]`` when it began
+  after sampling ended, else ``[unsampled]``: the parts always add up to the process's
+  attributed energy.
 
 Pure computation over records (:class:`SampleLog`) and ticks (:class:`Tick`); no I/O
 except :meth:`SampleLog.read_file`.
@@ -37,9 +39,11 @@ from .sampler import STARTUP_FRAME, TUIMETER_FRAME
 
 OTHER_FRAME = "[other threads]"
 UNSAMPLED_FRAME = "[unsampled]"
+EXIT_FRAME = "[interpreter exit]"
 #: pseudo functions (negative frame ids; each is its own one-frame stack, same id)
-PSEUDO = {-1: TUIMETER_FRAME, -2: STARTUP_FRAME, -3: OTHER_FRAME, -4: UNSAMPLED_FRAME}
-TUIMETER_STACK, STARTUP_STACK, OTHER_STACK, UNSAMPLED_STACK = -1, -2, -3, -4
+PSEUDO = {-1: TUIMETER_FRAME, -2: STARTUP_FRAME, -3: OTHER_FRAME, -4: UNSAMPLED_FRAME,
+          -5: EXIT_FRAME}
+TUIMETER_STACK, STARTUP_STACK, OTHER_STACK, UNSAMPLED_STACK, EXIT_STACK = -1, -2, -3, -4, -5
 #: longest name or path kept from a record (anything longer is cut)
 MAX_TEXT = 1000
 
@@ -213,13 +217,23 @@ def spread(log: SampleLog, ticks: Sequence[Tick]) -> list[Charge]:
                 basis = lambda u: u.wall_s  # noqa: E731
                 total = sum(u.wall_s for u in units)
             if total <= 0:
-                charges.append(Charge(tick.t1_s, UNSAMPLED_STACK, part_j, 0.0, 0.0, False))
+                charges.append(Charge(tick.t1_s, _unsampled(log, tick), part_j, 0.0, 0.0,
+                                      False))
                 continue
             for u in units:
                 energy[id(u)] += part_j * basis(u) / total
         charges.extend(Charge(u.t_s, u.stack, energy[id(u)], u.cpu_s, u.wall_s, u.sampled)
                        for u in units)
     return charges
+
+
+def _unsampled(log: SampleLog, tick: Tick) -> int:
+    """Where the energy of a tick with no usable sample goes."""
+    if log.begin_t is not None and tick.t1_s <= log.begin_t:
+        return STARTUP_STACK
+    if log.end_t is not None and tick.t0_s >= log.end_t:
+        return EXIT_STACK
+    return UNSAMPLED_STACK
 
 
 def whole_ticks(ticks: Iterable[Tick], t0_s: float, t1_s: float) -> int:
