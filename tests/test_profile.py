@@ -382,6 +382,39 @@ def test_table_lists_functions_by_energy_and_flags_the_uncertain():
     assert "?" in lines[3] and lines[-1].startswith("? fewer than 10 samples")
 
 
+def test_the_live_profile_spreads_each_tick_once_and_agrees_with_the_final_one(tmp_path):
+    """The UI's live profile spreads only the new ticks over the samples that arrived up
+    to their end; after the last tick it holds what the final profile holds."""
+    from tuimeter.profile.live import LiveProfile
+    from tuimeter.profile.result import functions_of
+
+    path = tmp_path / "s.jsonl"
+    head = ('["B",1000.0,0.0,100.0,7]\n["F",0,"main","/p/m.py",1]\n["F",1,"work","/p/m.py",5]\n'
+            '["K",0,[0]]\n["K",1,[0,1]]\n')
+    path.write_text(head + '["S",1000.5,0.5,[[1,0.4]],0,0]\n')
+    clock = FakeClock(1000.0)
+    ticks = TickLog(clock=clock)
+    live = LiveProfile(str(path), ticks)
+    clock.advance(1.0)
+    ticks(snap(1.0, 1.0, 4.0))
+    live(None)
+    funcs, total = live.latest
+    assert total == pytest.approx(4.0) and funcs[0].function == "main"
+    with open(path, "a") as fh:
+        fh.write('["S",1001.5,0.5,[[0,0.1]],0,0]\n["S",1001.9,0.4,[[1,0.3]],0,0]\n')
+    clock.advance(1.0)
+    ticks(snap(2.0, 1.0, 8.0))
+    live(None)
+    funcs, total = live.latest
+    assert total == pytest.approx(12.0)
+    log = SampleLog()
+    log.read_file(str(path))
+    final = functions_of(spread(log, ticks.ticks()), stack_keys(log))
+    assert [(f.function, f.total_energy_j, f.samples) for f in funcs] == [
+        (f.function, pytest.approx(f.total_energy_j), f.samples) for f in final]
+    assert {f.function: f.self_energy_j for f in funcs} == pytest.approx({"main": 2.0, "work": 10.0})
+
+
 # -- provenance ----------------------------------------------------------------------
 def snap(elapsed_s, interval_s, cpu_j, markers=()):
     job = SimpleNamespace(cpu_power_w=cpu_j / interval_s, energy_j=cpu_j)

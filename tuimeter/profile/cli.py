@@ -19,7 +19,7 @@ import re
 import shutil
 import sys
 import tempfile
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..cli_help import help_text
 from ..options import (Parser, fail, interval, pid, positive_float, say, split_command)
@@ -185,8 +185,10 @@ def write_outputs(profile: "Profile", made: dict[str, "NewFile"]) -> list[str]:
     return problems
 
 
-def cmd_profile(argv: list[str]) -> int:
-    """``tuimeter profile``; its exit status."""
+def cmd_profile(argv: list[str], ui: Callable[..., tuple] | None = None) -> int:
+    """``tuimeter profile``; its exit status. ``ui``: runs ``--ui`` (``(args, command,
+    samples_path) -> (exit status, profile, problems)``; the command line passes the
+    UI's, which this headless package may not import)."""
     own, command = split_command(argv)
     args = parser().parse_args(own)  # before the measurement stack: --help stays fast
     problem = _usage_problem(args, command)
@@ -207,7 +209,12 @@ def cmd_profile(argv: list[str]) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
         return fail(str(exc))
     try:
-        if args.pid is not None:
+        if args.ui:
+            if ui is None:
+                _discard(made)
+                return fail("--ui is not available here")
+            code, profile, problems = ui(args, child or [], samples_path)
+        elif args.pid is not None:
             from .pyspy import profile_pid
 
             code, profile, problems = profile_pid(args, workdir)

@@ -121,25 +121,45 @@ def stack_keys(log: SampleLog) -> dict[int, tuple[Key, ...]]:
     return {sid: tuple(log.frames[f] for f in ids) for sid, ids in log.stacks.items()}
 
 
+def per_stack(charges: Iterable[Charge], into: dict | None = None) -> dict[int, list]:
+    """Charges summed per stack id: ``[energy J, CPU s, wall s, samples]`` (added to
+    ``into`` when given: a live profile sums tick after tick)."""
+    acc: dict[int, list] = {} if into is None else into
+    for c in charges:
+        a = acc.get(c.stack)
+        if a is None:
+            a = acc[c.stack] = [0.0, 0.0, 0.0, 0]
+        a[0] += c.energy_j
+        a[1] += c.cpu_s
+        a[2] += c.wall_s
+        a[3] += 1 if c.sampled else 0
+    return acc
+
+
 def functions_of(charges: Iterable[Charge], keys: Mapping[int, tuple[Key, ...]]
                  ) -> tuple[FunctionStat, ...]:
     """Per function, self and inclusive figures (module docstring), by inclusive energy."""
+    return functions_of_stacks(per_stack(charges), keys)
+
+
+def functions_of_stacks(stacks: Mapping[int, list], keys: Mapping[int, tuple[Key, ...]]
+                        ) -> tuple[FunctionStat, ...]:
+    """:func:`functions_of` from charges already summed per stack (:func:`per_stack`)."""
     acc: dict[Key, list] = {}  # key -> [self_j, tot_j, self_s, tot_s, self_cpu, tot_cpu, n, n_self]
-    for c in charges:
-        stack = keys[c.stack]
+    for sid, (energy, cpu, wall, n) in stacks.items():
+        stack = keys[sid]
         if not stack:
             continue
-        n = 1 if c.sampled else 0
         for k in set(stack):
             a = acc.setdefault(k, [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0])
-            a[1] += c.energy_j
-            a[3] += c.wall_s
-            a[5] += c.cpu_s
+            a[1] += energy
+            a[3] += wall
+            a[5] += cpu
             a[6] += n
         a = acc[stack[-1]]
-        a[0] += c.energy_j
-        a[2] += c.wall_s
-        a[4] += c.cpu_s
+        a[0] += energy
+        a[2] += wall
+        a[4] += cpu
         a[7] += n
     stats = [FunctionStat(k[0], k[1], k[2], a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7],
                           uncertain=bool(k[1]) and a[6] < MIN_SAMPLES)

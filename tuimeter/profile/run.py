@@ -69,11 +69,13 @@ def profile_command(args: argparse.Namespace, command: list[str], samples_path: 
             problems.append(summary.record_error)
     finally:
         caught.restore()
-    return _result(code, samples_path, ticks, problems)
+    return finish_profile(code, samples_path, ticks, problems)
 
 
-def _result(code: int | None, samples_path: str, ticks: TickLog, problems: list[str]
-            ) -> tuple[int, "Profile | None", list[str]]:
+def finish_profile(code: int | None, samples_path: str, ticks: TickLog, problems: list[str]
+                   ) -> tuple[int, "Profile | None", list[str]]:
+    """After the program: (its exit status, the profile from the whole sample file, or
+    None when the process's energy is unknown, problems)."""
     log = SampleLog()
     try:
         log.read_file(samples_path)
