@@ -24,6 +24,8 @@ HEADLESS = [
     "tuimeter.doctor", "tuimeter.doctor.render",
     "tuimeter.text", "tuimeter.session.reader",
     "tuimeter.live", "tuimeter.options", "tuimeter.replay_engine", "tuimeter.job",
+    "tuimeter.profile.cli", "tuimeter.profile.run", "tuimeter.profile.pyspy",
+    "tuimeter.profile.inproc", "tuimeter.profile.live",
 ]
 PACKAGE = ROOT / "tuimeter"
 

@@ -43,9 +43,11 @@ class InProcessProfiler:
         from ..engine.attribution import make_attributor
 
         eng = self.engine
-        if eng.attributor is None:
-            eng.attributor = make_attributor(None, eng.sensors, eng.carbon)
-        eng.attributor.follow(os.getpid())
+        attributor = eng.attributor
+        if attributor is None:
+            attributor = eng.attributor = make_attributor(None, eng.sensors, eng.carbon)
+        if hasattr(attributor, "follow"):  # any attributor the engine was given
+            attributor.follow(os.getpid())
         eng.subscribe(self.ticks)
 
     def start_sampling(self) -> None:

@@ -90,7 +90,7 @@ class Profile:
     power_provenance: str = ""  # where the power itself came from: measured | estimated
     source: str = "tuimeter"  # tuimeter (in-process sampler) | py-spy
     pid: int | None = None
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # one line each, said after the table
 
     def function(self, name: str) -> FunctionStat | None:
         """The first function with this qualified name (or a name ending in ``.name``)."""
@@ -100,7 +100,7 @@ class Profile:
         return None
 
     def as_dict(self) -> dict:
-        out = {"total_energy_j": self.total_energy_j, "cpu_energy_j": self.cpu_energy_j,
+        out: dict = {"total_energy_j": self.total_energy_j, "cpu_energy_j": self.cpu_energy_j,
                "gpu_energy_j": self.gpu_energy_j, "duration_s": self.duration_s,
                "rate_hz": self.rate_hz, "samples": self.samples,
                "provenance": self.provenance, "power_provenance": self.power_provenance,

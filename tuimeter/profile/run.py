@@ -55,14 +55,16 @@ def profile_command(args: argparse.Namespace, command: list[str], samples_path: 
             live.open()
         except StartError as exc:
             return 2, None, [str(exc)]
-        forward = Forward(live.child, HANGUP_WAIT_S)
+        child = live.child
+        assert child is not None  # a command was given
+        forward = Forward(child, HANGUP_WAIT_S)
         problems: list[str] = []
         try:
             live.start()
-            code = wait_for_child(live.child, forward, caught)
+            code = wait_for_child(child, forward, caught)
         except Exception as exc:  # never leave the program unwatched with a traceback
             problems.append(f"profiling stopped early: {type(exc).__name__}: {exc}")
-            code = wait_for_child(live.child, forward, caught)
+            code = wait_for_child(child, forward, caught)
         summary = live.stop()
         problems += summary.problems
         if summary.record_error:
