@@ -141,6 +141,13 @@ def _usage_problem(args: argparse.Namespace, command: list[str] | None) -> str |
     first = command[0]
     if shutil.which(first) is None and not os.path.exists(first):
         return f"command not found: {first}"
+    try:
+        target = child_command(command, "-", 1.0)
+    except ValueError as exc:
+        return str(exc)
+    script = target[target.index("--") + 1]
+    if script != "-m" and not os.path.isfile(script):
+        return f"no such script: {script}"
     return None
 
 
@@ -196,13 +203,7 @@ def cmd_profile(argv: list[str], ui: Callable[..., tuple] | None = None) -> int:
         return fail(problem)
     workdir = tempfile.mkdtemp(prefix="tuimeter-profile-")
     samples_path = os.path.join(workdir, "samples.jsonl")
-    child = None
-    if command:
-        try:
-            child = child_command(command, samples_path, args.rate)
-        except ValueError as exc:
-            shutil.rmtree(workdir, ignore_errors=True)
-            return fail(str(exc))
+    child = child_command(command, samples_path, args.rate) if command else None
     try:
         made = _open_outputs(args)
     except OSError as exc:

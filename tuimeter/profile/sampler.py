@@ -256,30 +256,53 @@ def encode_sample(record):
 
 
 class FileSink:
-    """Records as JSON lines in a file, handed to the OS every :data:`FLUSH_EVERY_S`."""
+    """Records as JSON lines in a file, written every :data:`FLUSH_EVERY_S` (a killed
+    program keeps what was written). The lines wait in a list, not in a file object's
+    buffer: a child made by ``os.fork`` drops its copy of them instead of writing them a
+    second time when it exits."""
 
     def __init__(self, path, clock=time.monotonic):
-        self.fh = open(path, "w", encoding="utf-8", errors="surrogateescape")
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         self.clock = clock
+        self._lines = []
         self._flushed = clock()
         self._lock = threading.Lock()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._forget)
 
     def __call__(self, record):
         line = encode_sample(record) if record[0] == "S" else (
             json.dumps(record, separators=(",", ":")) + "\n")
         with self._lock:
-            if self.fh is None:
+            if self.fd is None:
                 return
-            self.fh.write(line)
+            self._lines.append(line)
             if record[0] == "S" and self.clock() - self._flushed >= FLUSH_EVERY_S:
-                self.fh.flush()
-                self._flushed = self.clock()
+                self._flush()
+
+    def _flush(self):
+        data = "".join(self._lines).encode("utf-8", "surrogateescape")
+        self._lines = []
+        self._flushed = self.clock()
+        try:
+            while data:
+                data = data[os.write(self.fd, data):]
+        except OSError:  # the disk is full: the profile ends here, the program runs on
+            os.close(self.fd)
+            self.fd = None
+
+    def _forget(self):
+        self._lock = threading.Lock()  # held by another thread of the parent, maybe
+        self._lines = []
+        self.fd = None  # the parent's: never written from here
 
     def close(self):
         with self._lock:
-            if self.fh is not None:
-                self.fh.close()
-                self.fh = None
+            if self.fd is not None:
+                self._flush()
+                if self.fd is not None:
+                    os.close(self.fd)
+                self.fd = None
 
 
 # -- the bootstrap ------------------------------------------------------------------
