@@ -97,7 +97,7 @@ def test_measure_passes_every_keyword_to_the_meter(monkeypatch):
     assert fit(1) == 2 and bare() == "ok"
     kw, bare_kw = made
     assert kw == dict(label="fit", output="f.csv", overwrite=True, engine=eng,
-                      extra_sensors=[], append=False, **SAMPLING, **OWN)
+                      extra_sensors=[], append=False, profile=False, **SAMPLING, **OWN)
     assert isinstance(fit.last_meter, Recording) and fit.last_meter.engine is eng
     assert bare_kw["label"].endswith("bare") and bare_kw["output"] is None
     assert bare_kw["interval_s"] == 1.0 and bare_kw["append"] is False
@@ -126,7 +126,7 @@ def test_attribution_and_pid_are_not_keywords():
 def test_signatures_list_the_keywords_with_annotations():
     expected = {"output", "label", "interval_s", "overwrite", "append", "gpu", "powercap_root",
                 "country", "carbon_intensity", "pue", "carbon_source", "carbon_zone", "host",
-                "extra_sensors", "attach", "wait_attached_s", "engine", "autostart"}
+                "extra_sensors", "attach", "wait_attached_s", "engine", "autostart", "profile"}
     for fn, skip in ((api.Meter, set()), (api.measure, {"func"})):
         params = inspect.signature(fn).parameters
         assert set(params) - skip == expected, fn

@@ -26,7 +26,8 @@ print(json.dumps(sorted(m for m in sys.modules
 """
 
 
-@pytest.mark.parametrize("command", [[], ["record"], ["mark"], ["report"], ["doctor"]])
+@pytest.mark.parametrize("command", [[], ["record"], ["mark"], ["report"], ["doctor"],
+                                     ["profile"]])
 def test_help_imports_no_ui_nor_measurement_stack(command):
     res = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(command + ["--help"]),
                           json.dumps(HEAVY)], capture_output=True, text=True, timeout=60)
@@ -85,7 +86,7 @@ def test_top_level_help_shows_usage_with_command_subcommands_version_examples():
     assert _run("-V").stdout == _run("--version").stdout
 
 
-@pytest.mark.parametrize("command", ["record", "mark", "report", "doctor"])
+@pytest.mark.parametrize("command", ["record", "mark", "report", "doctor", "profile"])
 def test_each_subcommand_help_has_examples(command):
     out = _run(command, "--help").stdout
     examples = out.split("examples:\n", 1)[1]

@@ -25,6 +25,8 @@ HEADLESS = [
     "tuimeter.text", "tuimeter.session.reader",
     "tuimeter.live", "tuimeter.options", "tuimeter.replay_engine", "tuimeter.job",
     "tuimeter.grouping", "tuimeter.engine.cgroups", "tuimeter.export.cgroup_counters",
+    "tuimeter.profile.cli", "tuimeter.profile.run", "tuimeter.profile.pyspy",
+    "tuimeter.profile.inproc", "tuimeter.profile.live",
 ]
 PACKAGE = ROOT / "tuimeter"
 

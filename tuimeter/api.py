@@ -59,6 +59,7 @@ from .session.mark_client import MarkResult
 
 if TYPE_CHECKING:
     from .engine.sampler import Engine
+    from .profile.result import Profile
     from .sensors.base import Sensor
     from .session.measure import MeasureOptions
 
@@ -223,6 +224,14 @@ class Meter:
       unopened engine to use instead of discovering sensors (tests, custom sensors); the
       sampling keywords above then do not apply.
     * ``autostart`` (bool, default True): False leaves ``engine``'s ticks to the caller.
+
+    Energy per function:
+
+    * ``profile`` (bool, default False): sample this process's Python stacks (all
+      threads, 100 Hz) and spread its attributed energy over them; after the block
+      ``meter.profile`` holds a :class:`~tuimeter.profile.result.Profile` (``functions``,
+      ``total_energy_j``, ``phases`` ...; README, "Which function costs the energy").
+      The meter then always samples on its own (``attach`` does not apply).
     """
 
     def __init__(self, output: str | None = None, *, label: str = "start",
@@ -232,7 +241,8 @@ class Meter:
                  carbon_source: str | None = None, carbon_zone: str | None = None,
                  host: str | None = None, extra_sensors: Sequence[Sensor] | None = None,
                  attach: bool = True, wait_attached_s: float = WAIT_ATTACHED_S,
-                 engine: Engine | None = None, autostart: bool = True) -> None:
+                 engine: Engine | None = None, autostart: bool = True,
+                 profile: bool = False) -> None:
         self.output = output
         self.first_label = check_label(label)
         self.attach = attach
@@ -264,6 +274,10 @@ class Meter:
         self._server_id = None
         self._meter_id = f"{os.getpid()}:{threading.get_ident()}:{id(self):x}"
         self._last_reply: tuple[dict, float] | None = None  # attached: (reply, local time)
+        self._profiler: Any = None  # profile=True: tuimeter.profile.inproc.InProcessProfiler
+        self._profile_on = profile
+        #: profile=True: energy per function, set when the meter stops
+        self.profile: Profile | None = None
 
     # -- lifecycle ------------------------------------------------------------------
     def __enter__(self) -> "Meter":
@@ -275,7 +289,8 @@ class Meter:
 
     def start(self) -> None:
         with _entry_lock():
-            if self.attach and self.engine is None and self._try_attach():
+            if self.attach and self.engine is None and not self._profile_on \
+                    and self._try_attach():
                 return
             self._start_own()
 
@@ -322,8 +337,15 @@ class Meter:
         if eng.track_owner(os.getpid(), first):
             self._own_since = first
         self._bounds.append((self.first_label, first))
+        if self._profile_on:
+            from .profile.inproc import InProcessProfiler
+
+            self._profiler = InProcessProfiler(eng)
+            self._profiler.start()
         if self.autostart:
             self._live.start()
+        if self._profiler is not None:
+            self._profiler.start_sampling()
 
     def stop(self) -> None:
         """End the last phase; stop the own engine and close the file (idempotent)."""
@@ -336,7 +358,11 @@ class Meter:
         if not self._own:
             return
         end_s = self._wait_for_attached()
+        if self._profiler is not None:
+            self._profiler.stop_sampling()  # before the final tick, which then holds it
         summary = self._live.stop()  # final tick, marker server, engine, file
+        if self._profiler is not None:
+            self.profile = self._profiler.finish()
         snap = summary.snapshot
         with self._lock:
             self._end = end_s if end_s is not None else (
@@ -632,7 +658,8 @@ def measure(func: None = None, /, *, label: str | None = None, output: str | Non
             carbon_source: str | None = None, carbon_zone: str | None = None,
             host: str | None = None, extra_sensors: Sequence[Sensor] | None = None,
             attach: bool = True, wait_attached_s: float = WAIT_ATTACHED_S,
-            engine: Engine | None = None, autostart: bool = True) -> Callable[[_F], _F]: ...
+            engine: Engine | None = None, autostart: bool = True,
+            profile: bool = False) -> Callable[[_F], _F]: ...
 
 
 def measure(func: _F | None = None, /, *, label: str | None = None, output: str | None = None,
@@ -642,7 +669,8 @@ def measure(func: _F | None = None, /, *, label: str | None = None, output: str 
             carbon_source: str | None = None, carbon_zone: str | None = None,
             host: str | None = None, extra_sensors: Sequence[Sensor] | None = None,
             attach: bool = True, wait_attached_s: float = WAIT_ATTACHED_S,
-            engine: Engine | None = None, autostart: bool = True) -> Any:
+            engine: Engine | None = None, autostart: bool = True,
+            profile: bool = False) -> Any:
     """Decorator: run each call under a :class:`Meter` (one phase named after the function).
 
     Usable bare (``@measure``) or with keywords (``@measure(output="f.csv")``). The
@@ -651,7 +679,8 @@ def measure(func: _F | None = None, /, *, label: str | None = None, output: str 
     (True), ``powercap_root`` (None), ``country`` (None), ``carbon_intensity`` (gCO2e/kWh,
     None), ``pue`` (None), ``carbon_source`` (None: table), ``carbon_zone`` (None),
     ``host`` (None), ``extra_sensors`` (None), ``attach`` (True),
-    ``wait_attached_s`` (seconds, 30), ``engine`` (None), ``autostart`` (True); except:
+    ``wait_attached_s`` (seconds, 30), ``engine`` (None), ``autostart`` (True),
+    ``profile`` (False: True puts energy per function in ``last_meter.profile``); except:
 
     * ``label`` (str | None, default None): the phase's label; None uses the function's
       qualified name (cut to 200 characters).
@@ -668,7 +697,8 @@ def measure(func: _F | None = None, /, *, label: str | None = None, output: str 
                     carbon_intensity=carbon_intensity, pue=pue,
                     carbon_source=carbon_source, carbon_zone=carbon_zone, host=host,
                     extra_sensors=extra_sensors, attach=attach,
-                    wait_attached_s=wait_attached_s, engine=engine, autostart=autostart)
+                    wait_attached_s=wait_attached_s, engine=engine, autostart=autostart,
+                    profile=profile)
 
     def decorate(f: _F) -> _F:
         @functools.wraps(f)

@@ -281,6 +281,14 @@ def _pid_alive(pid: int) -> bool:
 
 
 # -- dispatch ------------------------------------------------------------------------
+def _profile_ui(*args: Any) -> tuple:
+    """``tuimeter profile --ui``: the UI is imported only when asked for."""
+    from .tui.profile_run import run_profile_ui
+
+    return run_profile_ui(*args)
+
+
+
 _default_showwarning = warnings.showwarning
 
 
@@ -312,6 +320,10 @@ def main(argv: list[str] | None = None) -> int:
         from .session.report_cli import cmd_report
 
         return cmd_report(argv[1:])
+    if first == "profile":
+        from .profile.cli import cmd_profile
+
+        return cmd_profile(argv[1:], ui=_profile_ui)
     if first == "completion":
         from .completion import cmd_completion
 

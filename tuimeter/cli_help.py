@@ -13,6 +13,7 @@ SUBCOMMANDS = {
     "record": "record headless to a session CSV (batch jobs, SSH)",
     "mark": "add a phase marker to every running session of yours",
     "report": "energy per phase (between markers) of session CSVs",
+    "profile": "energy per Python function of a program (-- python SCRIPT)",
     "doctor": "list the sensors tuimeter finds, what is wrong and the fix",
     "completion": "print a shell completion script (bash, zsh or fish)",
 }
@@ -42,6 +43,11 @@ examples:
   tuimeter report --format json node-*.csv
   tuimeter report --plot run.csv
   tuimeter report --by cgroup run.csv""",
+    "profile": """\
+examples:
+  tuimeter profile -- python train.py --epochs 3
+  tuimeter profile -o prof.json --collapsed prof.folded -- python -m mypkg.cli
+  tuimeter profile --pid 4242 --duration 30      (needs py-spy: tuimeter[profile])""",
     "doctor": """\
 examples:
   tuimeter doctor

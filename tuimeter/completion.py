@@ -46,13 +46,14 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     """The parser of each command; "" is the UI's (``tuimeter`` without a subcommand)."""
     from .cli import _record_parser
     from .doctor import cmd_doctor
+    from .profile.cli import parser as profile_parser
     from .session.mark_client import cmd_mark
     from .session.report_cli import cmd_report
     from .tui.run import parser as ui_parser
 
     return {"": ui_parser(), "record": _record_parser(), "mark": _parser_of(cmd_mark),
             "report": _parser_of(cmd_report), "doctor": _parser_of(cmd_doctor),
-            "completion": completion_parser()}
+            "profile": profile_parser(), "completion": completion_parser()}
 
 
 def _options(p: argparse.ArgumentParser) -> list[tuple[list[str], str, bool]]:

@@ -29,7 +29,7 @@ import os
 import shutil
 import signal
 import sys
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from textual import work
 from textual.app import App
@@ -47,6 +47,7 @@ from .format import fmt_duration, fmt_interval
 from .main_screen import MainScreen, Status
 from .messages import SnapshotFeed, SnapshotReady
 from .screens import HelpScreen, LabelScreen
+from .widgets import ProfilePanel
 
 if TYPE_CHECKING:
     from ..engine.sampler import Engine
@@ -125,7 +126,8 @@ class TuimeterApp(App[Snapshot | None]):
                  job: JobWatcher | None = None, replay: "ReplaySensor | None" = None,
                  attribution: str = "unavailable", export_dir: str = ".",
                  start_engine: bool = True, keep_session: bool = True,
-                 exporters: Sequence = (), session: LiveSession | None = None) -> None:
+                 exporters: Sequence = (), session: LiveSession | None = None,
+                 profile_source: Callable[[], tuple] | None = None) -> None:
         super().__init__()
         if session is None:  # the caller opened the engine and started the recorder
             session = LiveSession(engine, recorder, exporters, markers=False, replay=replay)
@@ -154,6 +156,9 @@ class TuimeterApp(App[Snapshot | None]):
         self._sessions_asked = False  # the replayed file's sessions scan has started
         self._record_error_shown = False
         self._quit_requested = False  # see request_quit
+        #: ``tuimeter profile --ui``: returns the live profile's (functions, total J)
+        self.profile_source = profile_source
+        self._profile_panel: ProfilePanel | None = None
         self.set_reactive(TuimeterApp.interval_s, engine.interval_s)
 
     @property
@@ -269,6 +274,17 @@ class TuimeterApp(App[Snapshot | None]):
             self.notify(f"replay finished at {fmt_duration(snap.elapsed_s)}, the end of the "
                         f"recording; press q to quit", timeout=8)
         self.main.show(message)
+        self._show_profile()
+
+    def _show_profile(self) -> None:
+        """``tuimeter profile --ui``: the top functions, in a panel mounted below the
+        process table with the first snapshot."""
+        if self.profile_source is None or self.main.paused:
+            return
+        if self._profile_panel is None:
+            self._profile_panel = ProfilePanel(id="profile")
+            self.main.mount(self._profile_panel, after="#processes")
+        self._profile_panel.show(self.profile_source())
 
     def _mode(self) -> str:
         if self.replay is None:

@@ -1,0 +1,243 @@
+"""End-to-end `tuimeter profile`: the real command on a fake powercap tree whose package
+counter a background thread advances at a steady power, and Python programs whose CPU
+use is known (each function burns a set amount of CPU time, not of wall time, so a loaded
+machine changes how long they take, not their shares)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.powercap import FakePowercap
+from tests.helpers import ROOT, env_for, tuimeter
+from tests.test_record_cli import Driver
+from tuimeter.profile import pyspy
+from tuimeter.profile.cli import cmd_profile
+
+BURN = """\
+import time
+
+def burn(cpu_s):
+    t = time.thread_time()
+    while time.thread_time() - t < cpu_s:
+        pass
+"""
+
+
+class SteadyDriver(Driver):
+    """The package draws a steady 40 W (with varying power, a function's energy would
+    depend on when it ran, not only on its CPU time)."""
+
+    CURVE = {"package-0": lambda t: 40.0}
+
+
+@pytest.fixture
+def powered(tmp_path):
+    """(env, tmp_path): a fake Intel desktop drawing 40 W for the test's duration."""
+    fake = FakePowercap(tmp_path / "sys").intel_desktop(dram=False, psys=False)
+    driver = SteadyDriver(fake)
+    driver.start()
+    yield env_for(tmp_path, fake), tmp_path
+    driver.halt.set()
+    driver.join()
+
+
+def script(tmp_path: Path, name: str, body: str) -> Path:
+    path = tmp_path / name
+    path.write_text(BURN + textwrap.dedent(body))
+    return path
+
+
+def profile(env, tmp_path, *args, timeout=120):
+    out = tmp_path / "prof.json"
+    r = subprocess.run(tuimeter("profile", "-o", str(out), "-i", "0.25", "--no-gpu", *args),
+                       env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    data = json.loads(out.read_text()) if out.exists() else None
+    return r, data
+
+
+def funcs(data):
+    return {f["function"]: f for f in data["functions"]}
+
+
+def test_one_to_three_script_shares_the_energy_by_cpu_time_and_adds_up(powered):
+    """Two functions burning 0.5 s and 1.5 s of CPU: the lighter gets about a quarter of
+    the two (the bench checks 25% +- 3 on longer runs; here +- 8 so a loaded machine does
+    not fail it). Self energies add up to the process's energy within 2%; the marker
+    the program sets splits the phases; the table and the outputs are written."""
+    env, tmp = powered
+    prog = script(tmp, "one_three.py", """\
+        import tuimeter
+
+        def light():
+            burn(0.5)
+
+        def heavy():
+            burn(1.5)
+
+        light()
+        tuimeter.mark("heavy")
+        heavy()
+        """)
+    r, data = profile(env, tmp, "--collapsed", str(tmp / "p.folded"),
+                      "--speedscope", str(tmp / "p.speedscope.json"),
+                      "--session-output", str(tmp / "run.csv"), "--", sys.executable, str(prog))
+    assert r.returncode == 0, r.stderr
+    f = funcs(data)
+    light, heavy = f["light"]["total_energy_j"], f["heavy"]["total_energy_j"]
+    assert light > 0 and heavy > 0
+    assert 100 * light / (light + heavy) == pytest.approx(25, abs=8)
+    assert data["total_energy_j"] > 0 and data["power_provenance"] == "measured"
+    assert sum(x["self_energy_j"] for x in data["functions"]) == pytest.approx(
+        data["total_energy_j"], rel=0.02)
+    assert data["provenance"] == "attributed" and data["rate_hz"] == 100.0
+    assert f["heavy"]["samples"] >= 10 and not f["heavy"]["uncertain"]
+    assert f["heavy"]["file"] == str(prog)
+    phases = {p["label"]: p for p in data["phases"]}
+    assert list(phases) == ["start", "heavy"]
+    heavy_phase = {x["function"]: x for x in phases["heavy"]["functions"]}
+    assert "light" not in heavy_phase and heavy_phase["heavy"]["total_energy_j"] > 0
+    assert "heavy (one_three.py:" in r.stdout and "incl J" in r.stdout.splitlines()[0]
+    folded = (tmp / "p.folded").read_text().splitlines()
+    assert any(";heavy (one_three.py:" in line for line in folded)
+    assert all(line.rsplit(" ", 1)[1].isdigit() for line in folded)
+    sp = json.loads((tmp / "p.speedscope.json").read_text())
+    assert sp["profiles"][0]["type"] == "sampled"
+    # the process's attributed energy, as the session CSV has the job's: within 2 %
+    import pandas as pd
+
+    df = pd.read_csv(tmp / "run.csv")
+    job_j = df[(df.kind == "job") & (df.domain == "all")].energy_j.sum()
+    assert data["total_energy_j"] == pytest.approx(job_j, rel=0.02)
+
+
+def test_a_worker_thread_gets_the_energy_and_join_does_not(powered):
+    env, tmp = powered
+    prog = script(tmp, "worker.py", """\
+        import threading
+
+        def worker():
+            burn(0.8)
+
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+        """)
+    r, data = profile(env, tmp, "--", sys.executable, str(prog))
+    assert r.returncode == 0, r.stderr
+    f = funcs(data)
+    assert f["worker"]["total_energy_j"] > 0
+    assert f["Thread.join"]["total_energy_j"] < 0.05 * f["worker"]["total_energy_j"]
+    assert f["Thread.join"]["total_s"] > 0.5  # it waited there all along: time, no energy
+
+
+def test_a_module_runs_with_its_arguments_and_its_exit_status_is_kept(powered):
+    env, tmp = powered
+    pkg = tmp / "mypkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "__main__.py").write_text(BURN + textwrap.dedent("""\
+        import sys
+
+        def main():
+            burn(0.2)
+            sys.exit(int(sys.argv[1]))
+
+        main()
+        """))
+    env = {**env, "PYTHONPATH": str(tmp)}
+    r, data = profile(env, tmp, "--", sys.executable, "-m", "mypkg", "3")
+    assert r.returncode == 3, r.stderr
+    assert funcs(data)["main"]["total_energy_j"] > 0
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "profile needs -- python SCRIPT"),
+    (["--", "make", "-j8"], "profile runs Python programs"),
+    (["--", "python3", "-c", "pass"], "not -c CODE"),
+    (["--pid", "1"], "--pid needs --duration"),
+    (["--rate", "0", "--", "python3", "x.py"], "must be > 0"),
+    (["--rate", "20000", "--", "python3", "x.py"], "at most 10000 Hz"),
+    (["--duration", "3", "--", "python3", "x.py"], "--duration goes with --pid"),
+    (["--", "python3", "no/such/script.py"], "no such script: no/such/script.py"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message, capsys):
+    try:
+        code = cmd_profile(args)
+    except SystemExit as exc:  # argparse's own checks exit
+        code = exc.code
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_an_existing_output_is_kept_without_overwrite(tmp_path, capsys):
+    out = tmp_path / "prof.json"
+    out.write_text("precious")
+    prog = tmp_path / "x.py"
+    prog.write_text("pass\n")
+    assert cmd_profile(["-o", str(out), "--", sys.executable, str(prog)]) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert out.read_text() == "precious"
+
+
+def test_pid_without_py_spy_names_the_extra(monkeypatch, capsys):
+    monkeypatch.setattr(pyspy, "find_pyspy", lambda: None)
+    assert cmd_profile(["--pid", str(os.getpid()), "--duration", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "py-spy" in err and "tuimeter[profile]" in err and len(err.splitlines()) == 1
+
+
+def test_py_spy_failures_are_explained_in_one_line():
+    denied = "Error: Failed to get process executable name.\n\nCaused by:\n" \
+             "    0: Permission denied (os error 13)\n"
+    assert "ptrace_scope" in pyspy.explain_failure(denied, 7)
+    assert "CAP_SYS_PTRACE" in pyspy.explain_failure(denied, 7)
+    other = "Error: Failed to find python version from target process\n\nStack backtrace:\n"
+    assert pyspy.explain_failure(other, 7) == (
+        "py-spy failed on process 7: Failed to find python version from target process")
+
+
+def test_py_spy_raw_output_is_parsed_per_function():
+    text = ("<module> (/a/x.py:1);spin (/a/x.py:2) 90\n"
+            "<module> (/a/x.py:1);f;g (odd (name) (/b/y.py:7) 10\n\ngarbage\n")
+    assert pyspy.parse_raw(text) == [
+        ((("<module>", "/a/x.py", 1), ("spin", "/a/x.py", 2)), 90),
+        ((("<module>", "/a/x.py", 1), ("f", "", 0), ("g (odd (name)", "/b/y.py", 7)), 10)]
+
+
+def test_pid_with_py_spy_profiles_a_running_program(powered):
+    """A running program sampled from outside: its burning function gets the energy.
+    Skipped where py-spy is not installed or may not ptrace here."""
+    if pyspy.find_pyspy() is None:
+        pytest.skip("py-spy is not installed (pip install 'tuimeter[profile]')")
+    env, tmp = powered
+    prog = script(tmp, "spin.py", """\
+        import sys
+
+        def spin():
+            sys.stdout.write("ready\\n")
+            sys.stdout.flush()
+            burn(30)
+
+        spin()
+        """)
+    target = subprocess.Popen([sys.executable, str(prog)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert target.stdout.readline() == "ready\n"
+        r, data = profile(env, tmp, "--pid", str(target.pid), "--duration", "1")
+    finally:
+        target.kill()
+        target.wait()
+    if r.returncode != 0 and "ptrace" in r.stderr:
+        pytest.skip(f"py-spy may not ptrace here: {r.stderr.strip()}")
+    assert r.returncode == 0, r.stderr
+    assert data["source"] == "py-spy"
+    assert funcs(data)["spin"]["total_energy_j"] > 0
+    assert funcs(data)["spin"]["file"] == str(prog)

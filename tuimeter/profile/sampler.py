@@ -1,0 +1,369 @@
+"""The stack sampler that runs inside the profiled program, and its bootstrap.
+
+Standard library only, no import of the rest of tuimeter: ``tuimeter profile`` runs this
+file *by its path* with the program's own interpreter (``python .../sampler.py --out FILE
+--rate HZ -- SCRIPT ARGS``), which may be another Python than tuimeter's (a project's
+venv without tuimeter). As ``python -m cProfile`` does, the bootstrap sets ``sys.argv``
+and ``sys.path[0]`` as ``python SCRIPT`` (or ``python -m MODULE``) would and runs the
+program unmodified with :mod:`runpy`. ``Meter(profile=True)`` imports the same
+:class:`StackSampler` and runs it on a thread of the calling process.
+
+Each sample (every ``1 / rate_hz`` s, on a daemon thread) records, for every Python
+thread but tuimeter's own, its stack (``sys._current_frames()``) and the CPU seconds it
+used since the previous sample (its per-thread CPU clock: on Linux the kernel's clock of
+the thread id, which ``clock_gettime`` reads without opening /proc). A thread waiting on
+I/O, a lock or ``join()`` uses no CPU in that time, so it gets no CPU energy later. Two
+more figures per sample: the CPU time of tuimeter's own threads (the sampler itself, and in
+``Meter`` mode the engine), and ``other``: process CPU time no Python thread accounts for
+(native threads such as BLAS or OpenMP pools, threads that ended between two samples).
+Where no per-thread clock exists (macOS), the CPU figures are None and every sampled
+thread weighs the same.
+
+Records (one JSON list per line in the file; a list per record in memory)::
+
+    ["B", t_s, startup_cpu_s, rate_hz, pid]      start: CPU used before sampling began
+    ["F", frame_id, qualified_name, file, line]  a function, defined before first use
+    ["K", stack_id, [frame_id, ...]]             a stack, outermost first
+    ["S", t_s, dt_s, [[stack_id, cpu_s], ...], other_cpu_s, tuimeter_cpu_s]
+    ["E", t_s]                                   the end (missing after os._exit or a kill)
+
+``t_s`` is ``time.monotonic()``: one clock for every process of the machine on Linux and
+macOS, so the parent places samples on its own ticks. A sample covers ``(t_s - dt_s, t_s]``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+
+DEFAULT_RATE_HZ = 100.0
+#: how often the file sink hands its buffer to the OS, s (a killed program keeps the rest)
+FLUSH_EVERY_S = 0.25
+#: the function name given to the CPU time of tuimeter's own threads
+TUIMETER_FRAME = "[tuimeter]"
+STARTUP_FRAME = "[interpreter startup]"
+#: the name prefix of tuimeter's own threads (their CPU goes to TUIMETER_FRAME)
+OUR_THREADS = "tuimeter-"
+
+
+def thread_cpu_clock(native_id):
+    """The clock id of thread ``native_id``'s CPU time, or None where there is none.
+
+    Linux: the kernel's per-thread CPU clock, ``MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)``
+    (``((~tid) << 3) | 6``, what glibc's ``pthread_getcpuclockid`` returns), read by
+    ``clock_gettime`` for any thread of this process. Built from the thread id, not from
+    a ``pthread_t``, so a thread that has ended gives EINVAL instead of undefined behaviour.
+    """
+    if native_id is None or not sys.platform.startswith("linux"):
+        return None
+    return ((~native_id) << 3) | 6
+
+
+def thread_cpu_s(native_id):
+    """CPU seconds thread ``native_id`` has used, or None (ended, or no per-thread clock)."""
+    clock = thread_cpu_clock(native_id)
+    if clock is None:
+        return None
+    try:
+        return time.clock_gettime(clock)
+    except (OSError, OverflowError):
+        return None
+
+
+def function_of(code):
+    """(qualified name, file, first line) of a code object: the function's identity."""
+    name = getattr(code, "co_qualname", None) or code.co_name
+    return name, code.co_filename, code.co_firstlineno
+
+
+class StackSampler:
+    """Samples every Python thread's stack and CPU time; hands records to ``sink``.
+
+    ``sink(record)`` takes each record (see the module docstring); it is called on the
+    sampler's thread (and on the caller's by :meth:`start` and :meth:`stop`). Everything
+    it reads is injectable, so tests drive :meth:`sample` with a fake clock and fake
+    frames: ``clock`` (s), ``frames`` (thread ident -> innermost frame), ``threads`` (the
+    threads: objects with ``ident`` and ``native_id``), ``thread_cpu`` (native id -> CPU s
+    or None), ``process_cpu`` and ``own_cpu`` (this process's and the calling thread's
+    CPU s). ``ignore``: idents of other threads of tuimeter's own (their CPU goes to
+    :data:`TUIMETER_FRAME`; threads named :data:`OUR_THREADS`... are found by name).
+    ``cut``: code objects where a stack is cut, that frame and all outer ones left out
+    (the bootstrap cuts at ``runpy._run_code``, so a stack starts at the program's
+    ``<module>``).
+    """
+
+    def __init__(self, sink, rate_hz=DEFAULT_RATE_HZ, *, clock=time.monotonic,
+                 frames=sys._current_frames, threads=threading.enumerate,
+                 thread_cpu=thread_cpu_s, process_cpu=time.process_time,
+                 own_cpu=time.thread_time, ignore=(), cut=()):
+        if not rate_hz > 0:
+            raise ValueError("rate_hz must be > 0")
+        self.sink = sink
+        self.period_s = 1.0 / rate_hz
+        self.rate_hz = rate_hz
+        self.clock = clock
+        self.frames = frames
+        self.threads = threads
+        self.thread_cpu = thread_cpu
+        self.process_cpu = process_cpu
+        self.own_cpu = own_cpu
+        self.ignore = set(ignore)
+        self._cut = {id(code) for code in cut}
+        self._cut_codes = list(cut)  # kept alive, so their ids stay theirs
+        self.own_ident = None  # the sampling thread's ident (never sampled)
+        self.samples = 0
+        self._frame_ids = {}  # id(code) -> frame id
+        self._codes = []  # keeps every interned code object alive (ids stay unique)
+        self._stack_ids = {}  # tuple of frame ids -> stack id
+        self._last_cpu = {}  # ident -> CPU s at the last sample
+        self._native_ids = {}  # ident -> native thread id (threading.enumerate is slow)
+        self._ours = set()  # idents of threads named OUR_THREADS...
+        self._last_t = None
+        self._last_proc = 0.0
+        self._last_own = 0.0
+        self._stop = threading.Event()
+        self._thread = None
+
+    # -- one sample -----------------------------------------------------------------
+    def begin(self, startup_cpu_s=None):
+        """The start record; every thread alive now counts its CPU from here.
+        ``startup_cpu_s``: CPU the process used before (the bootstrap's interpreter
+        start, which the engine counts too); None: none of it is the profile's."""
+        now = self.clock()
+        self._last_t = now
+        self._last_proc = self.process_cpu()
+        self._last_own = self.own_cpu()
+        natives = self._native_ids = self._natives()
+        for ident, native in natives.items():
+            if ident != self.own_ident:
+                self._last_cpu[ident] = self.thread_cpu(native)
+        cpu = 0.0 if startup_cpu_s is None else startup_cpu_s
+        self.sink(["B", now, cpu, self.rate_hz, os.getpid()])
+
+    def _natives(self):
+        """ident -> native id of every thread; tuimeter's own (named ``tuimeter-...``: the
+        engine, the marker server, exporters) are noted on the way. Called again whenever
+        the set of threads changes: an ident is reused by a new thread once one ends."""
+        threads = self.threads()
+        self._ours = {t.ident for t in threads
+                      if str(getattr(t, "name", "")).startswith(OUR_THREADS)}
+        return {t.ident: getattr(t, "native_id", None) for t in threads}
+
+    def sample(self):
+        """Take one sample now (the sampling thread calls this; tests call it directly)."""
+        now = self.clock()
+        frames = self.frames()
+        natives = self._native_ids
+        if natives.keys() != frames.keys():  # threads came or went: look again
+            natives = self._native_ids = self._natives()
+        proc = self.process_cpu()
+        own = self.own_cpu()
+        dt = max(0.0, now - self._last_t) if self._last_t is not None else 0.0
+        entries = []
+        python_cpu = 0.0
+        tuimeter_cpu = max(0.0, own - self._last_own)
+        last_cpu = self._last_cpu
+        seen = {}
+        for ident, frame in frames.items():
+            if ident == self.own_ident:
+                continue
+            cpu = self.thread_cpu(natives.get(ident))
+            seen[ident] = cpu
+            before = last_cpu.get(ident, 0.0)  # a new thread counts from its birth
+            used = None if cpu is None or before is None else max(0.0, cpu - before)
+            if used is not None:
+                python_cpu += used
+            if ident in self.ignore or ident in self._ours:
+                tuimeter_cpu += used or 0.0
+                continue
+            entries.append([self._stack_id(frame), used])
+        self._last_cpu = seen
+        other = max(0.0, (proc - self._last_proc) - python_cpu - max(0.0, own - self._last_own))
+        self._last_t, self._last_proc, self._last_own = now, proc, own
+        self.samples += 1
+        self.sink(["S", now, dt, entries, other, tuimeter_cpu])
+
+    def _stack_id(self, frame):
+        ids = []
+        f = frame
+        cut = self._cut
+        while f is not None and id(f.f_code) not in cut:
+            ids.append(self._frame_id(f.f_code))
+            f = f.f_back
+        ids.reverse()
+        key = tuple(ids)
+        sid = self._stack_ids.get(key)
+        if sid is None:
+            sid = self._stack_ids[key] = len(self._stack_ids)
+            self.sink(["K", sid, ids])
+        return sid
+
+    def _frame_id(self, code):
+        fid = self._frame_ids.get(id(code))
+        if fid is None:
+            fid = self._frame_ids[id(code)] = len(self._codes)
+            self._codes.append(code)
+            name, path, line = function_of(code)
+            self.sink(["F", fid, name, path, line])
+        return fid
+
+    # -- the thread -----------------------------------------------------------------
+    def start(self, startup_cpu_s=None):
+        """Write the start record, then sample on a daemon thread until :meth:`stop`."""
+        self.begin(startup_cpu_s)
+        self._thread = threading.Thread(target=self._run, name="tuimeter-profiler",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        self.own_ident = threading.get_ident()
+        self._last_cpu.pop(self.own_ident, None)
+        self._last_own = self.own_cpu()
+        period = self.period_s
+        next_t = self.clock() + period
+        while not self._stop.wait(max(0.0, next_t - self.clock())):
+            self.sample()
+            next_t += period
+            now = self.clock()
+            if next_t < now:  # fell behind (a busy machine): skip, do not burst
+                next_t = now + period
+        self.sample()  # up to the end
+        self.sink(["E", self.clock()])
+
+    def stop(self, caller_is_ours=False):
+        """Stop sampling after one last sample and the end record (idempotent).
+        ``caller_is_ours``: the calling thread runs tuimeter's code from now on (the
+        bootstrap's exit handler), so its CPU time goes to :data:`TUIMETER_FRAME`."""
+        if self._thread is None:
+            return
+        if caller_is_ours:
+            self.ignore.add(threading.get_ident())
+        self._stop.set()
+        self._thread.join(5.0)
+        self._thread = None
+
+
+def encode_sample(record):
+    """An "S" record as a JSON line, to the microsecond (twice as fast as json.dumps:
+    this runs in the profiled program, up to a thousand times a second)."""
+    _k, t, dt, entries, other, ours = record
+    threads = ",".join(["[%d,null]" % sid if cpu is None else "[%d,%.7f]" % (sid, cpu)
+                        for sid, cpu in entries])
+    return '["S",%.6f,%.6f,[%s],%.7f,%.7f]\n' % (t, dt, threads, other, ours)
+
+
+class FileSink:
+    """Records as JSON lines in a file, written every :data:`FLUSH_EVERY_S` (a killed
+    program keeps what was written). The lines wait in a list, not in a file object's
+    buffer: a child made by ``os.fork`` drops its copy of them instead of writing them a
+    second time when it exits."""
+
+    def __init__(self, path, clock=time.monotonic):
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        self.clock = clock
+        self._lines = []
+        self._flushed = clock()
+        self._lock = threading.Lock()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._forget)
+
+    def __call__(self, record):
+        line = encode_sample(record) if record[0] == "S" else (
+            json.dumps(record, separators=(",", ":")) + "\n")
+        with self._lock:
+            if self.fd is None:
+                return
+            self._lines.append(line)
+            if record[0] == "S" and self.clock() - self._flushed >= FLUSH_EVERY_S:
+                self._flush()
+
+    def _flush(self):
+        data = "".join(self._lines).encode("utf-8", "surrogateescape")
+        self._lines = []
+        self._flushed = self.clock()
+        try:
+            while data:
+                data = data[os.write(self.fd, data):]
+        except OSError:  # the disk is full: the profile ends here, the program runs on
+            os.close(self.fd)
+            self.fd = None
+
+    def _forget(self):
+        self._lock = threading.Lock()  # held by another thread of the parent, maybe
+        self._lines = []
+        self.fd = None  # the parent's: never written from here
+
+    def close(self):
+        with self._lock:
+            if self.fd is not None:
+                self._flush()
+                if self.fd is not None:
+                    os.close(self.fd)
+                self.fd = None
+
+
+# -- the bootstrap ------------------------------------------------------------------
+def _usage(message):
+    sys.stderr.write("tuimeter: error: %s\n" % message)
+    sys.exit(2)
+
+
+def parse_boot_args(argv):
+    """``--out FILE [--rate HZ] -- (-m MODULE | SCRIPT) ARGS...`` ->
+    (out, rate_hz, module or None, script or None, args)."""
+    out, rate = None, DEFAULT_RATE_HZ
+    i = 0
+    while i < len(argv) and argv[i] != "--":
+        if argv[i] == "--out" and i + 1 < len(argv):
+            out = argv[i + 1]
+        elif argv[i] == "--rate" and i + 1 < len(argv):
+            try:
+                rate = float(argv[i + 1])
+            except ValueError:
+                _usage("--rate must be a number")
+        else:
+            _usage("unknown bootstrap option %r" % argv[i])
+        i += 2
+    rest = argv[i + 1:]
+    if out is None or not rest:
+        _usage("usage: sampler.py --out FILE [--rate HZ] -- (-m MODULE | SCRIPT) ARGS...")
+    if rest[0] == "-m":
+        if len(rest) < 2:
+            _usage("-m needs a module name")
+        return out, rate, rest[1], None, rest[2:]
+    return out, rate, None, rest[0], rest[1:]
+
+
+def main(argv=None):
+    """Run the program under the sampler (the process's exit status is the program's)."""
+    startup_cpu = time.process_time()
+    out, rate, module, script, args = parse_boot_args(sys.argv[1:] if argv is None else argv)
+    import atexit
+    import runpy
+
+    if module is not None:
+        sys.argv = [module] + list(args)
+        sys.path[0] = os.getcwd()  # as `python -m`: the current folder first
+    else:
+        sys.argv = [script] + list(args)
+        sys.path[0] = os.path.dirname(os.path.abspath(script))
+    sink = FileSink(out)
+    sampler = StackSampler(sink, rate, cut=[runpy._run_code.__code__])
+    sampler.start(startup_cpu)
+
+    def finish():  # after the program's non-daemon threads have ended
+        sampler.stop(caller_is_ours=True)
+        sink.close()
+
+    atexit.register(finish)
+    if module is not None:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    else:
+        runpy.run_path(os.path.abspath(script), run_name="__main__")  # as python 3.9+
+
+
+if __name__ == "__main__":
+    main()
