@@ -24,6 +24,7 @@ HEADLESS = [
     "tuimeter.doctor", "tuimeter.doctor.render",
     "tuimeter.text", "tuimeter.session.reader",
     "tuimeter.live", "tuimeter.options", "tuimeter.replay_engine", "tuimeter.job",
+    "tuimeter.engine.procsignal",
 ]
 PACKAGE = ROOT / "tuimeter"
 
