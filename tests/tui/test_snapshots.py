@@ -43,3 +43,36 @@ def test_paused_with_lost_gpu(snap_compare):
     """gpu1 was lost in the recording at 91-94 s: its row says [LOST] and N/A."""
     app, run_before = _at(92, "p")
     assert snap_compare(app, terminal_size=(100, 30), run_before=run_before)
+
+
+def _processes(*keys: str):
+    """The live view over scripted sensors and attribution (a followed job of three
+    processes, four others) on a fake clock, after ``keys``."""
+    import tempfile
+    from pathlib import Path
+
+    from .conftest import ScriptedAttributor, make_app
+
+    app, clock = make_app(Path(tempfile.mkdtemp(prefix="tuimeter-snap-")),
+                          attributor=ScriptedAttributor(), attribution="on")
+
+    async def run_before(pilot) -> None:
+        await tick(pilot, clock, 3)
+        for key in keys:
+            await pilot.press(key)
+        await pilot.pause()
+
+    return app, run_before
+
+
+@pytest.mark.parametrize("size,keys", [((80, 24), ()), ((160, 48), ("s", "t"))])
+def test_process_table(snap_compare, size, keys):
+    """80x24: the job's processes first; 160x48: sorted by energy, as a tree."""
+    app, run_before = _processes(*keys)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+def test_process_details(snap_compare):
+    app, run_before = _processes("down", "enter")
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+

@@ -95,7 +95,7 @@ class MainScreen(Screen[None]):
             yield TotalsPanel(id="totals")
         yield ProcessPanel(self.attribution, id="processes")
         yield SensorStatusLine(id="sensors")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self._ready = True  # (is_mounted is set only after the mount handlers ran)

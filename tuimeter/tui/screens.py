@@ -15,7 +15,7 @@ from textual.widgets import Input, Static
 from ..labels import check_label
 from ..model import CarbonInfo, SensorStatus
 from ..text import safe_text
-from .widgets import COLUMNS
+from .widgets import COLUMNS, PROCESS_KEYS
 from .widgets._sensor_status import status_text
 
 KEYS = (
@@ -45,6 +45,10 @@ def help_text(sensors: Sequence[SensorStatus], session_path: str | None,
     text.append("Keys\n", style="bold underline")
     for key, what in KEYS:
         text.append(f"  {key:<3}", style="bold")
+        text.append(f"{what}\n")
+    text.append("\nProcess table\n", style="bold underline")
+    for key, what in PROCESS_KEYS:
+        text.append(f"  {key:<7}", style="bold")
         text.append(f"{what}\n")
     text.append("\nColumns\n", style="bold underline")
     text.append(f"  {', '.join(c.help for c in COLUMNS)}\n")
