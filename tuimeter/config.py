@@ -285,8 +285,11 @@ def save_key(key: str, value: str, path: str | os.PathLike | None = None,
     except CarbonError as exc:
         raise ConfigError(str(exc)) from None
     line = f'{key} = "{value}"'
-    new, count = re.subn(_KEY_LINE.format(key=re.escape(key)),
-                         lambda m: f'{m[1]}"{value}"{m[3] or ""}', text, count=1)
+
+    def replace(m: re.Match[str]) -> str:
+        return f'{m[1]}"{value}"{m[3] or ""}'
+
+    new, count = re.subn(_KEY_LINE.format(key=re.escape(key)), replace, text, count=1)
     if not count:  # before the first table, where a top-level key must be
         table = re.search(r"(?m)^[ \t]*\[", text)
         at = table.start() if table else len(text)

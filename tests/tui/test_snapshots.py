@@ -45,7 +45,7 @@ def test_paused_with_lost_gpu(snap_compare):
     assert snap_compare(app, terminal_size=(100, 30), run_before=run_before)
 
 
-def _processes(*keys: str):
+def _processes(*keys: str, theme: str | None = None):
     """The live view over scripted sensors and attribution (a followed job of three
     processes, four others) on a fake clock, after ``keys``."""
     import tempfile
@@ -54,7 +54,7 @@ def _processes(*keys: str):
     from .conftest import ScriptedAttributor, make_app
 
     app, clock = make_app(Path(tempfile.mkdtemp(prefix="tuimeter-snap-")),
-                          attributor=ScriptedAttributor(), attribution="on")
+                          attributor=ScriptedAttributor(), attribution="on", theme=theme)
 
     async def run_before(pilot) -> None:
         await tick(pilot, clock, 3)
@@ -76,3 +76,8 @@ def test_process_details(snap_compare):
     app, run_before = _processes("down", "enter")
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
 
+
+
+def test_light_theme(snap_compare):
+    app, run_before = _processes(theme="textual-light")
+    assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)

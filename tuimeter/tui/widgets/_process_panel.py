@@ -46,6 +46,7 @@ PROCESS_KEYS = (
     ("t", "tree: children under their parent, the followed job first"),
     ("Enter", "details of the selected process, its full command line"),
     ("k / K", "SIGTERM / SIGKILL the selected process, after asking"),
+    ("ctrl+p", "command palette: every action; Theme (remembered)"),
 )
 
 #: below this table width the USER column is left out
