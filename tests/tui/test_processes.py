@@ -135,6 +135,24 @@ async def test_slash_filters_by_name_command_line_user_or_pid(tmp_path):
         assert shown(app) == BY_POWER
 
 
+@pytest.mark.asyncio
+async def test_keys_typed_at_once_after_slash_go_into_the_filter(tmp_path):
+    """A paste or a fast typist: "/yes" and Enter arrive in one read. Before, the keys
+    after "/" were queued to the table before the filter opened: "e" exported, "s" sorted
+    and Enter opened the details."""
+    from textual import events
+
+    async with running(tmp_path) as (app, clock, pilot):
+        for key, char in (("slash", "/"), ("y", "y"), ("e", "e"), ("s", "s"), ("enter", "\r")):
+            app.post_message(events.Key(key, char))
+        await pilot.pause()
+        assert app.screen.query_one(FilterInput).value == "yes"
+        assert shown(app) == [402] and panel(app).sort.name == "power"
+        assert not any("exported" in n for n in notes(app))
+        assert app.screen is app.main  # Enter closed the filter, it did not open details
+        assert app.screen.focused is app.screen.query_one(ProcessTable)
+
+
 # -- tree ---------------------------------------------------------------------------------
 @pytest.mark.asyncio
 async def test_t_shows_the_tree_the_job_first(tmp_path):

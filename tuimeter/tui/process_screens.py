@@ -63,7 +63,7 @@ class ProcessDetailScreen(ModalScreen[str | None]):
         Binding("k", "dismiss('TERM')", "TERM"),
         Binding("K", "dismiss('KILL')", "KILL", key_display="K"),
     ]
-    DEFAULT_CSS = "ProcessDetailScreen {" + _BOX + "}"
+    DEFAULT_CSS = "ProcessDetailScreen {" + _BOX + "& VerticalScroll { height: auto; } }"
 
     def __init__(self, row: Row, elapsed_s: float | None = None) -> None:
         super().__init__()

@@ -331,7 +331,7 @@ class ProcessPanel(Vertical):
         box = self.query_one(FilterInput)
         box.add_class("-shown")
         box.value = self.filter_text
-        box.focus()
+        self._focus(box)
 
     def action_clear_filter(self) -> None:
         box = self.query_one(FilterInput)
@@ -339,7 +339,37 @@ class ProcessPanel(Vertical):
         box.remove_class("-shown")
         self.filter_text = ""
         if had and self.table.display:
-            self.table.focus()
+            self._focus(self.table)
+
+    def on_key(self, event: events.Key) -> None:
+        """Keys that come up from the table. ``/`` opens the filter here, not through the
+        binding (which runs only once the key has reached the app): the keys typed with it
+        (a paste, a fast typist: "/yes" in one read) were already queued to the table, and
+        come up here next; they go into the filter, Enter and Esc act as in it."""
+        box = self.query_one(FilterInput)
+        if not box.has_class("-shown"):
+            if event.key == "slash":
+                event.stop()
+                event.prevent_default()
+                self.action_filter()
+            return
+        if self.screen.focused is not box:
+            return
+        if event.key == "enter":
+            self.on_input_submitted(Input.Submitted(box, box.value))
+        elif event.key == "escape":
+            self.action_clear_filter()
+        elif event.is_printable and event.character:
+            box.insert_text_at_cursor(event.character)
+        else:
+            return
+        event.stop()
+        event.prevent_default()
+
+    def _focus(self, widget) -> None:
+        """Focus ``widget`` now, not after the queued messages (``Widget.focus``), so that
+        the keys typed next go to it (see on_key)."""
+        self.screen.set_focus(widget)
 
     def on_input_changed(self, event: Input.Changed) -> None:
         event.stop()
@@ -350,7 +380,7 @@ class ProcessPanel(Vertical):
         event.stop()
         self.query_one(FilterInput).remove_class("-shown")
         if self.table.display:
-            self.table.focus()
+            self._focus(self.table)
 
     def action_details(self) -> None:
         row = self.selected
