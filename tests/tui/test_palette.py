@@ -96,3 +96,30 @@ def test_the_ui_command_reads_the_theme_from_config(tmp_path: Path, monkeypatch)
         assert session.app.theme == "nord" and Path(session.app.config_path) == cfg
     finally:
         session.close()
+
+
+@pytest.mark.asyncio
+async def test_the_palettes_theme_picker_saves_the_choice(tmp_path):
+    """ctrl+p, Theme, a theme's name, Enter: applied, and written to config.toml."""
+    cfg = tmp_path / "config.toml"
+    app, clock, size = await started(tmp_path, config_path=cfg)
+    async with app.run_test(size=size) as pilot:
+        await tick(pilot, clock)
+
+        async def choose(text: str) -> None:
+            await pilot.press(*text)
+            assert await wait_for(pilot, lambda: app.screen.query_one("CommandList")
+                                  .option_count > 0)
+            await pilot.pause(0.3)  # the search has settled on the best match
+            await pilot.press("enter")
+
+        await pilot.press("ctrl+p")
+        commands = app.screen
+        await choose("Theme")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette)
+                              and app.screen is not commands)  # the themes' palette
+        await choose("textual-light")
+        assert await wait_for(pilot, lambda: cfg.exists() and "light" in cfg.read_text())
+        assert app.theme == "textual-light" and cfg.read_text() == 'theme = "textual-light"\n'
+        assert any("theme textual-light saved in" in n for n in notes(app))
+        await pilot.press("q")
