@@ -322,6 +322,22 @@ async def test_refusals_are_notices_not_tracebacks(tmp_path, children, monkeypat
 
 
 @pytest.mark.asyncio
+async def test_a_replays_processes_are_not_signalled(tmp_path, children):
+    """Rows of a replay were recorded elsewhere, maybe long ago: a pid there names nothing
+    here, even when a process here has it now."""
+    child, start = children()
+    att = ScriptedAttributor(procs=(proc(child.pid, "sleep", 1.0, start=start),), members=None)
+    app, clock = make_app(tmp_path, attributor=att, attribution="replay")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await tick(pilot, clock, 2)
+        await pilot.press("k")
+        assert app.screen is app.main
+        assert any("a replay's processes were recorded" in n for n in notes(app))
+        await pilot.press("q")
+    assert child.poll() is None
+
+
+@pytest.mark.asyncio
 async def test_a_process_that_exits_while_the_question_is_open(tmp_path, children):
     child, start = children()
     att = ScriptedAttributor(procs=(proc(child.pid, "sleep", 1.0, start=start),), members=None)
