@@ -168,16 +168,15 @@ class ProcessPanel(Vertical):
         self._width = 0  # the table width the columns were made for
 
     def compose(self) -> ComposeResult:
-        yield Static(self._note(None), classes="note", markup=False)
-        yield FilterInput(placeholder="filter: name, command line, user or pid "
-                                      "(Enter keeps it, Esc clears)")
-        table = ProcessTable()
-        table.display = False
-        yield table
-
-    @property
-    def table(self) -> ProcessTable:
-        return self.query_one(ProcessTable)
+        # kept, not queried at each frame (a query walks the DOM)
+        self._note_line = Static(self._note(None), classes="note", markup=False)
+        self._box = FilterInput(placeholder="filter: name, command line, user or pid "
+                                            "(Enter keeps it, Esc clears)")
+        self.table = ProcessTable()
+        self.table.display = False
+        yield self._note_line
+        yield self._box
+        yield self.table
 
     @property
     def sort(self):
@@ -219,7 +218,7 @@ class ProcessPanel(Vertical):
         rows = rows_of(snap) if snap is not None else []
         self.rows = arrange(rows, self.sort, self.reverse, self.filter_text,
                             self.tree_view and self.group_by == "process")
-        note = self.query_one(".note", Static)
+        note = self._note_line
         text = self._note(snap)
         if str(note.content) != text:
             note.update(text, layout=False)
@@ -328,13 +327,13 @@ class ProcessPanel(Vertical):
         self.tree_view = not self.tree_view
 
     def action_filter(self) -> None:
-        box = self.query_one(FilterInput)
+        box = self._box
         box.add_class("-shown")
         box.value = self.filter_text
         self._focus(box)
 
     def action_clear_filter(self) -> None:
-        box = self.query_one(FilterInput)
+        box = self._box
         had = bool(self.filter_text) or box.has_class("-shown")
         box.remove_class("-shown")
         self.filter_text = ""
@@ -346,7 +345,7 @@ class ProcessPanel(Vertical):
         binding (which runs only once the key has reached the app): the keys typed with it
         (a paste, a fast typist: "/yes" in one read) were already queued to the table, and
         come up here next; they go into the filter, Enter and Esc act as in it."""
-        box = self.query_one(FilterInput)
+        box = self._box
         if not box.has_class("-shown"):
             if event.key == "slash":
                 event.stop()
@@ -378,7 +377,7 @@ class ProcessPanel(Vertical):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         """Enter keeps the filter (the note says it) and goes back to the table."""
         event.stop()
-        self.query_one(FilterInput).remove_class("-shown")
+        self._box.remove_class("-shown")
         if self.table.display:
             self._focus(self.table)
 
