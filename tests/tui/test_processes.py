@@ -128,6 +128,8 @@ async def test_slash_filters_by_name_command_line_user_or_pid(tmp_path):
         assert shown(app) == [402, 400, 401, 403]
         await pilot.press("escape", "slash", *"root")  # the user
         assert shown(app) == BY_POWER
+        await pilot.press("escape", "slash", *"pythonx", "backspace")  # editing keys work
+        assert app.screen.query_one(FilterInput).value == "python" and shown(app) == [301, 302]
         await pilot.press("escape", "slash", *"nothing-like-this")
         assert shown(app) == []
         assert "(0 shown)" in screen_text(app)[0]
