@@ -167,6 +167,70 @@ def test_job_tree_keeps_every_joule_when_children_start_and_exit():
     assert all(b >= a for a, b in zip(totals, totals[1:]))
 
 
+def test_the_job_sample_lists_every_member_idle_ones_included():
+    """The process table's job tree: the job's processes that used no CPU in the interval
+    (a shell waiting for its children) are in ``job.members`` at 0 W, with their parent;
+    the top processes by power stay the busy ones; the list is bounded by ``top_n``."""
+    sc = FakeScanner()
+    sc.run(100, 0.0, ppid=1)  # the job root: a shell that waits
+    sc.run(101, 0.0, ppid=100)
+    sc.run(102, 0.0, ppid=100)
+    sc.run(50, 0.0, ppid=1)  # unrelated, the busiest
+    eng, att, clock = engine_with(sc)
+    att.follow(100)
+    sc.add(101, 1.0)
+    sc.add(102, 0.5)
+    sc.add(50, 2.0)
+    snap = tick(eng, clock, sc)
+    members = {p.pid: p for p in snap.job.members}
+    assert set(members) == {100, 101, 102}
+    assert [p.pid for p in snap.job.members] == [101, 102, 100]  # most power first
+    assert members[100].power_w == 0.0 and members[100].ppid == 1
+    assert members[101].ppid == members[102].ppid == 100
+    assert members[101] == by_pid(snap)[101]  # the same row as in the top processes
+    assert set(by_pid(snap)) == {50, 101, 102}  # the idle shell is not a top process
+    assert all(p.start == float(p.pid) for p in snap.job.members)  # the scan's start
+    att.top_n = 2
+    sc.add(101, 1.0)
+    sc.add(102, 0.5)
+    snap = tick(eng, clock, sc)
+    assert [p.pid for p in snap.job.members] == [101, 102]
+    att.top_n = 1000
+    sc.add(101, 1.0)
+    snap = tick(eng, clock, sc)
+    assert snap.job.members[0].power_w > 0 and snap.job.members[2].power_w == 0.0
+    assert snap.job.members[2].cpu_share == 0.0  # the stale figures of a past tick are gone
+
+
+@linux_only
+def test_a_shown_process_carries_its_command_line_owner_and_start():
+    """Read once per shown process: the command line (words joined by one space), the
+    owner's uid and the start time the scan reads (with the pid, it names the process)."""
+    child = subprocess.Popen([sys.executable, "-c", "import time\nwhile 1: pass",
+                              "two  words\tand\nlines"])
+    try:
+        scanner = ProcFsScanner()
+        att = Attributor([], CARBON, scanner=scanner, top_n=10_000)
+        att.follow(child.pid)
+        pkg = domain("package-0")
+        from tuimeter.model import DomainSample
+        sample = DomainSample(pkg, 10.0, 10.0, 10.0, 0.0, 0.0)
+        job = None
+        for _ in range(1000):  # until the child has used some CPU (no wall-clock bound)
+            time.sleep(0.01)
+            shares, _, job, *_ = att.attribute(1.0, [sample], 0.0)
+            if any(p.pid == child.pid for p in shares):
+                break
+        mine = next(p for p in job.members if p.pid == child.pid)
+        assert mine.cmdline.endswith("while 1: pass two words and lines")
+        assert mine.cmdline.startswith(sys.executable)
+        assert mine.uid == os.geteuid() and mine.ppid == os.getpid()
+        assert mine.start == scanner.read_one(child.pid).start
+    finally:
+        child.kill()
+        child.wait()
+
+
 def test_processes_too_short_to_be_seen_count_for_the_parent_that_waited():
     """A child born and reaped between two scans (a compiler under make) is invisible, but
     its CPU time arrives in the parent's children time: it goes to the parent, in the job."""

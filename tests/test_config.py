@@ -192,3 +192,73 @@ def test_linux_locations_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "d"))
     assert config.default_config_path() == tmp_path / "c" / "tuimeter" / "config.toml"
     assert data_dir() == tmp_path / "d" / "tuimeter" / "sessions"
+
+
+# -- save_key: the theme the UI remembers ------------------------------------------------
+USER_FILE = """# my settings
+interval_s = 0.5   # half a second
+theme = "textual-dark"  # what I like
+
+[unknown_table]
+theme = "not this one"
+"""
+
+
+def test_save_key_replaces_only_the_theme_value(home: Path) -> None:
+    """Every other line, comment and table stays byte for byte; the file's mode too."""
+    path = write(home, USER_FILE)
+    path.chmod(0o640)
+    assert config.save_key("theme", "textual-light") == path
+    assert path.read_text() == USER_FILE.replace('"textual-dark"', '"textual-light"', 1)
+    assert path.stat().st_mode & 0o777 == 0o640
+    assert [p.name for p in path.parent.iterdir()] == ["config.toml"]  # no temporary left
+
+
+@pytest.mark.parametrize("text", ["", "interval_s = 2\n", "interval_s = 2",
+                                  "pue = 1.2\n[table]\nx = 1\n"])
+def test_save_key_adds_the_key_at_the_top_level(home: Path, text: str) -> None:
+    path = write(home, text)
+    config.save_key("theme", "nord")
+    data = config.tomllib.loads(path.read_text())
+    assert data.pop("theme") == "nord"
+    assert data == config.tomllib.loads(text)
+    assert path.read_text().startswith(text.split("[")[0])
+
+
+def test_save_key_creates_the_file_and_folder_private(tmp_path: Path) -> None:
+    path = tmp_path / "new" / "tuimeter" / "config.toml"
+    config.save_key("theme", "gruvbox", path)
+    assert path.read_text() == 'theme = "gruvbox"\n'
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_save_key_follows_a_link_to_the_file(home: Path, tmp_path: Path) -> None:
+    """A config.toml kept elsewhere (dotfiles) stays a link; its target is updated."""
+    real = tmp_path / "dotfiles.toml"
+    real.write_text("pue = 1.5\n")
+    link = home / "cfg" / "tuimeter" / "config.toml"
+    link.symlink_to(real)
+    config.save_key("theme", "nord")
+    assert link.is_symlink() and real.read_text() == 'pue = 1.5\ntheme = "nord"\n'
+
+
+@pytest.mark.parametrize("text", [
+    'theme = """textual-dark\n"""\n',  # a multi-line string the line editor cannot change
+    '"theme" = "textual-dark"\n',  # a quoted key: adding one would make it twice
+    "interval_s = \n",  # a file that does not parse
+])
+def test_save_key_leaves_a_file_it_cannot_edit_safely_alone(home: Path, text: str) -> None:
+    path = write(home, text)
+    with pytest.raises(config.ConfigError, match="not saved") as exc:
+        config.save_key("theme", "nord")
+    assert "\n" not in str(exc.value)
+    assert path.read_text() == text
+
+
+@pytest.mark.parametrize("key,value", [("interval_s", "1"), ("theme", 'x"\nrm = 1'),
+                                       ("theme", "")])
+def test_save_key_writes_only_a_plain_theme_name(home: Path, key: str, value: str) -> None:
+    path = write(home, "pue = 1.5\n")
+    with pytest.raises(config.ConfigError):
+        config.save_key(key, value)
+    assert path.read_text() == "pue = 1.5\n"

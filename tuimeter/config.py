@@ -18,9 +18,13 @@ Locations come from ``platformdirs``; on Linux they are the XDG ones:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import os
+import re
+import stat
 import sys
+import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -268,3 +272,74 @@ def _defaults(args: argparse.Namespace) -> None:
                           ("export_dir", ".")):
         if hasattr(args, dest) and getattr(args, dest) is None:
             setattr(args, dest, default)
+
+
+# -- writing one key ------------------------------------------------------------------
+#: a value :func:`save_key` writes: a bare name (a theme's), so that it needs no escaping
+_SAVE_VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")
+#: a ``key = value  # comment`` line: the value is replaced, the rest kept
+_KEY_LINE = r"""(?m)^([ \t]*{key}[ \t]*=[ \t]*)("[^"\n]*"|'[^'\n]*'|[^#\n]*?)([ \t]*#.*)?$"""
+
+
+def save_key(key: str, value: str, path: str | os.PathLike | None = None,
+             env: Mapping[str, str] = os.environ) -> Path:
+    """Set ``key = "value"`` in config.toml (default: :func:`default_config_path`),
+    keeping every other line of the file as it was (keys, comments, tables, and a comment
+    after the key's own value), and return the file's path. Only ``theme`` is written
+    (what the UI remembers).
+
+    The file is replaced atomically (a temporary file in the same folder, then a rename;
+    a link to the file is followed, so the file it points at is the one replaced) with the
+    old file's permissions, or 0600 for a new file. The new text is parsed before it is
+    written: a file whose other keys would change, or that does not parse, is left alone
+    (ConfigError, one line). OSError when the folder cannot take the file."""
+    if key != "theme":
+        raise ConfigError(f"{key!r} is not a key the UI saves")
+    if not _SAVE_VALUE.fullmatch(value):
+        raise ConfigError(f"{key} {value!r}: not a name that can be saved")
+    target = Path(path) if path is not None else default_config_path(env)
+    target = Path(os.path.realpath(target))
+    from .carbon import CarbonError, read_config_text
+
+    try:
+        text = read_config_text(target)
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        text, mode = "", 0o600
+    except CarbonError as exc:
+        raise ConfigError(str(exc)) from None
+    line = f'{key} = "{value}"'
+
+    def replace(m: re.Match[str]) -> str:
+        return f'{m[1]}"{value}"{m[3] or ""}'
+
+    new, count = re.subn(_KEY_LINE.format(key=re.escape(key)), replace, text, count=1)
+    if not count:  # before the first table, where a top-level key must be
+        table = re.search(r"(?m)^[ \t]*\[", text)
+        at = table.start() if table else len(text)
+        head = text[:at]
+        if head and not head.endswith("\n"):
+            head += "\n"
+        new = head + line + "\n" + ("\n" if table else "") + text[at:]
+    try:
+        before, after = tomllib.loads(text), tomllib.loads(new)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{target}: not saved, the file does not parse: {exc}") from None
+    before[key] = value
+    if after != before:
+        raise ConfigError(f"{target}: not saved, {key} is written in a way this editor "
+                          f"does not change (edit it by hand)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".config-", suffix=".toml", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(new)
+            fh.flush()
+            os.fchmod(fh.fileno(), mode)
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return target

@@ -223,6 +223,14 @@ class ProcessShare:
     gpu_energy_j: float = 0.0  # cumulative, GPU part
     in_job: bool = False
     provenance: Provenance = Provenance.ATTRIBUTED
+    ppid: int = 0  # its parent's pid at the last scan (0: unknown)
+    #: the command line, words joined by single spaces ("": unreadable, a kernel thread);
+    #: read once per process, so a process that rewrites its argv later keeps the first
+    cmdline: str = ""
+    uid: int | None = None  # its owner (effective user id); None: unknown
+    #: its start time as the process scan reads it (clock ticks since boot on Linux, seconds
+    #: since the epoch elsewhere): with ``pid`` it names one process, across pid reuse
+    start: float | None = None
 
 
 @dataclass(frozen=True)
@@ -245,6 +253,9 @@ class JobSample:
     provenance: Provenance = Provenance.ATTRIBUTED
     cpu_power_w: float = 0.0  # CPU-side part of power_w (last interval)
     gpu_power_w: float = 0.0  # GPU part of power_w (last interval)
+    #: the job's processes, those idle in the interval included (at 0 W), most power first
+    #: and bounded (the attributor's ``top_n``): the process table's tree of the job
+    members: tuple[ProcessShare, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import pytest
 
 from tests.fakes.scripted import FakeClock, ScriptedSensor, domain, rapl_like
 from tests.helpers import make_engine
-from tuimeter.model import CarbonInfo, DomainKind
+from tuimeter.model import CarbonInfo, DomainKind, JobSample, ProcessShare
 from tuimeter.session.measure import open_recorder
 from tuimeter.tui.app import TuimeterApp
 from tuimeter.tui import run
@@ -40,6 +40,46 @@ def _no_cursor_blink(monkeypatch):
 def gpu_sensor() -> ScriptedSensor:
     return ScriptedSensor("nvml", [domain("gpu0", DomainKind.GPU, source="nvml")],
                           {"gpu0": 150.0})
+
+
+def proc(pid: int, name: str, power_w: float, *, ppid: int = 1, args: str = "",
+         in_job: bool = False, cpu: float | None = None, gpu: float = 0.0,
+         energy_j: float | None = None, start: float | None = None,
+         uid: int | None = 0) -> ProcessShare:
+    """A process as attribution hands it (start time: its pid, unless given)."""
+    return ProcessShare(
+        pid=pid, name=name, cpu_share=power_w / 100 if cpu is None else cpu, gpu_share=gpu,
+        power_w=power_w, energy_j=power_w,
+        total_energy_j=10 * power_w if energy_j is None else energy_j, in_job=in_job,
+        ppid=ppid, cmdline=f"/usr/bin/{name} {args}".strip(), uid=uid,
+        start=float(pid) if start is None else start)
+
+
+#: a followed job (a shell and two Python processes) and four other processes
+JOB = (proc(300, "sh", 0.0, args="-c ./run.sh", in_job=True),
+       proc(301, "python3", 25.0, ppid=300, args="train.py --epochs 3", in_job=True, gpu=0.6,
+            energy_j=120.0),
+       proc(302, "python3", 8.0, ppid=300, args="worker.py", in_job=True, energy_j=400.0))
+OTHERS = (proc(400, "firefox", 12.0, energy_j=60.0), proc(401, "Xorg", 3.0, energy_j=900.0),
+          proc(402, "yes", 15.0, ppid=403, energy_j=30.0), proc(403, "zsh", 0.5, energy_j=1.0))
+
+
+class ScriptedAttributor:
+    """Attribution as the engine's attributor hands it: the top processes ``procs`` and
+    the job's ``members`` (no job when None) a test sets, at every tick until changed."""
+
+    def __init__(self, procs=OTHERS + JOB[1:], members=JOB, idle_w: float = 5.0):
+        self.procs, self.members, self.idle_w = tuple(procs), members, idle_w
+
+    def attribute(self, interval_s, domains, now_s):
+        job = None
+        if self.members is not None:
+            power = sum(p.power_w for p in self.members)
+            job = JobSample(pid=self.members[0].pid, name="sh", running=True,
+                            n_processes=len(self.members), power_w=power, energy_j=power,
+                            total_energy_j=power, cpu_energy_j=power, gpu_energy_j=0.0,
+                            co2_g=0.0, total_co2_g=0.0, share=0.2, members=tuple(self.members))
+        return tuple(self.procs), self.idle_w, job
 
 
 def make_app(tmp_path: Path, *, job=None, sensors=None, host="test-host", attributor=None,

@@ -51,3 +51,41 @@ def test_chart_zoomed_with_parts(snap_compare, size):
     entry and a colour per series."""
     app, run_before = _at(TICKS, "left_square_bracket", "v")
     assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+def _processes(*keys: str, theme: str | None = None):
+    """The live view over scripted sensors and attribution (a followed job of three
+    processes, four others) on a fake clock, after ``keys``."""
+    import tempfile
+    from pathlib import Path
+
+    from .conftest import ScriptedAttributor, make_app
+
+    app, clock = make_app(Path(tempfile.mkdtemp(prefix="tuimeter-snap-")),
+                          attributor=ScriptedAttributor(), attribution="on", theme=theme)
+
+    async def run_before(pilot) -> None:
+        await tick(pilot, clock, 3)
+        for key in keys:
+            await pilot.press(key)
+        await pilot.pause()
+
+    return app, run_before
+
+
+@pytest.mark.parametrize("size,keys", [((80, 24), ()), ((160, 48), ("s", "t"))])
+def test_process_table(snap_compare, size, keys):
+    """80x24: the job's processes first; 160x48: sorted by energy, as a tree."""
+    app, run_before = _processes(*keys)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+def test_process_details(snap_compare):
+    app, run_before = _processes("down", "enter")
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+
+def test_light_theme(snap_compare):
+    app, run_before = _processes(theme="textual-light")
+    assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)

@@ -63,7 +63,7 @@ from ..model import Attribution, CarbonInfo, DomainKind, DomainSample, JobSample
 from ..sensors.capabilities import GpuProcessSource
 from . import trees as _trees_mod
 from .cgroups import CgroupTally
-from .procscan import ProcFsScanner, ProcStat, make_scanner
+from .procscan import ProcFsScanner, ProcStat, make_scanner, read_details
 from .trees import CPU, Tree
 
 #: domains divided by CPU share (when they count in the machine total)
@@ -76,7 +76,8 @@ class _Proc:
     """What the attributor remembers of one live process (mutable; sampler thread only)."""
 
     __slots__ = ("pid", "start", "ppid", "name", "stat", "cpu_s", "children_s", "in_job",
-                 "cpu_j", "gpu_j", "used_s", "tick_cpu_j", "tick_gpu_j", "display", "trees")
+                 "cpu_j", "gpu_j", "used_s", "tick_cpu_j", "tick_gpu_j", "display", "trees",
+                 "cmdline", "uid")
 
     def __init__(self, pid: int, start: float, ppid: int, name: str):
         self.pid, self.start, self.ppid, self.name = pid, start, ppid, name
@@ -91,6 +92,8 @@ class _Proc:
         self.tick_gpu_j = 0.0
         self.display: str | None = None
         self.trees: tuple[Tree, ...] = ()  # the owner trees it belongs to (usually none)
+        self.cmdline = ""  # set with display and uid, once it is shown
+        self.uid: int | None = None
 
 
 def split_gpu(sensor: GpuProcessSource, index: int, now_us: int | None = None) -> dict[int, float]:
@@ -340,20 +343,36 @@ class Attributor:
             if p.in_job:
                 job_cpu += p.tick_cpu_j
                 job_gpu += p.tick_gpu_j
-        top = heapq.nlargest(self.top_n, touched.values(),
-                             key=lambda p: (p.tick_cpu_j + p.tick_gpu_j, p.used_s))
-        for p in top:
+        by_power = lambda p: (p.tick_cpu_j + p.tick_gpu_j, p.used_s)  # noqa: E731
+        top = heapq.nlargest(self.top_n, touched.values(), key=by_power)
+
+        def share(p: _Proc) -> ProcessShare:
             e = p.tick_cpu_j + p.tick_gpu_j
-            shares.append(ProcessShare(
-                pid=p.pid, name=self._display_name(p),
+            self._details(p)
+            return ProcessShare(
+                pid=p.pid, name=p.display or p.name,
                 cpu_share=p.used_s / denom if denom > 0 else 0.0,
                 gpu_share=p.tick_gpu_j / gpu_j if gpu_j > 0 else 0.0,
                 power_w=e / interval_s, energy_j=e, total_energy_j=p.cpu_j + p.gpu_j,
-                cpu_energy_j=p.cpu_j, gpu_energy_j=p.gpu_j, in_job=p.in_job))
+                cpu_energy_j=p.cpu_j, gpu_energy_j=p.gpu_j, in_job=p.in_job, ppid=p.ppid,
+                cmdline=p.cmdline, uid=p.uid, start=p.start if p.start >= 0 else None)
+
+        shares = [share(p) for p in top]
+        members: tuple[ProcessShare, ...] = ()
+        if self._root is not None:  # every live member, and those that used power and left
+            job_procs = {id(p): p for p in touched.values() if p.in_job}
+            for pid in self._members:
+                p = self._procs.get(pid)
+                if p is not None and id(p) not in touched:  # idle in this interval
+                    p.used_s = p.tick_cpu_j = p.tick_gpu_j = 0.0
+                    job_procs[id(p)] = p
+            shown = {id(p): s for p, s in zip(top, shares)}
+            members = tuple(shown.get(id(p)) or share(p) for p in
+                            heapq.nlargest(self.top_n, job_procs.values(), key=by_power))
         for p in touched.values():
             p.used_s = 0.0
         idle_w = (total_j - attributed) / interval_s if counted else None
-        job = self._job_sample(interval_s, job_cpu, job_gpu, total_j, factor)
+        job = self._job_sample(interval_s, job_cpu, job_gpu, total_j, factor, members)
         cgroups = (self.cgroups.tally(touched.values(), gone, interval_s)
                    if self.cgroups is not None else ())
         owners = _trees_mod.owner_samples(self._trees, interval_s, factor)
@@ -391,7 +410,8 @@ class Attributor:
             del self._ghosts[pid]
         return total
 
-    def _job_sample(self, interval_s, job_cpu, job_gpu, total_j, factor) -> JobSample | None:
+    def _job_sample(self, interval_s, job_cpu, job_gpu, total_j, factor,
+                    members: tuple[ProcessShare, ...] = ()) -> JobSample | None:
         if self._root is None:
             return None
         energy = job_cpu + job_gpu
@@ -406,18 +426,24 @@ class Attributor:
             total_energy_j=self._job_cpu_j + self._job_gpu_j, cpu_energy_j=self._job_cpu_j,
             gpu_energy_j=self._job_gpu_j, co2_g=energy * factor, total_co2_g=self._job_co2_g,
             share=energy / total_j if total_j > 0 else 0.0, exit_code=self._exit_code,
-            cpu_power_w=job_cpu / interval_s, gpu_power_w=job_gpu / interval_s)
+            cpu_power_w=job_cpu / interval_s, gpu_power_w=job_gpu / interval_s,
+            members=members)
 
-    def _display_name(self, p: _Proc) -> str:
-        """The kernel's short name, or argv[0]'s base name where the kernel cut it (15 chars).
-        Read once per process, only for processes shown."""
-        if p.display is None:
-            p.display = p.name
-            if len(p.name) >= 15 and p.start >= 0:
-                full = _command_name(self.scanner, p.pid, args=False)
-                if full and full.startswith(p.name[:15]):
-                    p.display = full
-        return p.display
+    def _details(self, p: _Proc) -> None:
+        """Set the name shown (the kernel's short name, or argv[0]'s base name where the
+        kernel cut it at 15 characters), the command line and the owner. Read once per
+        process, only for processes shown."""
+        if p.display is not None:
+            return
+        p.display = p.name
+        if p.start < 0:  # a GPU process in another pid namespace: nothing to read
+            return
+        argv, p.uid = read_details(self.scanner, p.pid)
+        p.cmdline = " ".join(" ".join(argv).split())  # no newlines or tabs
+        if len(p.name) >= 15 and argv:
+            full = os.path.basename(argv[0])
+            if full.startswith(p.name[:15]):
+                p.display = full
 
 
 def _recover_exited(changed: list[tuple[_Proc, float, bool]], gone: list[_Proc]) -> None:
@@ -445,21 +471,14 @@ def _recover_exited(changed: list[tuple[_Proc, float, bool]], gone: list[_Proc])
                 k.used_s += tail / len(mine)
 
 
-def _command_name(scanner, pid: int, args: bool = True) -> str:
+def _command_name(scanner, pid: int) -> str:
     """``python3 train.py --lr 3`` (up to 60 characters) from the command line; "" if
-    unreadable (kernel threads, exited, not Linux)."""
-    if not isinstance(scanner, ProcFsScanner):
-        return ""
-    try:
-        with open(f"{scanner.root}/{pid}/cmdline", "rb") as fh:
-            argv = fh.read(4096).split(b"\0")
-    except OSError:
-        return ""
-    argv = [a.decode("utf-8", "replace") for a in argv if a]
+    unreadable (kernel threads, exited, a scanner of neither /proc nor psutil)."""
+    argv = list(read_details(scanner, pid).argv)
     if not argv:
         return ""
     argv[0] = os.path.basename(argv[0])
-    text = " ".join(" ".join(argv if args else argv[:1]).split())  # no newlines or tabs
+    text = " ".join(" ".join(argv).split())  # no newlines or tabs
     return text if len(text) <= 60 else text[:59] + "…"
 
 

@@ -168,6 +168,43 @@ class PsutilScanner:
         return out
 
 
+class ProcDetails(NamedTuple):
+    """What the process table shows besides a scan's figures, read once per process."""
+
+    argv: tuple[str, ...]  # the command line's words ((): unreadable, a kernel thread)
+    uid: int | None  # its effective user id, as ``ps`` shows it (None: unknown)
+
+
+#: bytes of a command line read at most (the rest is cut)
+CMDLINE_MAX_BYTES = 4096
+
+
+def read_details(scanner, pid: int) -> ProcDetails:
+    """``pid``'s command line and owner, through ``scanner``'s source (``/proc`` or psutil);
+    empty for another scanner (tests) or a process that is gone. Never raises.
+
+    On Linux: one read of ``/proc/PID/cmdline`` (at most :data:`CMDLINE_MAX_BYTES`) and one
+    ``stat`` of ``/proc/PID`` (its owner is the process's effective uid)."""
+    if isinstance(scanner, ProcFsScanner):
+        base = f"{scanner.root}/{pid}"
+        try:
+            with open(f"{base}/cmdline", "rb") as fh:
+                raw = fh.read(CMDLINE_MAX_BYTES)
+            uid: int | None = os.stat(base).st_uid
+        except OSError:
+            return ProcDetails((), None)
+        return ProcDetails(tuple(a.decode("utf-8", "replace") for a in raw.split(b"\0") if a),
+                           uid)
+    if isinstance(scanner, PsutilScanner):
+        psutil = scanner._psutil
+        try:
+            proc = psutil.Process(pid)
+            return ProcDetails(tuple(proc.cmdline()), proc.uids().effective)
+        except (psutil.Error, OSError, AttributeError):
+            return ProcDetails((), None)
+    return ProcDetails((), None)
+
+
 def make_scanner(root: str | None = None):
     """The fastest scanner this system has."""
     if root is not None or (sys.platform.startswith("linux") and os.path.exists(f"{PROC}/stat")):

@@ -29,13 +29,14 @@ import os
 import shutil
 import signal
 import sys
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from textual import work
-from textual.app import App
+from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.reactive import reactive
 
+from .. import config
 from ..grouping import next_grouping
 from ..job import JobState, JobWatcher
 from ..live import LiveSession
@@ -43,11 +44,12 @@ from ..model import Snapshot
 from ..session import files
 from ..session.files import NewFile
 from ..text import safe_text
+from .commands import app_commands, process_commands
 from .format import fmt_duration, fmt_interval
 from .main_screen import MainScreen, Status
 from .messages import SnapshotFeed, SnapshotReady
 from .screens import HelpScreen, LabelScreen
-from .widgets import ProfilePanel
+from .widgets import ProcessPanel, ProfilePanel
 
 if TYPE_CHECKING:
     from ..engine.sampler import Engine
@@ -104,7 +106,6 @@ class TuimeterApp(App[Snapshot | None]):
 
     CSS_PATH = "app.tcss"
     TITLE = "tuimeter"
-    ENABLE_COMMAND_PALETTE = False
     BINDINGS = [
         Binding("m", "mark", "Mark"),
         Binding("M", "mark_labelled", "Label mark", key_display="M"),
@@ -127,8 +128,19 @@ class TuimeterApp(App[Snapshot | None]):
                  attribution: str = "unavailable", export_dir: str = ".",
                  start_engine: bool = True, keep_session: bool = True,
                  exporters: Sequence = (), session: LiveSession | None = None,
-                 profile_source: Callable[[], tuple] | None = None) -> None:
+                 profile_source: Callable[[], tuple] | None = None,
+                 theme: str | None = None, config_path: str | os.PathLike | None = None
+                 ) -> None:
         super().__init__()
+        self.config_path = config_path
+        """Where a theme chosen in the palette is saved (config.toml); None: not saved."""
+        self._theme_problem = ""  # an unknown theme asked for, said once mounted
+        self._saved_theme = self.theme  # the one in config.toml (not saved again)
+        if theme and theme in self.available_themes:
+            self._saved_theme = self.theme = theme
+        elif theme:
+            self._theme_problem = (f"unknown theme {theme!r} (config.toml or TUIMETER_THEME)"
+                                   f"; ctrl+p, Change theme lists them")
         if session is None:  # the caller opened the engine and started the recorder
             session = LiveSession(engine, recorder, exporters, markers=False, replay=replay)
         self.session = session
@@ -183,6 +195,8 @@ class TuimeterApp(App[Snapshot | None]):
             self._find_sessions()
         if not self.is_headless:
             self._watch_the_terminal()
+        if self._theme_problem:
+            self.say(self._theme_problem, severity="warning", timeout=15)
         if self.start_engine:
             self.session.start()
         if self._quit_requested:
@@ -359,6 +373,7 @@ class TuimeterApp(App[Snapshot | None]):
     def action_group(self) -> None:
         """The process table's next grouping: per process, the job as one row, per cgroup."""
         self.main.grouping = next_grouping(self.main.grouping)
+        self.main.query_one(ProcessPanel).group_by = self.main.grouping
         self.notify(f"process table: per {self.main.grouping}")
         self.main.redraw()
 
@@ -388,6 +403,30 @@ class TuimeterApp(App[Snapshot | None]):
 
     def watch_interval_s(self) -> None:
         self.main.redraw()
+
+    # -- the palette and the theme --------------------------------------------------
+    def get_system_commands(self, screen) -> Iterable[SystemCommand]:
+        """Textual's (theme, keys, quit, ...), then every key's action by name."""
+        yield from super().get_system_commands(screen)
+        yield from app_commands(self)
+        yield from process_commands(screen)
+
+    def watch_theme(self, theme: str) -> None:
+        """A theme chosen (ctrl+p, Change theme) is remembered in config.toml."""
+        if self.config_path is not None and theme != self._saved_theme:
+            self._saved_theme = theme
+            self._save_theme(theme)
+
+    @work(thread=True, group="theme", exclusive=True)
+    def _save_theme(self, theme: str) -> None:
+        try:
+            path = config.save_key("theme", theme, self.config_path)
+        except (config.ConfigError, OSError) as exc:
+            self.call_from_thread(self.say, f"theme not remembered: {exc}", severity="warning")
+            return
+        env = " (TUIMETER_THEME, set here, wins over it)" if os.environ.get(
+            "TUIMETER_THEME") else ""
+        self.call_from_thread(self.say, f"theme {theme} saved in {path}{env}")
 
     def action_help(self) -> None:
         snap = self.engine.snapshot

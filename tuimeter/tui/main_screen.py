@@ -13,7 +13,6 @@ trouble, the followed job) belongs to the app: the screen asks for it, as a
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -26,8 +25,7 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from ..grouping import group_rows
-from ..model import Domain, JobSample, ProcessShare, Snapshot
+from ..model import Domain, JobSample, Snapshot
 from ..job import JobState, job_ranks
 from .devices import DeviceScreen, devices_text
 from .messages import SnapshotReady
@@ -112,7 +110,7 @@ class MainScreen(Screen[None]):
             yield TotalsPanel(id="totals")
         yield ProcessPanel(self.attribution, id="processes")
         yield SensorStatusLine(id="sensors")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self._ready = True  # (is_mounted is set only after the mount handlers ran)
@@ -199,18 +197,6 @@ class MainScreen(Screen[None]):
         if self.latest is not None and self.latest is not self.drawn:
             self._draw_when_due()
 
-    def _grouped(self, snap: Snapshot) -> Snapshot:
-        """The snapshot the process table draws: under a grouping other than
-        ``process``, its processes are the grouped rows (a group's PID cell reads 0:
-        the table takes ProcessShare rows until it takes GroupRow ones)."""
-        if self.grouping == "process":
-            return snap
-        rows = tuple(ProcessShare(
-            pid=r.pid or 0, name=r.name, cpu_share=r.cpu_share or 0.0,
-            gpu_share=r.gpu_share or 0.0, power_w=r.power_w, energy_j=r.energy_j,
-            total_energy_j=r.total_energy_j or 0.0) for r in group_rows(snap, self.grouping))
-        return dataclasses.replace(snap, processes=rows)
-
     def _widget(self, cls):
         """The screen's widget of a class, looked up once (they are composed once; a
         query per widget per frame walks the whole DOM)."""
@@ -229,7 +215,7 @@ class MainScreen(Screen[None]):
         w(DomainTable).show(snap)
         w(PowerChart).show(snap, message.times_s)
         w(TotalsPanel).show(snap)
-        w(ProcessPanel).show(self._grouped(snap))
+        w(ProcessPanel).show(snap)
         w(SensorStatusLine).show(snap.sensors, status.problems)
         if status.job is not None:
             w(JobPanel).show(status.job, snap.job, status.job_exited_at_s, job_ranks(snap))

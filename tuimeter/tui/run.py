@@ -241,10 +241,12 @@ def build(argv: list[str], *, start_engine: bool = True, need_terminal: bool = F
         job = JobWatcher(live.child.pid, live.child, command, live.log_path)
     elif args.pid is not None:
         job = JobWatcher(args.pid)
+    from ..config import default_config_path
+
     app = TuimeterApp(live.engine, job=job, replay=live.replay,
                       attribution=attribution, export_dir=args.export_dir,
                       start_engine=start_engine, keep_session=temp_path is None,
-                      session=live)
+                      session=live, theme=args.theme, config_path=default_config_path())
     return Session(app, live, job, temp_path), None
 
 

@@ -15,7 +15,7 @@ from textual.widgets import Input, Static
 from ..labels import check_label
 from ..model import CarbonInfo, SensorStatus
 from ..text import safe_text
-from .widgets import COLUMNS
+from .widgets import COLUMNS, PROCESS_KEYS
 from .widgets._sensor_status import status_text
 from .widgets._totals_panel import is_world_average
 
@@ -29,6 +29,7 @@ KEYS = (
     ("[ ]", "chart: a shorter / longer time window (30 s to 1 h; 5 min at start)"),
     ("v", "chart: draw the parts (core, uncore) and psys too, or not"),
     ("d", "devices: each GPU's and CPU's readings in full (busy, memory, temperature ...)"),
+    ("g", "process table: per process, the followed job as one row, or per cgroup"),
     ("?", "this help (Esc closes it)"),
     ("q", "quit (the session file is closed and its path printed)"),
 )
@@ -50,6 +51,10 @@ def help_text(sensors: Sequence[SensorStatus], session_path: str | None,
     text.append("Keys\n", style="bold underline")
     for key, what in KEYS:
         text.append(f"  {key:<3}", style="bold")
+        text.append(f"{what}\n")
+    text.append("\nProcess table\n", style="bold underline")
+    for key, what in PROCESS_KEYS:
+        text.append(f"  {key:<7}", style="bold")
         text.append(f"{what}\n")
     text.append("\nColumns\n", style="bold underline")
     text.append(f"  {', '.join(c.help for c in COLUMNS)}\n")

@@ -3,12 +3,12 @@
 from ._domain_table import COLUMNS, Column, DomainRow, DomainTable, RowData
 from ._job_panel import JobPanel
 from ._power_chart import PowerChart, series_marker
-from ._process_panel import ProcessPanel
+from ._process_panel import PROCESS_KEYS, ProcessPanel
 from ._profile_panel import ProfilePanel
 from ._sensor_status import SensorStatusLine
 from ._top_bar import TopBar
 from ._totals_panel import TotalsPanel
 
 __all__ = ["COLUMNS", "Column", "DomainRow", "DomainTable", "JobPanel", "PowerChart",
-           "ProcessPanel", "ProfilePanel", "RowData",
+           "PROCESS_KEYS", "ProcessPanel", "ProfilePanel", "RowData",
            "SensorStatusLine", "TopBar", "TotalsPanel", "series_marker"]
