@@ -181,3 +181,28 @@ def test_a_signal_after_a_stop_never_hangs_the_recording_loop():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_quitting_the_ui_stops_the_commands_background_processes_too(tmp_path):
+    """The UI's command (its output logged) runs in a process group of its own, and
+    quitting stops the group: `sh -c 'sleep 600 & wait'` leaves no sleep behind (before,
+    only sh got SIGTERM and its children ran on)."""
+    import psutil
+
+    from tests.helpers import wait_for
+    from tuimeter.job import JobWatcher
+
+    engine = _engine(FakeClock())
+    live = LiveSession(engine, None, command=["sh", "-c", "sleep 600 & wait"],
+                       log_base=str(tmp_path / "s"), markers=False)
+    live.open()
+    try:
+        sh = psutil.Process(live.child.pid)
+        wait_for(lambda: sh.children(), what="the background sleep")
+        (sleep,) = sh.children()
+        code = JobWatcher(live.child.pid, live.child, ["sh"], live.log_path).stop()
+        assert code == -15  # SIGTERM, as Popen reports it
+        wait_for(lambda: not sleep.is_running() or sleep.status() == psutil.STATUS_ZOMBIE,
+                 what="the sleep to stop")
+    finally:
+        live.stop()

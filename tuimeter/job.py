@@ -6,6 +6,9 @@ what the process is and when it ends, so the UI can say so even without attribut
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 from dataclasses import dataclass
 
@@ -64,16 +67,41 @@ class JobWatcher:
         return self.state
 
     def stop(self, timeout_s: float = 5.0) -> int | None:
-        """End the command tuimeter started (SIGTERM, then SIGKILL); its exit code."""
+        """End the command tuimeter started (SIGTERM, then SIGKILL); its exit code. A
+        command started in a process group of its own (the UI's: its output is logged)
+        is stopped with its group, so the processes it started in the background (``sh -c
+        'a & b & wait'``) stop with it; others get the signal alone. A command that
+        already ended is left alone, and so is what it left running."""
         if self.popen is None:
             return None
-        if self.popen.poll() is None:
-            self.popen.terminate()
-            try:
-                self.popen.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-        return self.popen.wait()
+        if self.popen.poll() is not None:  # it ended by itself: what it left runs on
+            return self.popen.wait()
+        group = self._own_group()
+        self._signal(signal.SIGTERM, group)
+        try:
+            self.popen.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self._signal(signal.SIGKILL, group)
+        code = self.popen.wait()
+        if group is not None:  # a member that outlived the command (it ignored SIGTERM)
+            with contextlib.suppress(OSError):
+                os.killpg(group, signal.SIGKILL)
+        return code
+
+    def _own_group(self) -> int | None:
+        """The command's process group when it leads one of its own (not ours)."""
+        try:
+            pgid = os.getpgid(self.popen.pid)
+        except OSError:
+            return None
+        return pgid if pgid == self.popen.pid and pgid != os.getpgrp() else None
+
+    def _signal(self, signum: int, group: int | None) -> None:
+        with contextlib.suppress(OSError):
+            if group is not None:
+                os.killpg(group, signum)
+            else:
+                self.popen.send_signal(signum)
 
 
 @dataclass(frozen=True)

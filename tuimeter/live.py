@@ -259,8 +259,11 @@ class LiveSession:
             self._abandon(str(exc))
         with os.fdopen(log.fd, "wb") as fh:  # the command has its own copy
             try:
+                # its own process group (it owns no terminal: its output is logged), so
+                # that quitting the UI stops what it started too (JobWatcher.stop)
                 child = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=fh,
-                                         stderr=subprocess.STDOUT, env=env)
+                                         stderr=subprocess.STDOUT, env=env,
+                                         start_new_session=True)
             except OSError as exc:
                 self._abandon(f"cannot run {self.command[0]}: {exc.strerror or exc}", log)
             try:
