@@ -116,6 +116,9 @@ async def test_the_ui_shows_replayed_processes_and_job_escaped(recorded):
         assert "4242" in text and "train.py" in text and "666" in text
         assert "JOB 4242 train.py  running (replayed)" in text
         assert "\x1b[31mEVIL" not in sent and "\x1b" not in text
+        row = next(line for line in text.splitlines() if "4242" in line and "train.py" in line
+                   and "JOB" not in line)
+        assert "nan" not in row.lower() and row.count("N/A") == 2  # CPU%, GPU%: not recorded
         await tick(pilot, clock, JOB_ENDS)
         assert "EXITED" in screen_text(app)[0]
         await pilot.press("q")

@@ -34,6 +34,14 @@ def fmt_power(w: float | None) -> str:
     return f"{w:.1f} W"
 
 
+def fmt_share(share: float | None) -> str:
+    """A share (0-1) as a percentage with one decimal: ``42.5`` (no sign: the column says
+    %); ``N/A`` when not known (a replay: the session file records no CPU or GPU shares)."""
+    if _missing(share):
+        return NA
+    return f"{100 * share:.1f}"
+
+
 def fmt_energy(j: float | None) -> str:
     """Joules: ``12.3 J``, ``4.56 kJ``, ``7.89 MJ``."""
     if _missing(j):
