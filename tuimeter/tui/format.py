@@ -27,6 +27,7 @@ def fmt_power(w: float | None) -> str:
     """Watts: ``850 mW``, ``42.0 W``, ``1.25 kW``."""
     if _missing(w):
         return NA
+    w += 0.0  # -0.0 (a file's "-0") is 0.0
     if abs(w) >= 1000:
         return f"{w / 1000:.2f} kW"
     if 0 < abs(w) < 1:
