@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -116,6 +118,32 @@ async def test_the_ui_shows_replayed_processes_and_job_escaped(recorded):
         assert "4242" in text and "train.py" in text and "666" in text
         assert "JOB 4242 train.py  running (replayed)" in text
         assert "\x1b[31mEVIL" not in sent and "\x1b" not in text
+        row = next(line for line in text.splitlines() if "4242" in line and "train.py" in line
+                   and "JOB" not in line)
+        assert "nan" not in row.lower() and row.count("N/A") == 2  # CPU%, GPU%: not recorded
         await tick(pilot, clock, JOB_ENDS)
         assert "EXITED" in screen_text(app)[0]
+        await pilot.press("q")
+
+
+@pytest.mark.asyncio
+async def test_the_recorded_demo_job_replays_with_its_processes_job_and_markers():
+    """tests/data/sessions/demo-job.csv (a real `tuimeter record -- JOB`, the README's
+    screenshots): in its training phase the job, its two workers and the markers show; no
+    "not replayed", no nan."""
+    demo = Path(__file__).resolve().parents[1] / "data" / "sessions" / "demo-job.csv"
+    clock = FakeClock()
+    app = make_replay_app(str(demo), clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await tick(pilot, clock, 32)
+        await pilot.press("left_square_bracket", "left_square_bracket")  # the last minute
+        assert await wait_for(pilot, lambda: "train.py" in screen_text(app)[0]
+                              and "warmup" in screen_text(app)[0])
+        text = screen_text(app)[0]
+        assert "JOB 30634 sh run_experiment.sh  running (replayed)" in text
+        workers = [line for line in text.splitlines() if "train.py" in line]
+        assert len(workers) == 2 and all(line.count("N/A") == 2 for line in workers)
+        assert any("warmup" in line and "train" in line  # the chart's marker labels
+                   for line in text.splitlines())
+        assert "not replayed" not in text and not re.search(r"\bnan\b", text, re.I)
         await pilot.press("q")

@@ -27,11 +27,20 @@ def fmt_power(w: float | None) -> str:
     """Watts: ``850 mW``, ``42.0 W``, ``1.25 kW``."""
     if _missing(w):
         return NA
+    w += 0.0  # -0.0 (a file's "-0") is 0.0
     if abs(w) >= 1000:
         return f"{w / 1000:.2f} kW"
     if 0 < abs(w) < 1:
         return f"{w * 1000:.0f} mW"
     return f"{w:.1f} W"
+
+
+def fmt_share(share: float | None) -> str:
+    """A share (0-1) as a percentage with one decimal: ``42.5`` (no sign: the column says
+    %); ``N/A`` when not known (a replay: the session file records no CPU or GPU shares)."""
+    if _missing(share):
+        return NA
+    return f"{100 * share:.1f}"
 
 
 def fmt_energy(j: float | None) -> str:

@@ -13,7 +13,7 @@ from textual.widgets import Button, Static
 
 from ..engine.procsignal import Target, user_name
 from ..text import safe_text
-from .format import fmt_duration, fmt_energy, fmt_power
+from .format import NA, fmt_duration, fmt_energy, fmt_power, fmt_share
 from .process_rows import Row
 
 _BOX = """
@@ -41,8 +41,10 @@ def detail_text(row: Row, elapsed_s: float | None = None) -> Text:
     if row.in_job:
         line("job", "part of the followed job")
     line("power", f"{fmt_power(row.power_w)} in the last interval  [attributed]")
-    line("CPU / GPU", f"{100 * row.cpu_share:.1f}% of the machine's CPU time / "
-                      f"{100 * row.gpu_share:.1f}% of the GPUs' power")
+    cpu, gpu = (s if s == NA else s + "%" for s in (fmt_share(row.cpu_share),
+                                                     fmt_share(row.gpu_share)))
+    line("CPU / GPU", f"{cpu} of the machine's CPU time / {gpu} of the GPUs' power"
+                      + (" (not in the session file)" if NA in (cpu, gpu) else ""))
     share = row.share
     parts = "" if share is None else (f"  (CPU {fmt_energy(share.cpu_energy_j)}, "
                                       f"GPU {fmt_energy(share.gpu_energy_j)})")

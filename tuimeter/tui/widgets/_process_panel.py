@@ -35,7 +35,7 @@ from ...engine import procsignal
 from ...engine.procsignal import user_name
 from ...model import Snapshot
 from ...text import safe_text
-from ..format import fmt_energy, fmt_power
+from ..format import fmt_energy, fmt_power, fmt_share
 from ..process_rows import GROUPINGS, SORT_BY_COLUMN, SORTS, Row, arrange
 from ..process_screens import ProcessDetailScreen, SignalScreen
 
@@ -90,8 +90,8 @@ def _cells(row: Row, prefix: str, cols: list[_Col]) -> tuple[Text, ...]:
             "job": "J" if row.in_job else "",
             "pid": "" if row.pid is None else str(row.pid),
             "user": safe_text(user_name(row.uid))[:c.width],
-            "cpu": f"{100 * row.cpu_share:.1f}",
-            "gpu": f"{100 * row.gpu_share:.1f}",
+            "cpu": fmt_share(row.cpu_share),
+            "gpu": fmt_share(row.gpu_share),
             "power": fmt_power(row.power_w),
             "energy": fmt_energy(row.energy_j),
         }[c.key]
