@@ -414,3 +414,22 @@ async def test_the_tree_of_a_real_job_shows_its_idle_shell(tmp_path):
         subprocess.run(["pkill", "-P", str(job.pid)], check=False)
         job.kill()
         job.wait()
+
+
+@pytest.mark.asyncio
+async def test_the_panel_keeps_its_height_while_processes_come_and_go(tmp_path):
+    """Processes come and go every second: a panel that shrank and grew with them moved
+    the chart and re-laid out the screen at each frame. It keeps its height until the
+    order or filter changes (which lets it fit its rows again)."""
+    att = ScriptedAttributor()
+    async with running(tmp_path, att) as (app, clock, pilot):
+        await tick(pilot, clock)
+        tall = panel(app).size.height
+        chart = app.main.query_one("#middle").size.height
+        att.procs, att.members = att.procs[:1], None  # most processes gone
+        await tick(pilot, clock, 2)
+        assert len(shown(app)) == 1
+        assert panel(app).size.height == tall
+        assert app.main.query_one("#middle").size.height == chart
+        await pilot.press("s")  # a new order: the panel fits its one row
+        assert await wait_for(pilot, lambda: panel(app).size.height < tall)

@@ -167,6 +167,7 @@ class ProcessPanel(Vertical):
         self._drawn: list[tuple[str, tuple[Text, ...]]] = []  # (key, cells) as drawn
         self._cols: list[_Col] = []
         self._width = 0  # the table width the columns were made for
+        self._held = 0  # the height the panel is kept at (_hold_height), 0: none
 
     def compose(self) -> ComposeResult:
         # kept, not queried at each frame (a query walks the DOM)
@@ -229,6 +230,7 @@ class ProcessPanel(Vertical):
             if shown and self.screen.focused is None:
                 table.focus()  # the keys above work from the first rows on
         if not shown:
+            self.release_height()
             return
         width = table.size.width or self.size.width
         if width != self._width or not self._cols:
@@ -248,6 +250,26 @@ class ProcessPanel(Vertical):
             table.scroll_y = scroll_y
         if row >= 0 and (rebuild or row != table.cursor_row):
             table.move_cursor(row=row, animate=False, scroll=selected not in keys)
+        if rebuild:
+            self.release_height()  # held again from the next frame, as laid out then
+        else:
+            self._hold_height()
+
+    def _hold_height(self) -> None:
+        """Keep the panel as tall as it has been (as laid out: within its max-height):
+        processes come and go every second, and a panel that shrank and grew again with
+        them re-laid out the screen and moved the chart at each frame."""
+        height = self.size.height
+        if height > self._held:
+            self._held = height
+            self.styles.min_height = height
+
+    def release_height(self) -> None:
+        """Let the panel shrink to its rows (new order or filter, no rows, a new screen
+        size)."""
+        if self._held:
+            self._held = 0
+            self.styles.min_height = None
 
     def _fill(self, table: ProcessTable, drawn) -> None:
         """New columns (width, sort order): the headers and rows put in again."""
