@@ -27,7 +27,7 @@ BY_POWER = [301, 302, 300, 402, 400, 401, 403]
 def shown(app) -> list[int]:
     """The pids of the table's rows, top to bottom, as drawn."""
     table = app.screen.query_one(ProcessTable)
-    return [int(str(row.key.value).split(":")[0]) for row in table.ordered_rows]
+    return [int(table.get_row_at(i)[1].plain) for i in range(table.row_count)]
 
 
 def panel(app) -> ProcessPanel:
@@ -80,8 +80,8 @@ async def test_s_cycles_the_sort_order_and_S_reverses_it(tmp_path):
 
 @pytest.mark.asyncio
 async def test_the_cursor_stays_on_its_process_when_the_rows_move(tmp_path):
-    """The rows are put in again when the order changes: the cursor follows its process;
-    when only numbers change, the cells are updated in place."""
+    """The table's rows are places: a new order, like new numbers, updates the cells in
+    place (no rows put in again, so no re-layout), and the cursor follows its process."""
     att = ScriptedAttributor()
 
     def swap(new):
@@ -90,16 +90,18 @@ async def test_the_cursor_stays_on_its_process_when_the_rows_move(tmp_path):
     async with running(tmp_path, att) as (app, clock, pilot):
         await pilot.press("down", "down", "down", "down")
         assert selected_pid(app) == 400
-        swap(proc(400, "firefox", 99.0))
-        await tick(pilot, clock)
-        assert shown(app)[3:5] == [400, 402] and selected_pid(app) == 400
         table = app.screen.query_one(ProcessTable)
         refills = []
         table.clear = lambda *a, **k: refills.append(a)  # noqa: E731 (not called below)
+        table.add_row = lambda *a, **k: refills.append(a)  # noqa: E731
+        swap(proc(400, "firefox", 99.0))
+        await tick(pilot, clock)
+        assert shown(app)[3:5] == [400, 402] and selected_pid(app) == 400
+        assert table.cursor_row == 3
         swap(proc(401, "Xorg", 4.0, energy_j=900.0))  # new numbers, the same order
         await tick(pilot, clock)
         assert refills == [] and shown(app)[3:] == [400, 402, 401, 403]
-        assert table.get_row("401:401.0")[5].plain == "4.0 W"
+        assert table.get_row_at(5)[5].plain == "4.0 W"
         assert selected_pid(app) == 400
 
 
@@ -412,3 +414,22 @@ async def test_the_tree_of_a_real_job_shows_its_idle_shell(tmp_path):
         subprocess.run(["pkill", "-P", str(job.pid)], check=False)
         job.kill()
         job.wait()
+
+
+@pytest.mark.asyncio
+async def test_the_panel_keeps_its_height_while_processes_come_and_go(tmp_path):
+    """Processes come and go every second: a panel that shrank and grew with them moved
+    the chart and re-laid out the screen at each frame. It keeps its height until the
+    order or filter changes (which lets it fit its rows again)."""
+    att = ScriptedAttributor()
+    async with running(tmp_path, att) as (app, clock, pilot):
+        await tick(pilot, clock)
+        tall = panel(app).size.height
+        chart = app.main.query_one("#middle").size.height
+        att.procs, att.members = att.procs[:1], None  # most processes gone
+        await tick(pilot, clock, 2)
+        assert len(shown(app)) == 1
+        assert panel(app).size.height == tall
+        assert app.main.query_one("#middle").size.height == chart
+        await pilot.press("s")  # a new order: the panel fits its one row
+        assert await wait_for(pilot, lambda: panel(app).size.height < tall)

@@ -2,8 +2,8 @@
 
 The app hands every snapshot to :meth:`MainScreen.show` (see ``TuimeterApp``); the screen
 draws at most one frame every ``frame_s`` seconds: a snapshot that arrives sooner waits,
-and a newer one replaces it, so at a 0.1 s interval four frames a second are drawn and
-every tick is still recorded. A frame updates each widget from the snapshot, and each
+and a newer one replaces it, so at a 0.1 s interval two frames a second are drawn (the
+top bar says so) and every tick is still recorded. A frame updates each widget from the snapshot, and each
 widget repaints only what changed (see their ``show`` methods).
 
 What a frame shows besides the snapshot (the interval, the replay's state, the exporters'
@@ -32,9 +32,10 @@ from .messages import SnapshotReady
 from .widgets import (DomainTable, JobPanel, PowerChart, ProcessPanel, SensorStatusLine,
                       TopBar, TotalsPanel)
 
-#: the display draws at most one frame this often, seconds (4 a second): at a 0.1 s
+#: the display draws at most one frame this often, seconds (2 a second): at a 0.1 s
 #: interval the snapshots in between are replaced, the latest is drawn when a frame is due
-FRAME_S = 0.25
+#: (a frame costs about as much at any interval: 4 a second was 30 % of a core at 0.1 s)
+FRAME_S = 0.5
 #: while a frame waits to fall due, how often that is checked, seconds
 FRAME_CHECK_S = 0.05
 #: below this many lines, the process table and status line give their rows to the chart
@@ -119,6 +120,8 @@ class MainScreen(Screen[None]):
     def on_resize(self, event: events.Resize) -> None:
         """Below 32 lines, the process table and status line give their rows to the chart."""
         self.set_class(event.size.height < COMPACT_BELOW_LINES, "-compact")
+        if self._ready:
+            self._widget(ProcessPanel).release_height()  # held for the old size
         self.call_after_refresh(self._place_toasts)
 
     def _place_toasts(self) -> None:
@@ -181,7 +184,7 @@ class MainScreen(Screen[None]):
             status = self.status(snap) if snap is not None else None
             self._widget(TopBar).show(snap, status.interval_s if status else 0.0, True,
                                       status.mode if status else "",
-                                      status.cpu_percent if status else None)
+                                      status.cpu_percent if status else None, self.frame_s)
 
     def _draw_when_due(self) -> None:
         """Draw the latest snapshot now if a frame is due, else once it is."""
@@ -211,7 +214,8 @@ class MainScreen(Screen[None]):
         snap = message.snapshot
         status = self.status(snap)
         w = self._widget
-        w(TopBar).show(snap, status.interval_s, self.paused, status.mode, status.cpu_percent)
+        w(TopBar).show(snap, status.interval_s, self.paused, status.mode, status.cpu_percent,
+                       self.frame_s)
         w(DomainTable).show(snap)
         w(PowerChart).show(snap, message.times_s)
         w(TotalsPanel).show(snap)

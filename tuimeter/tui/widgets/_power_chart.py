@@ -230,7 +230,9 @@ class PowerChart(PlotextPlot):
     def show(self, snap: Snapshot, times_s: Sequence[float]) -> None:
         """Chart this snapshot. The plot is built when drawn, for the size it has then:
         a frame shown before the first layout (or before a resize) is not thinned and
-        labelled for another width."""
+        labelled for another width. The same snapshot again (a redraw) changes nothing."""
+        if self._data is not None and self._data[0] is snap and self._data[1] == times_s:
+            return
         self._data = (snap, times_s)
         self._version += 1
         self.refresh()

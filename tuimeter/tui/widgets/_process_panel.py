@@ -2,9 +2,11 @@
 
 One :class:`~textual.widgets.DataTable` for the whole table (one widget, not one per
 cell). Each frame computes the rows (:mod:`tuimeter.tui.process_rows`: grouping, filter,
-sort, tree) and compares them with what is drawn: the same rows in the same order update
-only the cells whose text changed; otherwise the rows are put in again and the cursor goes
-back to the process it was on (rows are keyed by pid and start time).
+sort, tree) and compares them with what is drawn, place by place: the table's rows are
+places (keyed ``0``, ``1`` ...), and only the cells whose text changed are updated, rows
+added or removed only at the end, so that a new order (every second, as CPU shares move)
+costs no re-layout; the cursor follows the process it was on (processes are keyed by pid
+and start time, ``ProcessPanel.selected_key``).
 
 Keys (while the table or its filter has the focus; the footer shows them): ``s`` / ``S``
 next sort order / reverse it, ``/`` filter, ``t`` tree, Enter the selected process's
@@ -27,7 +29,6 @@ from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.coordinate import Coordinate
 from textual.reactive import reactive
 from textual.widgets import DataTable, Input, Static
 
@@ -166,6 +167,7 @@ class ProcessPanel(Vertical):
         self._drawn: list[tuple[str, tuple[Text, ...]]] = []  # (key, cells) as drawn
         self._cols: list[_Col] = []
         self._width = 0  # the table width the columns were made for
+        self._held = 0  # the height the panel is kept at (_hold_height), 0: none
 
     def compose(self) -> ComposeResult:
         # kept, not queried at each frame (a query walks the DOM)
@@ -228,37 +230,67 @@ class ProcessPanel(Vertical):
             if shown and self.screen.focused is None:
                 table.focus()  # the keys above work from the first rows on
         if not shown:
+            self.release_height()
             return
         width = table.size.width or self.size.width
         if width != self._width or not self._cols:
             self._width, self._cols, rebuild = width, _columns(width), True
         drawn = [(r.key, _cells(r, prefix, self._cols)) for r, prefix in self.rows]
-        if not rebuild and [k for k, _ in drawn] == [k for k, _ in self._drawn]:
-            keys = [c.key for c in self._cols]
-            for (key, new), (_, old) in zip(drawn, self._drawn):
-                for col, a, b in zip(keys, new, old):
-                    if a != b:
-                        table.update_cell(key, col, a)
-        else:
-            self._fill(table, drawn, columns=rebuild)
-        self._drawn = drawn
-
-    def _fill(self, table: ProcessTable, drawn, columns: bool) -> None:
-        """Put the rows in again, the cursor back on its process (or its place)."""
         selected = self.selected_key
         old_row = table.cursor_row
         scroll_y = table.scroll_y
-        table.clear(columns=columns)
-        if columns:
-            for c in self._cols:
-                table.add_column(self._label(c), width=c.width, key=c.key)
-        for key, cells in drawn:
-            table.add_row(*cells, key=key)
+        if rebuild:
+            self._fill(table, drawn)
+        else:
+            self._sync(table, drawn)
+        self._drawn = drawn
         keys = [k for k, _ in drawn]
         row = keys.index(selected) if selected in keys else min(old_row, len(keys) - 1)
-        table.scroll_y = scroll_y
-        if row >= 0:
+        if rebuild:
+            table.scroll_y = scroll_y
+        if row >= 0 and (rebuild or row != table.cursor_row):
             table.move_cursor(row=row, animate=False, scroll=selected not in keys)
+        if rebuild:
+            self.release_height()  # held again from the next frame, as laid out then
+        else:
+            self._hold_height()
+
+    def _hold_height(self) -> None:
+        """Keep the panel as tall as it has been (as laid out: within its max-height):
+        processes come and go every second, and a panel that shrank and grew again with
+        them re-laid out the screen and moved the chart at each frame."""
+        height = self.size.height
+        if height > self._held:
+            self._held = height
+            self.styles.min_height = height
+
+    def release_height(self) -> None:
+        """Let the panel shrink to its rows (new order or filter, no rows, a new screen
+        size)."""
+        if self._held:
+            self._held = 0
+            self.styles.min_height = None
+
+    def _fill(self, table: ProcessTable, drawn) -> None:
+        """New columns (width, sort order): the headers and rows put in again."""
+        table.clear(columns=True)
+        for c in self._cols:
+            table.add_column(self._label(c), width=c.width, key=c.key)
+        for i, (_, cells) in enumerate(drawn):
+            table.add_row(*cells, key=str(i))
+
+    def _sync(self, table: ProcessTable, drawn) -> None:
+        """Each place's changed cells updated; rows added or removed at the end only (a
+        table whose height is unchanged needs no re-layout)."""
+        keys = [c.key for c in self._cols]
+        for i, ((_, new), (_, old)) in enumerate(zip(drawn, self._drawn)):
+            for col, a, b in zip(keys, new, old):
+                if a != b:
+                    table.update_cell(str(i), col, a)
+        for i in range(len(self._drawn) - 1, len(drawn) - 1, -1):
+            table.remove_row(str(i))
+        for i in range(len(self._drawn), len(drawn)):
+            table.add_row(*drawn[i][1], key=str(i))
 
     def _label(self, col: _Col) -> Text:
         sort = self.sort
@@ -282,13 +314,10 @@ class ProcessPanel(Vertical):
     # -- the selection --------------------------------------------------------------
     @property
     def selected_key(self) -> str | None:
-        table = self.table
-        if not table.row_count:
-            return None
-        try:
-            return table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value
-        except Exception:  # no row under the cursor  # noqa: BLE001
-            return None
+        """The key (pid and start time) of the process under the cursor, or None."""
+        row = self.table.cursor_row
+        return self._drawn[row][0] if self.table.row_count and 0 <= row < len(self._drawn) \
+            else None
 
     @property
     def selected(self) -> Row | None:

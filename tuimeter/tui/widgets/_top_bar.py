@@ -15,17 +15,28 @@ class TopBar(Static):
     TopBar { height: 1; background: $panel; }
     """
 
+    def __init__(self, *args, **kw) -> None:
+        super().__init__(*args, **kw)
+        self._text: Text | None = None  # as last drawn
+
     def show(self, snap: Snapshot | None, interval_s: float, paused: bool, mode: str = "",
-             cpu_percent: float | None = None) -> None:
+             cpu_percent: float | None = None, frame_s: float = 0.0) -> None:
+        """Drawn only when its text changed (the elapsed time moves once a second).
+        ``frame_s``: the display's frame period; at a shorter interval the bar says how
+        many frames a second are shown (every tick is still recorded)."""
         text = Text()
         text.append("tuimeter", style="bold")
         if snap is not None:
             text.append(f" · {safe_text(snap.host)}  {fmt_duration(snap.elapsed_s)}")
         text.append(f"  every {fmt_interval(interval_s)}")
+        if 0 < interval_s < frame_s:
+            text.append(f" (shown {1 / frame_s:g}/s)")
         if mode:
             text.append(f"  {mode}", style="bold")
         if paused:
             text.append("  PAUSED (still recording)", style="bold reverse")
         if cpu_percent is not None:
             text.append(f"  self {cpu_percent:.1f}% CPU", style="dim")
-        self.update(text, layout=False)  # one line, fixed size
+        if text != self._text:
+            self._text = text
+            self.update(text, layout=False)  # one line, fixed size
