@@ -34,6 +34,7 @@ async def test_g_cycles_process_job_cgroup(tmp_path):
         assert app.main.grouping == "cgroup"
         assert await wait_for(pilot, lambda: f"docker {ID[:12]}" in screen_text(app)[0])
         assert "nginx-worker" not in screen_text(app)[0]
+        assert "Cgroups by power" in screen_text(app)[0]  # the title says what a row is
         await pilot.press("g")
         assert app.main.grouping == "process"
         assert await wait_for(pilot, lambda: "nginx-worker" in screen_text(app)[0])

@@ -200,7 +200,8 @@ class ProcessPanel(Vertical):
         if self.filter_text:
             state += f', filter "{safe_text(self.filter_text)}" ({len(self.rows)} shown)'
         idle = "" if snap.idle_power_w is None else f"; idle/system {fmt_power(snap.idle_power_w)}"
-        return f"Processes {state}{idle}  (power attributed by CPU/GPU share)"
+        what = {"job": "Job and processes", "cgroup": "Cgroups"}.get(self.group_by, "Processes")
+        return f"{what} {state}{idle}  (power attributed by CPU/GPU share)"
 
     def _source(self, snap: Snapshot) -> bool:
         return bool(snap.processes) or (snap.job is not None and bool(snap.job.members))
