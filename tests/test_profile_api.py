@@ -49,7 +49,13 @@ def test_meter_profile_gives_energy_per_function_and_phases(fake_root):
     prof = m.profile
     assert prof is not None and prof.total_energy_j > 0
     lt, hv = prof.function("light"), prof.function("heavy")
-    assert 0 < lt.total_energy_j < hv.total_energy_j
+    # both get energy, and their CPU seconds (each thread's own clock) are told apart; how
+    # the joules split between them depends on what else the machine ran in each tick
+    # (attribution is a share of the machine's CPU time), which a loaded test machine
+    # varies: the split itself is tested on scripted ticks (test_profile.py) and measured
+    # by bench/bench_profile.py (a 1:3 script: 24.9 %)
+    assert lt.total_energy_j > 0 and hv.total_energy_j > 0
+    assert 0.1 < lt.total_cpu_s < 0.3 < hv.total_cpu_s < 0.7
     assert sum(f.self_energy_j for f in prof.functions) == pytest.approx(
         prof.total_energy_j, rel=0.02)
     assert [p.label for p in prof.phases][-2:] == ["light", "heavy"]
