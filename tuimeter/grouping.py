@@ -53,6 +53,12 @@ def _process_row(p) -> GroupRow:
                     pid=p.pid, n_processes=1, cpu_share=p.cpu_share, gpu_share=p.gpu_share)
 
 
+def job_row(job) -> GroupRow:
+    """The followed job (a ``JobSample``) as one row: its whole tree."""
+    return GroupRow("job", job.name, "job", job.power_w, job.energy_j, job.total_energy_j,
+                    pid=job.pid, n_processes=job.n_processes)
+
+
 def group_rows(snap: Snapshot, by: str) -> tuple[GroupRow, ...]:
     """The rows of ``snap`` under grouping ``by`` (one of :data:`GROUPINGS`; see the module
     docstring), most power first. ValueError for an unknown grouping."""
@@ -67,8 +73,7 @@ def group_rows(snap: Snapshot, by: str) -> tuple[GroupRow, ...]:
     job = snap.job
     if by == "process" or job is None:
         return tuple(_process_row(p) for p in snap.processes)
-    rows = [GroupRow("job", job.name, "job", job.power_w, job.energy_j, job.total_energy_j,
-                     pid=job.pid, n_processes=job.n_processes)]
+    rows = [job_row(job)]
     rows += [_process_row(p) for p in snap.processes if not p.in_job]
     rows.sort(key=lambda r: r.power_w, reverse=True)
     return tuple(rows)

@@ -79,7 +79,7 @@ def parser() -> Parser:
                    help="do not use the GPU sensors")
     p.add_argument("-q", "--quiet", action="store_true", help="no table on stdout")
     p.set_defaults(country=None, carbon_intensity=None, pue=None, no_attribution=None,
-                   no_socket=False)
+                   no_socket=False, carbon_source=None, carbon_zone=None)
     return p
 
 
@@ -262,7 +262,4 @@ def measure_args(args: argparse.Namespace) -> Any:
 
     ns = argparse.Namespace(**vars(args))
     ns.output = args.session_output
-    for name in ("carbon_source", "carbon_zone"):  # not options of profile: the config's
-        if not hasattr(ns, name):
-            setattr(ns, name, None)
     return measure_options(ns)

@@ -49,7 +49,7 @@ from .format import fmt_duration, fmt_interval
 from .main_screen import MainScreen, Status
 from .messages import SnapshotFeed, SnapshotReady
 from .screens import HelpScreen, LabelScreen
-from .widgets import ProcessPanel, ProfilePanel
+from .widgets import ProfilePanel
 
 if TYPE_CHECKING:
     from ..engine.sampler import Engine
@@ -373,7 +373,6 @@ class TuimeterApp(App[Snapshot | None]):
     def action_group(self) -> None:
         """The process table's next grouping: per process, the job as one row, per cgroup."""
         self.main.grouping = next_grouping(self.main.grouping)
-        self.main.query_one(ProcessPanel).group_by = self.main.grouping
         self.notify(f"process table: per {self.main.grouping}")
         self.main.redraw()
 

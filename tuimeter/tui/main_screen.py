@@ -95,9 +95,17 @@ class MainScreen(Screen[None]):
         self._frame_timer = None  # armed while the latest snapshot waits for its frame
         self._widgets: dict[type, object] = {}  # see _widget
         self._ready = False  # mounted: the widgets are there to draw into
-        self.grouping = "process"
-        """The process table's grouping (``tuimeter.grouping.GROUPINGS``; key ``g``)."""
         self._toasts_at = None  # the region toasts were last placed over (_place_toasts)
+
+    @property
+    def grouping(self) -> str:
+        """The process table's grouping (``tuimeter.grouping.GROUPINGS``; key ``g``): the
+        table's own ``group_by``, held there only."""
+        return self._widget(ProcessPanel).group_by
+
+    @grouping.setter
+    def grouping(self, by: str) -> None:
+        self._widget(ProcessPanel).group_by = by
 
     # -- layout -------------------------------------------------------------------
     def compose(self) -> ComposeResult:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from ..engine.procsignal import user_name
-from ..grouping import GroupRow, group_rows
+from ..grouping import GroupRow, group_rows, job_row
 from ..model import ProcessShare, Snapshot
 
 
@@ -87,8 +87,8 @@ def job_rows(snap: Snapshot) -> list[Row]:
     power first; without a job, :func:`process_rows`."""
     if snap.job is None:
         return process_rows(snap)
-    job = next(g for g in group_rows(snap, "job") if g.kind == "job")
-    rows = [_group_row(job)] + [row_of(p) for p in snap.processes if not p.in_job]
+    rows = [_group_row(job_row(snap.job))] + [row_of(p) for p in snap.processes
+                                              if not p.in_job]
     return sorted(rows, key=lambda r: r.power_w, reverse=True)
 
 
