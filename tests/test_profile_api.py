@@ -38,9 +38,6 @@ def heavy():
     burn(0.45)
 
 
-@pytest.mark.xfail(strict=False, reason="known bug, open: on a loaded machine the in-process "
-                   "profiler sometimes gives a function that used 0.44 CPU s no joules "
-                   "(seen in a full CI-like run); issue 13 stays open for it")
 def test_meter_profile_gives_energy_per_function_and_phases(fake_root):
     """The meter's block is profiled: both functions get energy (the heavier more), the
     self energies add up to the process's energy, and ``mark`` splits the phases."""
@@ -52,13 +49,19 @@ def test_meter_profile_gives_energy_per_function_and_phases(fake_root):
     prof = m.profile
     assert prof is not None and prof.total_energy_j > 0
     lt, hv = prof.function("light"), prof.function("heavy")
-    # both get energy, and their CPU seconds (each thread's own clock) are told apart; how
-    # the joules split between them depends on what else the machine ran in each tick
-    # (attribution is a share of the machine's CPU time), which a loaded test machine
-    # varies: the split itself is tested on scripted ticks (test_profile.py) and measured
-    # by bench/bench_profile.py (a 1:3 script: 24.9 %)
+    # both get energy, and their CPU seconds (each thread's own clock) are told apart. The
+    # tick's readings must lie close together although heavy() holds the GIL: before the
+    # engine handed it back quickly (engine/handoff.py) a process scan lasted up to a
+    # second, and heavy() once got 0 J (light: 2.8 J). Per CPU second both get about the
+    # same (0.56 to 1.32 in 40 runs beside two CPU burners): not closer, as /proc counts
+    # CPU time in 10 ms steps and the fake counter's driver is a thread of this process,
+    # late when the machine is busy (the split itself is tested on scripted ticks in
+    # test_profile.py and measured by bench/bench_profile.py)
     assert lt.total_energy_j > 0 and hv.total_energy_j > 0
     assert 0.1 < lt.total_cpu_s < 0.3 < hv.total_cpu_s < 0.7
+    assert hv.total_energy_j > lt.total_energy_j
+    per_cpu_s = (hv.total_energy_j / hv.total_cpu_s) / (lt.total_energy_j / lt.total_cpu_s)
+    assert 0.4 < per_cpu_s < 2.5
     assert sum(f.self_energy_j for f in prof.functions) == pytest.approx(
         prof.total_energy_j, rel=0.02)
     assert [p.label for p in prof.phases][-2:] == ["light", "heavy"]

@@ -57,6 +57,7 @@ from ..model import (
 )
 from ..sensors.base import Sensor, SensorUnavailable
 from ..sensors.capabilities import DeviceInfoSource
+from .handoff import quick_handoffs
 
 log = logging.getLogger(__name__)
 
@@ -408,7 +409,19 @@ class Engine:
         """Close the current interval: compute power/energy, publish a snapshot."""
         if self._start_t is None:
             raise RuntimeError("Engine.open() first")
-        now = self.clock() if now is None else now
+        with quick_handoffs():  # the readings close together (handoff.py)
+            now = self.clock() if now is None else now
+            snap, listeners = self._close_interval(now)
+        for listener in listeners:
+            try:
+                listener(snap)
+            except Exception as exc:
+                log.exception("snapshot listener failed")
+                self.listener_errors.append(exc)
+        return snap
+
+    def _close_interval(self, now: float) -> tuple[Snapshot, list[Listener]]:
+        """The tick's readings and its snapshot; (snapshot, listeners to call)."""
         self._poll_sensors(now)
         last = now if self._last_tick_t is None else self._last_tick_t
         interval = max(now - last, 1e-9)
@@ -471,13 +484,7 @@ class Engine:
                                     monitor_pct, domains, factor)
         self._last_tick_t = now
         self._snapshot = snap
-        for listener in listeners:
-            try:
-                listener(snap)
-            except Exception as exc:
-                log.exception("snapshot listener failed")
-                self.listener_errors.append(exc)
-        return snap
+        return snap, listeners
 
     def _domain_samples(self, factor: float) -> tuple[DomainSample, ...]:
         out = []
