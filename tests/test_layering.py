@@ -26,7 +26,7 @@ HEADLESS = [
     "tuimeter.live", "tuimeter.options", "tuimeter.replay_engine", "tuimeter.job",
     "tuimeter.grouping", "tuimeter.engine.cgroups", "tuimeter.export.cgroup_counters",
     "tuimeter.profile.cli", "tuimeter.profile.run", "tuimeter.profile.pyspy",
-    "tuimeter.profile.inproc", "tuimeter.profile.live",
+    "tuimeter.profile.inproc", "tuimeter.profile.live", "tuimeter.profile.attach",
     "tuimeter.engine.procsignal",
 ]
 PACKAGE = ROOT / "tuimeter"

@@ -59,6 +59,13 @@ def parse_raw(text: str) -> list[tuple[tuple[tuple[str, str, int], ...], int]]:
     return out
 
 
+def record_command(exe: str, pid: int, seconds: int, rate_hz: float, out: str) -> list[str]:
+    """py-spy's command line: ``pid`` for ``seconds``, raw folded stacks into ``out``."""
+    return [exe, "record", "--pid", str(pid), "--duration", str(seconds), "--rate",
+            str(max(1, round(rate_hz))), "--format", "raw", "--function", "--full-filenames",
+            "-o", out]
+
+
 def permission_hint(pid: int) -> str:
     return (f"py-spy may not read process {pid} (ptrace is not permitted): run tuimeter as "
             f"the same user as the program with ptrace allowed (sudo sysctl "
@@ -87,9 +94,7 @@ def profile_pid(args: argparse.Namespace, workdir: str) -> tuple[int, Profile | 
         return 2, None, [f"--pid needs py-spy, an optional extra: {EXTRA_HINT}"]
     out = os.path.join(workdir, "pyspy.txt")
     seconds = max(1, math.ceil(args.duration))
-    cmd = [exe, "record", "--pid", str(args.pid), "--duration", str(seconds), "--rate",
-           str(max(1, round(args.rate))), "--format", "raw", "--function", "--full-filenames",
-           "-o", out]
+    cmd = record_command(exe, args.pid, seconds, args.rate, out)
     try:
         engine, recorder, ticks = open_engine(args)
     except (SetupError, OSError) as exc:

@@ -27,8 +27,12 @@ ATTRIBUTED = "attributed"
 class TickLog:
     """Collects ticks (thread-safe: the engine's thread adds, any thread reads)."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic,
+                 pid: int | None = None) -> None:
         self.clock = clock
+        #: None: the followed job's energy; a pid: that process's (a job member, or one of
+        #: the top processes; 0 J in a tick where it is neither), all in ``cpu_j``
+        self.pid = pid
         self._lock = threading.Lock()
         self._rows: list[tuple[float, float, float, float]] = []  # elapsed, interval, cpu, gpu
         self._offset: float | None = None
@@ -42,7 +46,10 @@ class TickLog:
         offset = self.clock() - snap.elapsed_s
         job = snap.job
         cpu_j = gpu_j = 0.0
-        if job is not None:
+        if self.pid is not None:
+            procs = (job.members if job is not None else ()) + snap.processes
+            cpu_j = max(0.0, next((p.energy_j for p in procs if p.pid == self.pid), 0.0))
+        elif job is not None:
             cpu_j = max(0.0, job.cpu_power_w * snap.interval_s)
             gpu_j = max(0.0, job.energy_j - cpu_j)
         provs = {str(d.domain.provenance) for d in snap.domains

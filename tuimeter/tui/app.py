@@ -45,6 +45,7 @@ from ..session import files
 from ..session.files import NewFile
 from ..text import safe_text
 from .commands import app_commands, process_commands
+from .functions_key import FunctionsKey
 from .format import fmt_duration, fmt_interval
 from .main_screen import MainScreen, Status
 from .messages import SnapshotFeed, SnapshotReady
@@ -112,6 +113,7 @@ class TuimeterApp(App[Snapshot | None]):
         Binding("p", "pause", "Pause"),
         Binding("g", "group", "Group", show=False),
         Binding("e", "export", "Export"),
+        Binding("f", "functions", "Functions", show=False),  # help and palette list it
         Binding("plus,equals_sign", "slower", "Slower", key_display="+"),
         Binding("minus,underscore", "faster", "Faster", key_display="-"),
         Binding("question_mark", "help", "Help", key_display="?"),
@@ -171,6 +173,7 @@ class TuimeterApp(App[Snapshot | None]):
         #: ``tuimeter profile --ui``: returns the live profile's (functions, total J)
         self.profile_source = profile_source
         self._profile_panel: ProfilePanel | None = None
+        self.functions = FunctionsKey(self)  # f: the same panel, by py-spy from outside
         self.set_reactive(TuimeterApp.interval_s, engine.interval_s)
 
     @property
@@ -300,6 +303,12 @@ class TuimeterApp(App[Snapshot | None]):
             self.main.mount(self._profile_panel, after="#processes")
         self._profile_panel.show(self.profile_source())
 
+    def hide_profile(self) -> None:
+        """Take the profile's panel away (``f`` pressed again)."""
+        if self._profile_panel is not None:
+            self._profile_panel.remove()
+            self._profile_panel = None
+
     def _mode(self) -> str:
         if self.replay is None:
             return ""
@@ -427,6 +436,9 @@ class TuimeterApp(App[Snapshot | None]):
             "TUIMETER_THEME") else ""
         self.call_from_thread(self.say, f"theme {theme} saved in {path}{env}")
 
+    def action_functions(self) -> None:
+        self.functions.toggle()
+
     def action_help(self) -> None:
         snap = self.engine.snapshot
         sensors = snap.sensors if snap is not None else tuple(self.engine.statuses)
@@ -464,6 +476,7 @@ class TuimeterApp(App[Snapshot | None]):
         if self._finished:
             return self.final_snapshot
         self._finished = True
+        self.functions.stop()
         self.engine.unsubscribe(self.feed)
         self.final_snapshot = self.session.stop().snapshot
         return self.final_snapshot

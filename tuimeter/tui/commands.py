@@ -27,6 +27,8 @@ def app_commands(app: "TuimeterApp") -> Iterator[SystemCommand]:
         ("Label mark", "add a marker, asking for its label (M)", app.action_mark_labelled),
         ("Pause", "pause / resume the display; recording goes on (p)", app.action_pause),
         ("Export", "export the session so far to a CSV file (e)", app.action_export),
+        ("Functions", "the followed Python program's functions by energy, by py-spy (f)",
+         app.action_functions),
         ("Slower", "longer sampling interval (+)", app.action_slower),
         ("Faster", "shorter sampling interval (-)", app.action_faster),
         ("Help", "keys, badges, sensors, carbon source (?)", app.action_help),

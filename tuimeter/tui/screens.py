@@ -24,6 +24,7 @@ KEYS = (
     ("M", "add a marker, asking for its label"),
     ("p", "pause / resume the display (recording goes on)"),
     ("e", "export the session so far to a CSV file (the path is shown)"),
+    ("f", "functions by energy of the followed Python program, live (py-spy; f again stops)"),
     ("+", "longer sampling interval: recorded and shown (up to 60 s)"),
     ("-", "shorter sampling interval (down to 0.1 s)"),
     ("[ ]", "chart: a shorter / longer time window (30 s to 1 h; 5 min at start)"),
