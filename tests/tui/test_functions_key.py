@@ -111,6 +111,23 @@ async def test_f_without_ptrace_permission_says_how(tmp_path, python_child, pysp
 
 
 @pytest.mark.asyncio
+async def test_the_panel_closes_when_the_program_ends(tmp_path, python_child, pyspy,
+                                                      monkeypatch):
+    app, clock = app_following(tmp_path, python_child.pid)
+    async with app.run_test(size=(110, 40)) as pilot:
+        await tick(pilot, clock, 1)
+        await pilot.press("f")
+        assert await wait_for(pilot, lambda: (pyspy / "started-1").exists())
+        python_child.kill()
+        python_child.wait()
+        monkeypatch.setenv("FAKE_PYSPY_FAIL", "Error: Failed to find process")  # the next run
+        (pyspy / "go").touch()
+        assert await wait_for(pilot, lambda: "has ended: functions panel closed" in said(app))
+        assert app.functions.profile is None and not app.query(ProfilePanel)
+        await pilot.press("q")
+
+
+@pytest.mark.asyncio
 async def test_f_on_a_program_that_is_not_python(tmp_path, pyspy):
     child = subprocess.Popen(["sleep", "60"])
     try:

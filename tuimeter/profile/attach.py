@@ -131,9 +131,12 @@ class ChunkedProfile:
                     return None
                 if proc.returncode != 0 or not os.path.exists(out):
                     return explain_failure(err or "", self.pid)
-                with open(out, encoding="utf-8", errors="replace") as fh:
-                    stacks = parse_raw(fh.read())
-                os.remove(out)
+                try:
+                    with open(out, encoding="utf-8", errors="replace") as fh:
+                        stacks = parse_raw(fh.read())
+                    os.remove(out)
+                except OSError as exc:  # stop() removed the folder meanwhile, or worse
+                    return None if self._stop.is_set() else f"py-spy's output: {exc}"
                 with self._lock:
                     self.chunks += 1
                     self._pending.append((t0, t1, stacks))

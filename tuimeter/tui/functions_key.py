@@ -80,8 +80,13 @@ class FunctionsKey:
                 pass
 
     def _failed(self, profile: ChunkedProfile, problem: str) -> None:
-        if self.profile is profile:
-            self.close()
+        if self.profile is not profile:
+            return
+        self.close()
+        job = self.app.job
+        if job is not None and not job.poll().running:
+            self.app.say(f"process {job.pid} ({job.name}) has ended: functions panel closed")
+        else:
             self.app.say(problem, severity="error", timeout=30)
 
     def stop(self) -> None:
