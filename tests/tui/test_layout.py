@@ -102,22 +102,26 @@ def test_sparkline_range_text():
 
 @pytest.mark.asyncio
 async def test_each_row_says_its_range_wide_or_on_hover():
-    """From 40 cells the sparkline ends with its min-max; narrower (80x24) its tooltip
-    has it. Both are the range of the ticks the bars show."""
-    from tuimeter.tui.widgets import DomainRow
-    from tuimeter.tui.widgets._spark_line import SparkLine
+    """From 40 cells the sparkline ends with its min-max; narrower (80x24) hovering it
+    shows it. Both are the range of the ticks the bars show."""
+    from tuimeter.tui.widgets import DomainTable
 
     for size, shown in (((120, 40), True), ((80, 24), False)):
         clock = FakeClock()
         app = replay_app(clock)
         async with app.run_test(size=size) as pilot:
             await tick(pilot, clock, 20)  # idle 18 W, then warm-up at 55 W from 15 s
-            row = next(r for r in app.query(DomainRow) if r.key == "package-0")
-            spark = row.query_one(SparkLine)
-            lo, hi = min(row.data.history_w), max(row.data.history_w)
-            want = f"{lo:.0f}-{hi:.0f} W"
-            assert spark.tooltip == f"{want} over the ticks shown"
+            table = app.query_one(DomainTable)
+            history = table.row_data("package-0").history_w
+            want = f"{min(history):.0f}-{max(history):.0f} W"
+            assert (want in table.row_text("package-0")) is shown
             assert (want in screen_text(app)[0]) is shown
+            # the mouse over package-0's sparkline (line 1: after the header), then off it
+            x = 1 + sum(w for key, w in table.shown_columns[:2])  # padding, name, badge
+            await pilot.hover(DomainTable, offset=(x + 2, 1 + table.row_keys.index("package-0")))
+            assert table.tooltip == f"{want} over the ticks shown"
+            await pilot.hover(DomainTable, offset=(3, 1))  # its name
+            assert table.tooltip is None
             await pilot.press("q")
 
 
