@@ -320,10 +320,10 @@ class PowerChart(PlotextPlot):
 
     def _strips(self, style: Style) -> list[Strip]:
         w, h = self.size
-        series = self._series(w)
         key = (self._version, self.size, style, self.window_s, self.show_parts, self.ascii)
         if key == self._cache_key:
             return self._cache
+        series = self._series(w)
         styles = {s.code: style + (Style(color=s.colour) if s.colour else Style(bold=True))
                   for s in series}
         legend = [(s.marker if self.ascii else SWATCH, s.label, styles[s.code])
