@@ -188,3 +188,29 @@ async def test_notifications_stay_off_the_process_table(size):
         assert all(middle.contains_region(r) and not r.overlaps(table) for r in toasts)
         assert "Processes: not replayed" in screen_text(app)[0]
         await pilot.press("q")
+
+
+@pytest.mark.asyncio
+async def test_a_theme_chosen_while_running_restyles_the_domain_table(tmp_path):
+    """The table keeps each line's strip between frames: a theme chosen while it runs
+    draws it in the new theme's colours at once, not only the lines whose figures change."""
+    from tuimeter.tui.widgets import DomainTable
+
+    from .conftest import make_app
+
+    app, clock = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await tick(pilot, clock, 3)
+        table = app.query_one(DomainTable)
+
+        def colours() -> set:
+            return {s.style.bgcolor for line in ("header", "total")
+                    for s in table.render_line(0 if line == "header" else
+                                               len(table.row_keys)) if s.style}
+
+        dark = colours()
+        app.theme = "textual-light"
+        await pilot.pause()
+        light = colours()
+        assert light and light.isdisjoint(dark)
+        await pilot.press("q")

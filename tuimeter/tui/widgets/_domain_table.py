@@ -307,13 +307,17 @@ class DomainTable(Widget):
                 cells.append("".join(_fit(str(value), w, c.align)))
         return _Line(tuple(cells), label, "total" if key == "total" else "row", data.lost)
 
+    def notify_style_update(self) -> None:
+        """A theme or the CSS changed: the styles are looked up again, every strip is stale."""
+        super().notify_style_update()
+        self._styles = None
+
     def render_lines(self, crop: Region) -> list[Strip]:
-        styles = (self.rich_style,
-                  *(self.get_component_rich_style(name, partial=True) for name in
-                    ("domain-table--header", "domain-table--total", "domain-table--spark",
-                     "domain-table--lost")))
-        if styles != self._styles:  # a theme or the CSS changed: every strip is stale
-            self._styles = styles
+        if self._styles is None:  # looked up once per style change, not once per frame
+            self._styles = (self.rich_style,
+                            *(self.get_component_rich_style(name, partial=True) for name in
+                              ("domain-table--header", "domain-table--total",
+                               "domain-table--spark", "domain-table--lost")))
             self._strips.clear()
         return super().render_lines(crop)
 
@@ -341,17 +345,12 @@ class DomainTable(Widget):
                 segments.append(Segment(text[:cut], style + spark))
                 if line.spark_label:
                     segments.append(Segment(line.spark_label, style + spark + _DIM))
+            elif column.key == "badge" and line.lost:  # reversed: the text, not its padding
+                stripped = text.rstrip(" ")
+                segments += [Segment(stripped, style + lost),
+                             Segment(text[len(stripped):], style)]
             else:
-                cell_style = style + lost if column.key == "badge" and line.lost else style
-                # the text in the cell's style, its padding plain (as a Static draws it)
-                stripped = text.strip(" ")
-                if not stripped:
-                    segments.append(Segment(text, base))
-                else:
-                    start = text.index(stripped)
-                    segments += [Segment(text[:start], base),
-                                 Segment(stripped, cell_style),
-                                 Segment(text[start + len(stripped):], base)]
+                segments.append(Segment(text, style))
             if column.sparkline:
                 segments.append(Segment(" ", base))
         return Strip(segments).adjust_cell_length(width, base).simplify()
