@@ -413,3 +413,35 @@ def test_a_lost_tick_breaks_the_braille_line():
     assert drawn([0.5, 0.5, 0.5]).strip(" ") == drawn([0.5, 0.5, 0.5])  # one joined line
     broken = drawn([0.5, None, 0.5])
     assert broken[0] != " " and broken[-1] != " " and "  " in broken
+
+
+@pytest.mark.asyncio
+async def test_a_new_snapshot_repaints_the_chart_lines_that_changed(tmp_path):
+    """Flat series (constant power): a tick repaints the chart's lines that differ, not
+    its whole height, and the screen then shows exactly the new frame."""
+    from textual.geometry import Region
+
+    from .conftest import screen_text
+
+    async with running(tmp_path, (120, 40), 30) as (pilot, clock):
+        app = pilot.app
+        chart = app.query_one(PowerChart)
+        before = chart_lines(app)
+        regions: list = []
+        refresh = chart.refresh
+
+        def recorded(*regions_, **kw):
+            regions.extend(regions_ or [Region(0, 0, *chart.size)])
+            return refresh(*regions_, **kw)
+
+        chart.refresh = recorded
+        await tick(pilot, clock, 1)
+        del chart.refresh
+        after = chart_lines(app)
+        changed = {y for y, (a, b) in enumerate(zip(before, after)) if a != b}
+        assert changed and len(changed) < chart.size.height
+        assert {y for r in regions for y in range(r.y, r.bottom)} == changed
+        lines = screen_text(app)[0].splitlines()
+        x, y = chart.region.offset
+        assert [line[x:x + chart.size.width] for line in lines[y:y + chart.size.height]] \
+            == [line.ljust(chart.size.width) for line in after]

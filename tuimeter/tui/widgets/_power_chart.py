@@ -28,6 +28,7 @@ from typing import Sequence
 
 from rich.segment import Segment
 from rich.style import Style
+from textual.geometry import Region
 from textual.strip import Strip
 from textual_plotext import PlotextPlot
 
@@ -244,7 +245,26 @@ class PowerChart(PlotextPlot):
             return
         self._data = (snap, times_s)
         self._version += 1
-        self.refresh()
+        self._refresh_changed()
+
+    def _refresh_changed(self) -> None:
+        """Repaint the lines that differ from the last frame drawn (a flat series, the
+        axes and the legend stay as they were). Built now only at the size and style the
+        last frame was drawn with: a resize or a new style repaints the whole chart, and
+        it is built when drawn."""
+        key = self._cache_key
+        if key is None or key[1] != self.size:
+            self.refresh()
+            return
+        old = self._cache
+        new = self._strips(key[2])
+        if len(new) != len(old):
+            self.refresh()
+            return
+        width = self.size.width
+        for y, (was, now) in enumerate(zip(old, new)):
+            if was != now:
+                self.refresh(Region(0, y, width, 1))
 
     @property
     def ascii(self) -> bool:
@@ -337,8 +357,9 @@ class PowerChart(PlotextPlot):
         return ["".join(row) for row in reversed(rows)], list(reversed(colours))
 
     def _strips(self, style: Style) -> list[Strip]:
-        w, h = self.size
-        key = (self._version, self.size, style, self.window_s, self.show_parts, self.ascii)
+        size = self.size
+        w, h = size
+        key = (self._version, size, style, self.window_s, self.show_parts, self.ascii)
         if key == self._cache_key:
             return self._cache
         series = self._series(w)
