@@ -207,16 +207,13 @@ def test_amd_gpu_energy_goes_to_its_processes(monkeypatch):
 async def test_the_ui_domain_table_shows_the_amd_gpu(monkeypatch, tmp_path):
     """The UI's domain table draws an amdgpu0 row with its badge, power and energy."""
     from tests.tui.conftest import make_app, tick
-    from tests.tui.test_app import text
-    from textual.widgets import Static
-    from tuimeter.tui.widgets import DomainRow
+    from tuimeter.tui.widgets import DomainTable
 
     monkeypatch.setitem(sys.modules, "amdsmi", make_fake_amdsmi([FakeAmdGpu(power_w=250)]))
     sensor = registry.entry("amdsmi").build(registry.SensorOptions())
     app, clock = make_app(tmp_path, sensors=[rapl_like(), sensor])
     async with app.run_test(size=(100, 30)) as pilot:
         await tick(pilot, clock, 2)
-        rows = {r.key: r for r in app.query(DomainRow)}
-        row = " ".join(text(s) for s in rows["amdgpu0"].query(Static))
+        row = app.query_one(DomainTable).row_text("amdgpu0")
         assert "[measured]" in row and "250.0 W" in row
         await pilot.press("q")

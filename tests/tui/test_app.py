@@ -17,7 +17,7 @@ from tuimeter.tui.app import INTERVALS_S
 from tuimeter.job import JobWatcher
 from tuimeter.tui.messages import SnapshotReady
 from tuimeter.tui.screens import HelpScreen, LabelScreen
-from tuimeter.tui.widgets import DomainRow, JobPanel, PowerChart, TopBar
+from tuimeter.tui.widgets import DomainTable, JobPanel, PowerChart, TopBar
 
 from .conftest import drawn as drawn_latest, make_app, tick, wait_for
 
@@ -203,12 +203,12 @@ async def test_rows_show_power_energy_and_badges(tmp_path):
     app, clock = make_app(tmp_path, sensors=[rapl])
     async with app.run_test(size=(100, 30)) as pilot:
         await tick(pilot, clock, 30)
-        rows = {r.key: r for r in app.query(DomainRow)}
-        pkg = " ".join(text(s) for s in rows["package-0"].query(Static))
+        table = app.query_one(DomainTable)
+        pkg = table.row_text("package-0")
         assert "[measured]" in pkg and "40.0 W" in pkg and "1.20 kJ" in pkg
         rapl.lost.add("package-0/dram")
         await tick(pilot, clock, 1)
-        dram = " ".join(text(s) for s in rows["package-0/dram"].query(Static))
+        dram = table.row_text("package-0/dram")
         assert "[LOST]" in dram and "N/A" in dram
         await pilot.press("q")
 
@@ -228,10 +228,10 @@ async def test_power_now_is_the_gpus_live_reading_where_it_has_one(tmp_path):
     app, clock = make_app(tmp_path, sensors=[rapl_like(), gpu])
     async with app.run_test(size=(100, 30)) as pilot:
         await tick(pilot, clock, 3)
-        rows = {r.key: r for r in app.query(DomainRow)}
-        assert text(rows["gpu0"].query_one(".power", Static)) == "321.0 W"
+        table = app.query_one(DomainTable)
+        assert table.cell_text("gpu0", "power") == "321.0 W"
         # no live reading: the interval's average
-        assert text(rows["package-0"].query_one(".power", Static)) == "40.0 W"
+        assert table.cell_text("package-0", "power") == "40.0 W"
         await pilot.press("q")
 
 
@@ -313,8 +313,10 @@ async def test_resizing_keeps_every_part_on_screen(tmp_path, first, second):
             await pilot.resize_terminal(*size)
             await tick(pilot, clock, 1)
             w, h = size
-            for row in app.query(DomainRow):
-                assert 0 < row.region.bottom <= h - 1 and row.region.width == w - 2
+            table = app.query_one(DomainTable)
+            assert table.region.height == len(table.row_keys) + 1  # and the header
+            assert 0 < table.region.bottom <= h - 1 and table.region.width == w
+            assert len(table.row_text("total")) == w - 2  # the padding either side
             chart = app.query_one(PowerChart)
             assert chart.region.height >= 5 and chart.region.bottom <= h
             widths.append(chart.region.width)
@@ -359,8 +361,7 @@ async def test_no_color_keeps_every_state_readable(tmp_path, monkeypatch):
     async with app.run_test(size=(80, 24)) as pilot:
         await tick(pilot, clock, 3)
         await pilot.press("p")
-        rows = {r.key: r for r in app.query(DomainRow)}
-        assert "[LOST]" in " ".join(text(s) for s in rows["psys"].query(Static))
+        assert "[LOST]" in app.query_one(DomainTable).row_text("psys")
         assert "PAUSED" in text(app.query_one(TopBar))
         await pilot.press("q")
 
@@ -490,10 +491,6 @@ def test_status_line_is_short_and_complete_at_100_columns():
     assert "Permission denied (since Linux 5.10" in full and "sudo chmod" in full
 
 
-def _cells(row, key: str) -> list:
-    return list(row.query(f".{key}"))
-
-
 @pytest.mark.asyncio
 async def test_avg_column_is_energy_over_elapsed_and_matches_the_totals(tmp_path):
     """The `avg` column (one entry in COLUMNS) shows each row's energy since the start over
@@ -507,37 +504,35 @@ async def test_avg_column_is_energy_over_elapsed_and_matches_the_totals(tmp_path
         await tick(pilot, clock, 10)
         rapl.set_power("package-0", 100.0, clock())
         await tick(pilot, clock, 10)
-        rows = {r.key: r for r in app.query(DomainRow)}
-        pkg = rows["package-0"]
-        assert text(_cells(pkg, "avg")[0]) == "70.0 W"
-        assert text(_cells(pkg, "power")[0]) == "100.0 W"
-        header = app.query_one("DomainTable > .header")
-        assert [text(c) for c in _cells(header, "avg")] == ["avg"]
-        total_avg = text(_cells(rows["total"], "avg")[0])
+        table = app.query_one(DomainTable)
+        assert table.cell_text("package-0", "avg") == "70.0 W"
+        assert table.cell_text("package-0", "power") == "100.0 W"
+        assert table.cell_text("header", "avg") == "avg"
+        total_avg = table.cell_text("total", "avg")
         assert f"Average {total_avg}" in text(app.query_one(TotalsPanel))
         await pilot.press("q")
 
 
 @pytest.mark.asyncio
 async def test_avg_column_is_dropped_at_80_columns_and_back_when_wider(tmp_path):
-    """At 80x24 the sparkline keeps its room: the avg cells and header are not shown
-    (and not updated); widened to 120x40, even while paused, they show current values."""
+    """At 80x24 the sparkline keeps its room: the avg column is not drawn; widened to
+    120x40, even while paused, it shows current values."""
     app, clock = make_app(tmp_path, sensors=[rapl_like()])
     async with app.run_test(size=(80, 24)) as pilot:
         await tick(pilot, clock, 4)
-        avg = list(app.query(".avg"))
-        assert len(avg) == 1 + len(list(app.query(DomainRow)))  # header + every row
-        assert not any(c.display for c in avg)
-        assert all(text(c) == "N/A" for c in avg[1:])  # never filled while dropped
+        table = app.query_one(DomainTable)
+        assert "avg" not in dict(table.shown_columns)
+        assert table.cell_text("package-0", "avg") is None
+        assert "avg" not in table.row_text("header")
         await pilot.press("p")
         await pilot.resize_terminal(120, 40)
         await pilot.pause()
-        assert all(c.display and c.region.width == 10 for c in avg)
-        row = {r.key: r for r in app.query(DomainRow)}["package-0"]
-        assert text(_cells(row, "avg")[0]) == "40.0 W"
+        assert dict(table.shown_columns)["avg"] == 10
+        assert table.cell_text("package-0", "avg") == "40.0 W"
+        assert table.cell_text("header", "avg") == "avg"
         await pilot.resize_terminal(80, 24)
         await pilot.pause()
-        assert not any(c.display for c in avg)
+        assert "avg" not in dict(table.shown_columns)
         await pilot.press("q")
 
 

@@ -201,6 +201,34 @@ async def test_the_figure_is_built_once_per_change_not_per_repaint(tmp_path):
 
 
 @pytest.mark.asyncio
+async def test_a_new_snapshot_under_the_same_axes_reuses_plotexts_frame(tmp_path):
+    """plotext's frame (axes, ticks, marker lines) is built again only when the axes
+    change (here a marker); the lines drawn over a kept frame are those of a fresh one."""
+    async with running(tmp_path, (120, 40), 30) as (pilot, clock):
+        app = pilot.app
+        chart = app.query_one(PowerChart)
+
+        def fresh_lines() -> list[str]:
+            chart._axes = chart._cache_key = None  # forget both: build from scratch
+            return chart_lines(app)
+
+        chart_lines(app)
+        built, axes = chart.builds, chart.axes_builds
+        await tick(pilot, clock, 1)  # constant power: the same top, the same axes
+        lines = chart_lines(app)
+        assert chart.builds == built + 1 and chart.axes_builds == axes
+        assert fresh_lines() == lines
+        axes = chart.axes_builds
+        await pilot.press("m")  # a marker: a line plotext draws
+        await tick(pilot, clock, 1)
+        lines = chart_lines(app)
+        assert chart.axes_builds == axes + 1 and any("│" in line for line in lines[3:-2])
+        await tick(pilot, clock, 1)  # the marker moved left: the axes changed again
+        lines = chart_lines(app)
+        assert chart.axes_builds == axes + 2 and fresh_lines() == lines
+
+
+@pytest.mark.asyncio
 async def test_braille_in_colour_ascii_characters_under_no_color(tmp_path, monkeypatch):
     """Braille lines when colour tells the series apart; under NO_COLOR each series is its
     own character (the total `@`, the table's key for each domain), the legend says which."""
@@ -385,3 +413,35 @@ def test_a_lost_tick_breaks_the_braille_line():
     assert drawn([0.5, 0.5, 0.5]).strip(" ") == drawn([0.5, 0.5, 0.5])  # one joined line
     broken = drawn([0.5, None, 0.5])
     assert broken[0] != " " and broken[-1] != " " and "  " in broken
+
+
+@pytest.mark.asyncio
+async def test_a_new_snapshot_repaints_the_chart_lines_that_changed(tmp_path):
+    """Flat series (constant power): a tick repaints the chart's lines that differ, not
+    its whole height, and the screen then shows exactly the new frame."""
+    from textual.geometry import Region
+
+    from .conftest import screen_text
+
+    async with running(tmp_path, (120, 40), 30) as (pilot, clock):
+        app = pilot.app
+        chart = app.query_one(PowerChart)
+        before = chart_lines(app)
+        regions: list = []
+        refresh = chart.refresh
+
+        def recorded(*regions_, **kw):
+            regions.extend(regions_ or [Region(0, 0, *chart.size)])
+            return refresh(*regions_, **kw)
+
+        chart.refresh = recorded
+        await tick(pilot, clock, 1)
+        del chart.refresh
+        after = chart_lines(app)
+        changed = {y for y, (a, b) in enumerate(zip(before, after)) if a != b}
+        assert changed and len(changed) < chart.size.height
+        assert {y for r in regions for y in range(r.y, r.bottom)} == changed
+        lines = screen_text(app)[0].splitlines()
+        x, y = chart.region.offset
+        assert [line[x:x + chart.size.width] for line in lines[y:y + chart.size.height]] \
+            == [line.ljust(chart.size.width) for line in after]

@@ -9,7 +9,7 @@ from textual.widgets import Static
 from tests.fakes.scripted import DeviceScripted, FakeClock, domain, rapl_like
 from tuimeter.model import DeviceInfo, DomainKind
 from tuimeter.tui.devices import DeviceScreen, device_text, short_name
-from tuimeter.tui.widgets import DomainRow
+from tuimeter.tui.widgets import DomainTable
 
 from .conftest import make_app, replay_app, tick
 
@@ -53,8 +53,8 @@ def gpu_with_readings(info: DeviceInfo = H200) -> DeviceScripted:
 
 
 def cells(app, key: str) -> list[str]:
-    row = next(r for r in app.query(DomainRow) if r.key == key)
-    return [str(s.content) for s in row.query(Static) if s.display]
+    table = app.query_one(DomainTable)
+    return [table.cell_text(key, column) for column, _ in table.shown_columns]
 
 
 @pytest.mark.asyncio
@@ -65,9 +65,9 @@ async def test_gpu_and_cpu_rows_show_their_readings_at_160_columns(tmp_path):
     async with app.run_test(size=(160, 48)) as pilot:
         app.engine.refresh_devices()
         await tick(pilot, clock, 2)
-        assert cells(app, "gpu0")[-1] == " H200 87% 41/140G 64C 700W 1980MHz"
-        assert cells(app, "package-0")[-1] == " 2.99GHz 55C"
-        assert cells(app, "psys")[-1] == " "
+        assert cells(app, "gpu0")[-1] == "H200 87% 41/140G 64C 700W 1980MHz"
+        assert cells(app, "package-0")[-1] == "2.99GHz 55C"
+        assert cells(app, "psys")[-1] == ""
         await pilot.press("q")
 
 
@@ -112,8 +112,8 @@ async def test_a_replay_has_no_readings_no_device_column_and_d_says_why():
     app = replay_app(clock)
     async with app.run_test(size=(160, 48)) as pilot:
         await tick(pilot, clock, 3)
-        header = [str(s.content) for s in app.query(".header > Static") if s.display]
-        assert " device" not in header and "energy" in header
+        header = app.query_one(DomainTable).row_text("header")
+        assert "device" not in header and "energy" in header
         await pilot.press("d")
         await pilot.pause()
         assert "not recorded in the session file" in str(

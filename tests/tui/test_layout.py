@@ -102,22 +102,26 @@ def test_sparkline_range_text():
 
 @pytest.mark.asyncio
 async def test_each_row_says_its_range_wide_or_on_hover():
-    """From 40 cells the sparkline ends with its min-max; narrower (80x24) its tooltip
-    has it. Both are the range of the ticks the bars show."""
-    from tuimeter.tui.widgets import DomainRow
-    from tuimeter.tui.widgets._spark_line import SparkLine
+    """From 40 cells the sparkline ends with its min-max; narrower (80x24) hovering it
+    shows it. Both are the range of the ticks the bars show."""
+    from tuimeter.tui.widgets import DomainTable
 
     for size, shown in (((120, 40), True), ((80, 24), False)):
         clock = FakeClock()
         app = replay_app(clock)
         async with app.run_test(size=size) as pilot:
             await tick(pilot, clock, 20)  # idle 18 W, then warm-up at 55 W from 15 s
-            row = next(r for r in app.query(DomainRow) if r.key == "package-0")
-            spark = row.query_one(SparkLine)
-            lo, hi = min(row.data.history_w), max(row.data.history_w)
-            want = f"{lo:.0f}-{hi:.0f} W"
-            assert spark.tooltip == f"{want} over the ticks shown"
+            table = app.query_one(DomainTable)
+            history = table.row_data("package-0").history_w
+            want = f"{min(history):.0f}-{max(history):.0f} W"
+            assert (want in table.row_text("package-0")) is shown
             assert (want in screen_text(app)[0]) is shown
+            # the mouse over package-0's sparkline (line 1: after the header), then off it
+            x = 1 + sum(w for key, w in table.shown_columns[:2])  # padding, name, badge
+            await pilot.hover(DomainTable, offset=(x + 2, 1 + table.row_keys.index("package-0")))
+            assert table.tooltip == f"{want} over the ticks shown"
+            await pilot.hover(DomainTable, offset=(3, 1))  # its name
+            assert table.tooltip is None
             await pilot.press("q")
 
 
@@ -183,4 +187,30 @@ async def test_notifications_stay_off_the_process_table(size):
         toasts = [t.region for t in app.screen.query(Toast)]
         assert all(middle.contains_region(r) and not r.overlaps(table) for r in toasts)
         assert "Processes: not replayed" in screen_text(app)[0]
+        await pilot.press("q")
+
+
+@pytest.mark.asyncio
+async def test_a_theme_chosen_while_running_restyles_the_domain_table(tmp_path):
+    """The table keeps each line's strip between frames: a theme chosen while it runs
+    draws it in the new theme's colours at once, not only the lines whose figures change."""
+    from tuimeter.tui.widgets import DomainTable
+
+    from .conftest import make_app
+
+    app, clock = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await tick(pilot, clock, 3)
+        table = app.query_one(DomainTable)
+
+        def colours() -> set:
+            return {s.style.bgcolor for line in ("header", "total")
+                    for s in table.render_line(0 if line == "header" else
+                                               len(table.row_keys)) if s.style}
+
+        dark = colours()
+        app.theme = "textual-light"
+        await pilot.pause()
+        light = colours()
+        assert light and light.isdisjoint(dark)
         await pilot.press("q")

@@ -1,20 +1,29 @@
-"""The UI's CPU: a frame whose data has not changed repaints nothing.
+"""The UI's CPU: a frame repaints what changed, and nothing else.
 
 Counted, not timed: every ``refresh`` and ``update`` a frame asks of the main screen's
 widgets is recorded while the same snapshot is drawn again (``MainScreen.redraw``, as after
 a pause or an interval change). A widget that repaints on every frame whatever its data (the
-top bar, the chart, the process table's rows put in again) shows up here.
+top bar, the chart, the process table's rows put in again) shows up here. A frame whose
+numbers change asks for no layout (a layout walks and places every widget of the screen),
+and a domain whose figures change repaints its own line of the table alone.
 """
 
 from __future__ import annotations
 
+import os
+from dataclasses import replace
+
 import pytest
+from textual._compositor import Compositor
+from textual.geometry import Region
+from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Static
 
-from tuimeter.tui.widgets import TopBar
+from tuimeter.job import JobWatcher
+from tuimeter.tui.widgets import DomainTable, JobPanel, TopBar
 
-from .conftest import ScriptedAttributor, make_app, tick
+from .conftest import ScriptedAttributor, make_app, screen_text, tick
 
 
 @pytest.mark.asyncio
@@ -41,7 +50,91 @@ async def test_a_frame_with_unchanged_data_repaints_nothing(tmp_path, monkeypatc
         assert app.main.frames_drawn == drawn + 1
         assert calls == []
         await tick(pilot, clock)  # a new snapshot: the count sees what it changes
-        assert "update TopBar" in calls and "refresh PowerChart" in calls
+        assert {"update TopBar", "refresh PowerChart", "refresh DomainTable"} <= set(calls)
         assert "0:00:04" in str(app.main.query_one(TopBar).content)
         monkeypatch.undo()
+        await pilot.press("q")
+
+
+class _GrowingJob(ScriptedAttributor):
+    """The followed job's joules grow at each tick, as a running job's do."""
+
+    ticks = 0
+
+    def attribute(self, interval_s, domains, now_s):
+        procs, idle_w, job = super().attribute(interval_s, domains, now_s)
+        self.ticks += 1
+        return procs, idle_w, replace(job, total_energy_j=job.total_energy_j * self.ticks)
+
+
+@pytest.mark.asyncio
+async def test_a_frame_with_new_numbers_asks_for_no_layout(tmp_path, monkeypatch):
+    """Guards a layout of the whole screen on every frame: the followed job's panel was
+    updated with Textual's default ``layout=True`` whenever its figures changed. New
+    numbers in the domain table, totals, top bar, chart and job panel repaint them, and no
+    widget asks for a layout (nor does the screen do one) while their sizes stay."""
+    attributor = _GrowingJob()
+    app, clock = make_app(tmp_path, attributor=attributor, attribution="on",
+                          job=JobWatcher(os.getpid()))  # a job that keeps running
+    async with app.run_test(size=(120, 40)) as pilot:
+        await tick(pilot, clock, 3)
+        await pilot.pause()
+        asked: list[str] = []
+        layouts: list[int] = []
+        refresh, refresh_layout = Widget.refresh, Screen._refresh_layout
+
+        def counted_refresh(self, *a, **k):
+            if k.get("layout"):
+                asked.append(type(self).__name__)
+            return refresh(self, *a, **k)
+
+        def counted_layout(self, *a, **k):
+            layouts.append(1)
+            return refresh_layout(self, *a, **k)
+
+        monkeypatch.setattr(Widget, "refresh", counted_refresh)
+        monkeypatch.setattr(Screen, "_refresh_layout", counted_layout)
+        job_before = str(app.main.query_one(JobPanel).content)
+        drawn = app.main.frames_drawn
+        for _ in range(2):
+            await tick(pilot, clock)
+        await pilot.pause()
+        assert app.main.frames_drawn == drawn + 2
+        assert str(app.main.query_one(JobPanel).content) != job_before
+        assert "0:00:05" in str(app.main.query_one(TopBar).content)
+        assert asked == [] and layouts == []
+        monkeypatch.undo()
+        await pilot.press("q")
+
+
+@pytest.mark.asyncio
+async def test_one_domains_new_figures_repaint_its_line_alone(tmp_path, monkeypatch):
+    """Guards repainting a widget per cell: in a snapshot where only gpu0's figures differ,
+    the screen repaints one region of the domain table, gpu0's line."""
+    app, clock = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await tick(pilot, clock, 3)
+        await pilot.pause()
+        table = app.main.query_one(DomainTable)
+        snap = app.main.drawn.snapshot
+        gpu = next(s for s in snap.domains if s.domain.id == "gpu0")
+        hotter = replace(gpu, power_w=gpu.power_w + 7.0, total_energy_j=gpu.total_energy_j + 7.0,
+                         history_w=(*gpu.history_w[1:], gpu.power_w + 7.0))
+        changed = replace(snap, domains=tuple(hotter if s is gpu else s for s in snap.domains))
+        repainted: list[Region] = []
+        update_widgets = Compositor.update_widgets
+
+        def recorded(self, widgets):
+            update_widgets(self, widgets)
+            repainted.extend(self._dirty_regions)
+
+        monkeypatch.setattr(Compositor, "update_widgets", recorded)
+        table.show(changed)
+        await pilot.pause()
+        monkeypatch.undo()
+        content = table.content_region
+        line = content.y + 1 + [s.domain.id for s in snap.domains].index("gpu0")  # header
+        assert [r for r in repainted if r.overlaps(table.region)] == \
+            [Region(content.x, line, content.width, 1)]
+        assert f"{gpu.power_w + 7.0:.1f} W" in screen_text(app)[0]
         await pilot.press("q")

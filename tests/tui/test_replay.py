@@ -16,7 +16,7 @@ from tuimeter.sensors.replay import ReplayError, ReplaySensor
 from tuimeter.session.schema import guess_kind as kind_of
 from tuimeter.replay_engine import ReplayPlayer, make_replay
 from tuimeter.tui.run import build, parser
-from tuimeter.tui.widgets import DomainRow, TopBar
+from tuimeter.tui.widgets import DomainTable, TopBar
 
 from .conftest import DEMO, drawn, play, replay_app, tick, wait_for
 
@@ -237,7 +237,7 @@ async def test_replay_through_the_ui_on_a_fake_clock():
     async with app.run_test(size=(100, 30)) as pilot:
         await tick(pilot, clock, 125)
         assert "REPLAY demo.csv: replay finished" in str(app.query_one(TopBar).content)
-        assert {r.key for r in app.query(DomainRow)} >= {"gpu0", "gpu1", "psys", "total"}
+        assert set(app.query_one(DomainTable).row_keys) >= {"gpu0", "gpu1", "psys", "total"}
         shown = " ".join(str(n.message) for n in app._notifications)
         assert "replay finished" in shown
         await pilot.press("q")

@@ -25,7 +25,7 @@ from textual.reactive import Reactive
 from tests.fakes.scripted import FakeClock
 from tuimeter.tui.format import fmt_energy, fmt_power
 from tuimeter.tui.screens import HelpScreen
-from tuimeter.tui.widgets import DomainRow, TopBar
+from tuimeter.tui.widgets import DomainTable, TopBar
 
 from .conftest import DEMO, PtyRun, replay_app, tick, wait_for
 
@@ -90,10 +90,10 @@ async def test_replay_plays_to_its_last_tick_and_keys_work_after():
         top = str(app.query_one(TopBar).content)
         assert "0:02:00" in top and "replay finished" in top
         assert "every 1 s" in top
-        rows = {r.key: r for r in app.query(DomainRow)}
+        table = app.query_one(DomainTable)
         pkg = _last_tick_row("package-0")
-        assert rows["package-0"].data.now_w == pytest.approx(pkg["power_w"], rel=1e-6)
-        cells = " ".join(str(c.content) for c in rows["package-0"].query(".power, .energy"))
+        assert table.row_data("package-0").now_w == pytest.approx(pkg["power_w"], rel=1e-6)
+        cells = " ".join(table.cell_text("package-0", c) for c in ("power", "energy"))
         assert fmt_power(pkg["power_w"]) in cells
         recorded_j = RECORDED[RECORDED["kind"] == "sample"].groupby("domain")["energy_j"].sum()
         assert fmt_energy(recorded_j["package-0"]) in cells

@@ -2,8 +2,8 @@
 
 A column is one :class:`Column` entry in :data:`COLUMNS`: its header, its width, how its
 cell is computed from a :class:`RowData` (a domain's sample or the total, on one
-footing), and from which table width it shows. The cells' CSS, the header, the rows and
-the help screen's list of columns are all built from that list.
+footing), its width and alignment, and from which table width it shows. The header, each
+row's line and the help screen's list of columns are all built from that list.
 """
 
 from __future__ import annotations
@@ -11,11 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from rich.cells import cell_len, set_cell_size
+from rich.segment import Segment
+from rich.style import Style
 from textual import events
-from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.geometry import Region, Size
+from textual.strip import Strip
 from textual.widget import Widget
-from textual.widgets import Static
 
 from ...model import DeviceInfo, Domain, DomainSample, Snapshot, Status, Totals
 from ...phases import average_power_w
@@ -23,18 +25,10 @@ from ...text import safe_text
 from ..devices import device_text
 from ..format import badge, fmt_energy, fmt_power, provenance_badge
 from ._power_chart import TOTAL_MARKER, series_marker
-from ._spark_line import SparkLine
+from ._spark_line import spark_cell, spark_tip
 
 #: sparkline points passed on (no row is wider)
 SPARK_POINTS = 200
-
-
-def _set(widget: Static, text: str) -> None:
-    """Update only on change, and without a layout pass: every cell has a fixed size, and
-    a re-layout per cell per frame is most of the UI's CPU."""
-    if str(widget.content) != text:
-        widget.update(text, layout=False)
-
 
 
 def not_in_total_tag(d) -> str:
@@ -89,7 +83,7 @@ class Column:
     """One column of the domain table."""
 
     key: str
-    """Its cells' CSS class (``DomainRow > .power``)."""
+    """Its name (``DomainTable.cell_text(row, key)``)."""
     header: str
     width: int | None
     """Cells; None: the room the other columns leave (one such column, the sparkline)."""
@@ -132,131 +126,255 @@ COLUMNS: tuple[Column, ...] = (
 
 
 _NAME = next(c for c in COLUMNS if c.key == "name")
+_SPARK = next(c for c in COLUMNS if c.sparkline)
+_DIM = Style(dim=True)
 
 
-def columns_css(selector: str, columns: Sequence[Column] = COLUMNS) -> str:
-    """Each column's width and alignment, for the cells ``selector > .KEY``."""
-    rules = []
-    for c in columns:
-        width = "1fr; margin-right: 1" if c.sparkline else str(c.width)
-        rules.append(f"{selector} > .{c.key} {{ width: {width}; text-align: {c.align}; }}")
-    return "\n".join(rules)
-
-
-def _cell(column: Column, content: object) -> Widget:
-    if column.sparkline:
-        return SparkLine(classes=column.key)
-    return Static(str(content), classes=column.key, markup=False)
-
-
-def _fill(cell: Widget, content: object) -> None:
-    if isinstance(cell, SparkLine):
-        cell.data = content  # a reactive: repainted only when the values differ
-    else:
-        _set(cell, content)  # type: ignore[arg-type]
+def _fit(text: str, width: int, align: str) -> tuple[str, str]:
+    """A cell's text cut to ``width`` cells, and the blank that pads it to ``width``."""
+    if cell_len(text) > width:
+        text = set_cell_size(text, width)
+    pad = " " * (width - cell_len(text))
+    return (text, pad) if align != "right" else (pad, text)
 
 
 def _empty(label: str) -> RowData:
     """A row before its first snapshot."""
     return RowData(label, "", (), None, None, 0.0)
 
-class DomainRow(Horizontal):
-    """A domain (or the machine total) on one line: a cell per column of ``COLUMNS``."""
 
-    DEFAULT_CSS = """
-    DomainRow { height: 1; }
-    DomainRow > Static { height: 1; }
-    """ + columns_css("DomainRow")
+@dataclass(frozen=True)
+class _Line:
+    """What one line of the table shows: its cells' texts at the current column widths
+    (the key of its cached strip)."""
 
-    def __init__(self, key: str, name: str, marker: str = " ", **kw) -> None:
-        super().__init__(**kw)
-        self.key = key
-        self.data = _empty(f"{marker} {name}")  # ``name`` escaped (row_name)
-        self._cells: list[tuple[Callable[[RowData], object], Widget]] | None = None
-
-    @property
-    def label(self) -> str:
-        return self.data.label
-
-    def compose(self) -> ComposeResult:
-        for column in COLUMNS:
-            yield _cell(column, column.value(self.data))
-
-    def show(self, data: RowData) -> None:
-        """Fill the shown cells from ``data`` (each repaints only if its content changed)."""
-        self.data = data
-        if self._cells is None:  # looked up once: a query per cell per frame adds up
-            # only the shown columns: a dropped one costs nothing (see columns_changed)
-            self._cells = [(c.value, cell) for c, cell in zip(COLUMNS, self.children)
-                           if cell.display]
-        for value, cell in self._cells:
-            _fill(cell, value(data))
-        self.set_class(data.lost, "-lost")
-
-    def columns_changed(self) -> None:
-        """Columns were dropped or brought back: fill the shown cells again."""
-        self._cells = None
-        self.show(self.data)
+    cells: tuple[str, ...]
+    """Each shown column's text; the sparkline's is its bars and its range label."""
+    spark_label: str = ""
+    """The sparkline's range label (drawn dim), the end of its cell."""
+    kind: str = "row"
+    """``header``, ``row`` or ``total`` (bold)."""
+    lost: bool = False
+    """The badge is drawn bold reverse."""
 
 
-class DomainTable(Vertical):
-    """Every domain of the engine, in the engine's order, and the machine total."""
+class DomainTable(Widget):
+    """Every domain of the engine, in the engine's order, and the machine total: one widget
+    of fixed height (a header line, a line per domain, the total's), drawn with the Line
+    API. Each line's strip is kept until its cells' texts change; a frame repaints only the
+    lines that did, and never asks for a layout (a widget per cell, ~60 of them, each walked
+    and rendered by the compositor on every frame, was most of the UI's CPU).
+
+    Columns are those of :data:`COLUMNS` that fit the table's width (``min_width``) and
+    have something to show (``needs_devices``); the sparkline takes the room left, less one
+    blank cell. Hovering a row's sparkline shows its range in a tooltip."""
+
+    COMPONENT_CLASSES = {"domain-table--header", "domain-table--total",
+                         "domain-table--spark", "domain-table--lost"}
 
     DEFAULT_CSS = """
     DomainTable { height: auto; }
-    DomainTable > .header { height: 1; text-style: bold; }
-    """ + columns_css("DomainTable > .header")
+    DomainTable > .domain-table--header { text-style: bold; }
+    DomainTable > .domain-table--total { text-style: bold; }
+    DomainTable > .domain-table--spark { color: $primary; }
+    DomainTable > .domain-table--lost { text-style: bold reverse; }
+    """
 
     def __init__(self, domains: Sequence[Domain], **kw) -> None:
         super().__init__(**kw)
         self.domains = list(domains)
-        self._rows: dict[str, DomainRow] | None = None
-        self._shown: tuple[bool, ...] = ()  # which columns show at the current width
-        self._devices = False  # a domain has had device readings
-
-    def compose(self) -> ComposeResult:
-        with Horizontal(classes="header"):
-            for column in COLUMNS:
-                yield Static(column.header, classes=column.key, markup=False)
         room = (_NAME.width or 0) - 2  # after the chart character and a space
         above: set[str] = set()
+        rows: dict[str, RowData] = {}
         for i, d in enumerate(self.domains):
-            yield DomainRow(d.id, row_name(d, above, room), series_marker(i))
+            rows[d.id] = _empty(f"{series_marker(i)} {row_name(d, above, room)}")
             above.add(d.id)
-        yield DomainRow("total", "total", TOTAL_MARKER, classes="total")
+        rows["total"] = _empty(f"{TOTAL_MARKER} total")
+        self._rows = rows
+        self._keys = tuple(rows)
+        self._y = {key: y for y, key in enumerate(rows, start=1)}  # line 0: the header
+        self._columns: tuple[tuple[Column, int], ...] = ()  # shown, with their widths
+        self._devices = False  # a domain has had device readings
+        self._lines: list[_Line | None] = [None] * (len(rows) + 1)
+        self._strips: dict[int, tuple[_Line, int, Strip]] = {}  # y: (line, width, strip)
+        self._styles: tuple | None = None  # the styles the strips were drawn with
+        self._hover: int | None = None  # the line whose sparkline the mouse is over
+
+    # -- what a test or the help reads ---------------------------------------------------
+    @property
+    def row_keys(self) -> tuple[str, ...]:
+        """The rows' keys, top to bottom: domain ids, then ``total``."""
+        return self._keys
+
+    def row_data(self, key: str) -> RowData:
+        """What the row ``key`` was last given."""
+        return self._rows[key]
+
+    @property
+    def shown_columns(self) -> tuple[tuple[str, int], ...]:
+        """(key, width in cells) of each column shown at the table's width."""
+        return tuple((c.key, w) for c, w in self._columns)
+
+    def cell_text(self, key: str, column: str) -> str | None:
+        """The text of row ``key``'s cell in ``column`` as drawn, blanks stripped
+        (``header`` names the header line); None while the column is not shown."""
+        keys = [c.key for c, _ in self._columns]
+        if column not in keys:
+            return None
+        return self.line(key).cells[keys.index(column)].strip()
+
+    def row_text(self, key: str) -> str:
+        """Row ``key`` (or ``header``) as drawn: every cell, blanks included."""
+        y = 0 if key == "header" else self._y[key]
+        return self.render_line(y).text
+
+    def spark_tip(self, key: str) -> str | None:
+        """The tooltip hovering row ``key``'s sparkline shows (its range)."""
+        width = dict(self.shown_columns).get("spark", 0)
+        return spark_tip(_SPARK.value(self._rows[key]), width)  # type: ignore[arg-type]
+
+    def line(self, key: str) -> _Line:
+        """Row ``key``'s (or the header's) cells at the current widths."""
+        y = 0 if key == "header" else self._y[key]
+        line = self._lines[y]
+        if line is None:
+            line = self._lines[y] = self._make_line(y)
+        return line
+
+    # -- layout ---------------------------------------------------------------------------
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self._lines)
 
     def on_resize(self, event: events.Resize) -> None:
-        self._fit_columns()
+        self._fit_columns(force=True)
 
-    def _fit_columns(self) -> None:
-        """Drop the columns the table is too narrow for, or that have nothing to show
-        (and bring them back)."""
-        width = self.outer_size.width
-        shown = tuple(width >= c.min_width and (self._devices or not c.needs_devices)
-                      for c in COLUMNS)
-        if shown == self._shown:
+    def _fit_columns(self, force: bool = False) -> None:
+        """Choose the columns the table's width has room for, and that have something to
+        show; their cells are drawn again (a column back in view was not kept up to date)."""
+        outer = self.outer_size.width  # min_width is the terminal's width on the main screen
+        width = self.size.width
+        shown = [c for c in COLUMNS
+                 if outer >= c.min_width and (self._devices or not c.needs_devices)]
+        fixed = sum(c.width or 0 for c in shown)
+        spark = max(0, width - fixed - 1)  # the sparkline leaves a blank cell on its right
+        columns = tuple((c, spark if c.sparkline else c.width or 0) for c in shown)
+        if columns == self._columns and not force:
             return
-        self._shown = shown
-        for column, show in zip(COLUMNS, shown):
-            for cell in self.query(f".{column.key}"):
-                cell.display = show
-        for row in self.query(DomainRow):  # a column back in view: its cells are stale
-            row.columns_changed()
+        self._columns = columns
+        self._lines = [None] * len(self._lines)
+        self.refresh()
 
+    # -- drawing --------------------------------------------------------------------------
     def show(self, snap: Snapshot) -> None:
-        if self._rows is None:  # the rows are composed once, never replaced
-            self._rows = {r.key: r for r in self.query(DomainRow)}
-        rows = self._rows
+        """Give each row its data; a line whose cells' texts changed is repainted, alone."""
         if not self._devices and any(s.device is not None for s in snap.domains):
             self._devices = True
             self._fit_columns()
+        rows = self._rows
         for sample in snap.domains:
-            row = rows.get(sample.domain.id)
-            if row is not None:
-                row.show(self._domain(row.label, sample, snap.elapsed_s))
-        total = rows.get("total")
-        if total is not None:
-            total.show(self._total(total.label, snap.total, snap.elapsed_s))
+            key = sample.domain.id
+            if key in rows:
+                self._set(key, self._domain(rows[key].label, sample, snap.elapsed_s))
+        self._set("total", self._total(rows["total"].label, snap.total, snap.elapsed_s))
+        if self._hover is not None:
+            self._show_tip(self._hover)
+
+    def _set(self, key: str, data: RowData) -> None:
+        self._rows[key] = data
+        y = self._y[key]
+        old = self._lines[y]
+        if old is None:  # not drawn since the columns changed: drawn whole anyway
+            return
+        line = self._make_line(y)
+        if line != old:
+            self._lines[y] = line
+            self.refresh(Region(0, y, self.size.width, 1))
+
+    def _make_line(self, y: int) -> _Line:
+        """Line ``y``'s cells at the current column widths."""
+        if y == 0:
+            return _Line(tuple("".join(_fit(c.header, w, c.align)) for c, w in self._columns),
+                         kind="header")
+        key = self._keys[y - 1]
+        data = self._rows[key]
+        cells, label = [], ""
+        for c, w in self._columns:
+            value = c.value(data)
+            if c.sparkline:
+                bars, label = spark_cell(value, w)  # type: ignore[arg-type]
+                cells.append(bars + label)
+            else:
+                cells.append("".join(_fit(str(value), w, c.align)))
+        return _Line(tuple(cells), label, "total" if key == "total" else "row", data.lost)
+
+    def notify_style_update(self) -> None:
+        """A theme or the CSS changed: the styles are looked up again, every strip is stale."""
+        super().notify_style_update()
+        self._styles = None
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        if self._styles is None:  # looked up once per style change, not once per frame
+            self._styles = (self.rich_style,
+                            *(self.get_component_rich_style(name, partial=True) for name in
+                              ("domain-table--header", "domain-table--total",
+                               "domain-table--spark", "domain-table--lost")))
+            self._strips.clear()
+        return super().render_lines(crop)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        if self._styles is None or not 0 <= y < len(self._lines):
+            return Strip.blank(width, self.rich_style)
+        line = self._lines[y]
+        if line is None:
+            line = self._lines[y] = self._make_line(y)
+        cached = self._strips.get(y)
+        if cached is not None and cached[0] == line and cached[1] == width:
+            return cached[2]
+        strip = self._strip(line, width)
+        self._strips[y] = (line, width, strip)
+        return strip
+
+    def _strip(self, line: _Line, width: int) -> Strip:
+        base, header, total, spark, lost = self._styles  # type: ignore[misc]
+        style = base + {"header": header, "total": total}.get(line.kind, Style())
+        segments = []
+        for (column, w), text in zip(self._columns, line.cells):
+            if column.sparkline and line.kind != "header":
+                cut = len(text) - len(line.spark_label)
+                segments.append(Segment(text[:cut], style + spark))
+                if line.spark_label:
+                    segments.append(Segment(line.spark_label, style + spark + _DIM))
+            elif column.key == "badge" and line.lost:  # reversed: the text, not its padding
+                stripped = text.rstrip(" ")
+                segments += [Segment(stripped, style + lost),
+                             Segment(text[len(stripped):], style)]
+            else:
+                segments.append(Segment(text, style))
+            if column.sparkline:
+                segments.append(Segment(" ", base))
+        return Strip(segments).adjust_cell_length(width, base).simplify()
+
+    # -- the sparkline's tooltip ------------------------------------------------------------
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        offset = event.get_content_offset(self)
+        self._hover = None
+        if offset is not None and 1 <= offset.y < len(self._lines):
+            x = 0
+            for column, w in self._columns:
+                if column.sparkline and x <= offset.x < x + w:
+                    self._hover = offset.y
+                x += w + (1 if column.sparkline else 0)
+        self._show_tip(self._hover)
+
+    def on_leave(self, event: events.Leave) -> None:
+        self._hover = None
+        self._show_tip(None)
+
+    def _show_tip(self, y: int | None) -> None:
+        tip = None if y is None else self.spark_tip(self._keys[y - 1])
+        if tip != self.tooltip:
+            self.tooltip = tip
 
     @staticmethod
     def _domain(label: str, s: DomainSample, elapsed_s: float) -> RowData:

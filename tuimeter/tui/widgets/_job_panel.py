@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.widgets import Static
 
@@ -51,6 +52,13 @@ def _rank_lines(text: Text, ranks: JobRanks) -> None:
                     style="" if r.running else "dim")
 
 
+def same_height(old: str, new: str, width: int) -> bool:
+    """Whether ``new`` surely takes as many lines as ``old`` in ``width`` cells: as many
+    lines, and none of either wider than the width (where wrapping could differ)."""
+    a, b = old.split("\n"), new.split("\n")
+    return len(a) == len(b) and all(cell_len(line) <= width for line in a + b)
+
+
 class JobPanel(Static):
     DEFAULT_CSS = """
     JobPanel { height: auto; border-left: heavy $accent; padding: 0 1; }
@@ -65,5 +73,8 @@ class JobPanel(Static):
         if ranks is not None:
             self._ranks = ranks
         text = job_text(state, job, exited_at_s, self._ranks)
-        if text.plain != str(self.content):
-            self.update(text)
+        shown = str(self.content)
+        if text.plain != shown:
+            # a layout (of the whole screen) only when the panel's height may change: its
+            # figures change on every frame, its number of lines seldom
+            self.update(text, layout=not same_height(shown, text.plain, self.size.width))

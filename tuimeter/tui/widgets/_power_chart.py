@@ -14,16 +14,21 @@ one left of its name in the domain table (``@`` the total). The x axis is the la
 
 The figure is built when drawn, for the size it has then (a frame built for another
 width was once the snapshot tests' flake), and kept until the data, the size, the window,
-the series or the style change: a repaint without new data costs nothing.
+the series or the style change: a repaint without new data costs nothing. plotext draws
+only the frame (axes, ticks, marker lines; the lines are braille drawn over it), and that
+frame is kept too while its axes stay: a new snapshot under the same axis limits and
+markers reuses it (plotext's build was half of the chart's CPU).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Sequence
 
 from rich.segment import Segment
 from rich.style import Style
+from textual.geometry import Region
 from textual.strip import Strip
 from textual_plotext import PlotextPlot
 
@@ -212,7 +217,12 @@ class PowerChart(PlotextPlot):
         self.series_keys: tuple[str, ...] = ()
         """The series of the last frame built (``total`` and domain ids), for tests."""
         self.builds = 0
-        """Frames built (each one a plotext figure): a repaint without a change builds none."""
+        """Frames built: a repaint without a change builds none."""
+        self.axes_builds = 0
+        """plotext frames built (axes, ticks, marker lines): a frame whose axes are those
+        of the last one reuses it."""
+        self._axes_key: tuple | None = None  # what plotext draws; None: not reusable
+        self._axes: tuple | None = None  # (key, marker rows, colour rows, canvas ranges)
 
     # -- what the keys change -----------------------------------------------------------
     def zoom(self, step: int) -> int:
@@ -235,7 +245,26 @@ class PowerChart(PlotextPlot):
             return
         self._data = (snap, times_s)
         self._version += 1
-        self.refresh()
+        self._refresh_changed()
+
+    def _refresh_changed(self) -> None:
+        """Repaint the lines that differ from the last frame drawn (a flat series, the
+        axes and the legend stay as they were). Built now only at the size and style the
+        last frame was drawn with: a resize or a new style repaints the whole chart, and
+        it is built when drawn."""
+        key = self._cache_key
+        if key is None or key[1] != self.size:
+            self.refresh()
+            return
+        old = self._cache
+        new = self._strips(key[2])
+        if len(new) != len(old):
+            self.refresh()
+            return
+        width = self.size.width
+        for y, (was, now) in enumerate(zip(old, new)):
+            if was != now:
+                self.refresh(Region(0, y, width, 1))
 
     @property
     def ascii(self) -> bool:
@@ -296,6 +325,10 @@ class PowerChart(PlotextPlot):
         for x, _ in shown:
             plt.vertical_line(x)
         self._labels = marker_labels(shown, lo, hi, columns)
+        # everything plotext draws when the lines are braille of our own (in ASCII it
+        # draws the series too: nothing to reuse)
+        self._axes_key = None if ascii_ or not own_braille else (
+            width, height, window, self._limits, tuple(x for x, _ in shown), bool(self._lines))
         if not own_braille:
             for x, label, align in self._labels:
                 plt.text(label, x, top * 1.05, alignment=align)
@@ -306,11 +339,16 @@ class PowerChart(PlotextPlot):
         parsed again). None if plotext changes its insides."""
         plot = self._plot
         try:
-            plot._set_sizes()
-            plot._build_matrix()
-            matrix = plot.monitor.matrix
-            rows, colours = matrix.marker, matrix.fullground
-            canvas = (matrix.Cols_canvas, matrix.Rows_canvas)
+            if self._axes is None or self._axes_key is None or self._axes[0] != self._axes_key:
+                plot._set_sizes()
+                plot._build_matrix()
+                matrix = plot.monitor.matrix
+                self._axes = (self._axes_key, matrix.marker, matrix.fullground,
+                              (matrix.Cols_canvas, matrix.Rows_canvas))
+                self.axes_builds += 1
+            _, marker, fullground, canvas = self._axes
+            rows = [row[:] for row in marker]  # drawn over: the kept frame stays clean
+            colours = [row[:] for row in fullground]
             if self._lines:
                 draw_braille(rows, colours, *canvas, self._lines, self._limits)
             draw_labels(rows, colours, *canvas, self._labels, self._limits)
@@ -319,11 +357,12 @@ class PowerChart(PlotextPlot):
         return ["".join(row) for row in reversed(rows)], list(reversed(colours))
 
     def _strips(self, style: Style) -> list[Strip]:
-        w, h = self.size
-        series = self._series(w)
-        key = (self._version, self.size, style, self.window_s, self.show_parts, self.ascii)
+        size = self.size
+        w, h = size
+        key = (self._version, size, style, self.window_s, self.show_parts, self.ascii)
         if key == self._cache_key:
             return self._cache
+        series = self._series(w)
         styles = {s.code: style + (Style(color=s.colour) if s.colour else Style(bold=True))
                   for s in series}
         legend = [(s.marker if self.ascii else SWATCH, s.label, styles[s.code])
@@ -435,12 +474,15 @@ def _runs(text: str, colours: Sequence, styles: dict[int, Style], base: Style) -
     """One line of the figure as segments: each run of cells of one series in its style,
     the rest (axes, ticks, marker lines and labels) in the widget's."""
     segments: list[Segment] = []
-    start, current = 0, styles.get(colours[0], base) if colours else base
-    for i in range(1, len(text) + 1):
-        style = styles.get(colours[i], base) if i < len(text) else None
-        if style is not current:
-            segments.append(Segment(text[start:i], current))
-            start, current = i, style
+    start = 0
+    for code, cells in groupby(colours[:len(text)]):  # a run per colour, not a step per cell
+        end = start + sum(1 for _ in cells)
+        style = styles.get(code, base)
+        if segments and segments[-1].style is style:  # two codes, one style: one segment
+            segments[-1] = Segment(segments[-1].text + text[start:end], style)
+        else:
+            segments.append(Segment(text[start:end], style))
+        start = end
     return segments
 
 

@@ -1,8 +1,9 @@
-"""A one-line sparkline: one character per tick, newest on the right.
+"""A one-line sparkline: one character per tick, newest on the right, drawn as text into
+the domain table's rows (:func:`spark_cell`).
 
 Lighter than ``textual.widgets.Sparkline`` (which blends a colour per cell and folds data
-into buckets with fractions): one styled segment per frame. At a 1 s interval with a dozen
-rows that difference is most of the UI's CPU budget. Heights are characters, so the shape
+into buckets with fractions): one styled segment per row, and no widget of its own (a
+widget per row was most of the UI's CPU at a 1 s interval). Heights are characters, so the shape
 reads without colour; a tick without a value (lost) is ``·``.
 
 Each row is scaled to its own range (lowest to highest value shown), so a package moving
@@ -16,12 +17,6 @@ cells), and in its tooltip at every width.
 from __future__ import annotations
 
 from typing import Sequence
-
-from rich.segment import Segment
-from rich.style import Style
-from textual.reactive import reactive
-from textual.strip import Strip
-from textual.widget import Widget
 
 BARS = "▁▂▃▄▅▆▇█"
 MISSING = "·"
@@ -78,30 +73,20 @@ def spark_text(data: Sequence[float | None], width: int) -> str:
     return "".join(chars).rjust(width)
 
 
-class SparkLine(Widget):
-    DEFAULT_CSS = """
-    SparkLine { height: 1; color: $primary; }
-    """
+def spark_cell(data: Sequence[float | None], width: int) -> tuple[str, str]:
+    """A sparkline cell of ``width`` characters as (bars, range label): the label (the
+    range of the very values the bars show, right-aligned in :data:`LABEL_CELLS`) only from
+    :data:`LABEL_FROM` cells and when a value is known; the bars take the rest."""
+    label = ""
+    if width >= LABEL_FROM:
+        found = spark_range(data[-(width - LABEL_CELLS):])
+        label = "" if found is None else f" {fmt_range(*found)}".rjust(LABEL_CELLS)
+    return spark_text(data, width - len(label)), label
 
-    data: reactive[tuple[float | None, ...]] = reactive(tuple, layout=False)
-    """Power values (W) oldest first; None where the domain was lost."""
 
-    def watch_data(self, data: tuple[float | None, ...]) -> None:
-        found = spark_range(data[-self.size.width:]) if self.size.width > 0 else None
-        tip = None if found is None else f"{fmt_range(*found)} over the ticks shown"
-        if tip != self.tooltip:
-            self.tooltip = tip
-
-    def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        if y != 0:
-            return Strip.blank(width, self.rich_style)
-        label = ""
-        if width >= LABEL_FROM:  # the range of the very values the bars show
-            found = spark_range(self.data[-(width - LABEL_CELLS):])
-            label = "" if found is None else f" {fmt_range(*found)}".rjust(LABEL_CELLS)
-        bars = spark_text(self.data, width - len(label))
-        segments = [Segment(bars, self.rich_style)]
-        if label:
-            segments.append(Segment(label, self.rich_style + Style(dim=True)))
-        return Strip(segments, width)
+def spark_tip(data: Sequence[float | None], width: int) -> str | None:
+    """The tooltip over a sparkline cell of ``width``: the range of the ticks its bars show
+    (at every width: a narrow cell has no label); None when none is known."""
+    bars = width - len(spark_cell(data, width)[1])
+    found = spark_range(data[-bars:]) if bars > 0 else None
+    return None if found is None else f"{fmt_range(*found)} over the ticks shown"
