@@ -570,3 +570,24 @@ async def test_job_exit_while_paused_under_the_help_screen(tmp_path):
     finally:
         child.kill()
         child.wait()
+
+
+def test_the_job_figures_line_fits_the_panel_with_its_provenance():
+    """Guards the job's figures wrapping onto a third line at 80 columns (and a layout of
+    the screen on every frame): the line drops the Wh, "of machine", then the CO2e until
+    it fits; the provenance always stays."""
+    from tuimeter.job import JobState
+    from tuimeter.model import JobSample
+    from tuimeter.tui.widgets._job_panel import job_text
+
+    job = JobSample(pid=7, name="train", running=True, n_processes=3, power_w=1234.5,
+                    energy_j=1.0, total_energy_j=9_876_543.0, cpu_energy_j=1.0,
+                    gpu_energy_j=0.0, co2_g=0.1, total_co2_g=1234.5, share=0.456)
+    state = JobState(7, "train", True, "running")
+    wide = job_text(state, job, None, width=200).plain.split("\n")[1]
+    assert " = " in wide and "of machine" in wide and "CO2e" in wide
+    for width in (30, 40, 60, 77, 100):
+        figures = job_text(state, job, None, width=width).plain.split("\n")[1]
+        assert figures.endswith("[attributed]")
+        assert len(figures) <= width or width < 35
+    assert "of machine" in job_text(state, job, None, width=77).plain

@@ -13,7 +13,9 @@ from ...job import JobRanks, JobState
 
 
 def job_text(state: JobState, job: JobSample | None, exited_at_s: float | None,
-             ranks: JobRanks | None = None) -> Text:
+             ranks: JobRanks | None = None, width: int | None = None) -> Text:
+    """The job's lines; its figures line fits ``width`` cells where given (the Wh, then
+    "of machine", then the CO2e left out as needed; the provenance is always shown)."""
     text = Text()
     text.append(f"JOB {state.pid} {safe_text(state.name)}", style="bold")  # any user's name
     if state.running and (job is None or job.running):
@@ -31,10 +33,18 @@ def job_text(state: JobState, job: JobSample | None, exited_at_s: float | None,
         return text
     text.append(f"  {job.n_processes} proc")
     text.append("\n")
-    text.append(f"{fmt_power(job.power_w)} now ({100 * job.share:.0f}% of machine)  ",
-                style="bold")
-    text.append(f"{fmt_energy(job.total_energy_j)} = {fmt_wh(job.total_energy_j)}  "
-                f"{fmt_co2(job.total_co2_g)}  [{job.provenance}]")
+    power, share = fmt_power(job.power_w), f"{100 * job.share:.0f}%"
+    energy, wh = fmt_energy(job.total_energy_j), fmt_wh(job.total_energy_j)
+    co2, tag = f"  {fmt_co2(job.total_co2_g)}", f"  [{job.provenance}]"
+    forms = ((f"{power} now ({share} of machine)  ", f"{energy} = {wh}{co2}{tag}"),
+             (f"{power} now ({share} of machine)  ", f"{energy}{co2}{tag}"),
+             (f"{power} now ({share})  ", f"{energy}{co2}{tag}"),
+             (f"{power} ({share})  ", f"{energy}{tag}"))
+    head, rest = forms[0]
+    if width is not None:  # the first form that fits, else the shortest
+        head, rest = next((f for f in forms if cell_len(f[0] + f[1]) <= width), forms[-1])
+    text.append(head, style="bold")
+    text.append(rest)
     if ranks is not None:
         _rank_lines(text, ranks)
     return text
@@ -72,7 +82,7 @@ class JobPanel(Static):
         when given (an update of the job alone keeps them)."""
         if ranks is not None:
             self._ranks = ranks
-        text = job_text(state, job, exited_at_s, self._ranks)
+        text = job_text(state, job, exited_at_s, self._ranks, self.size.width or None)
         shown = str(self.content)
         if text.plain != shown:
             # a layout (of the whole screen) only when the panel's height may change: its
