@@ -42,3 +42,37 @@ async def test_no_profile_panel_without_a_profile(tmp_path):
         await tick(pilot, clock, 2)
         assert not app.query(ProfilePanel)
         await pilot.press("q")
+
+
+@pytest.mark.asyncio
+async def test_new_figures_in_the_profile_panel_ask_for_no_layout(tmp_path, monkeypatch):
+    """Guards a layout of the whole screen at each update of the panel: new figures on as
+    many lines repaint it alone; a function more grows it by a line."""
+    from textual.widget import Widget
+
+    app, clock = make_app(tmp_path)
+    latest = [((stat("train", 30.0, 120),), 30.0)]
+    app.profile_source = lambda: latest[0]
+    async with app.run_test(size=(110, 40)) as pilot:
+        await tick(pilot, clock, 1)
+        panel = app.query_one(ProfilePanel)
+        height = panel.region.height
+        asked: list[bool] = []
+        refresh = Widget.refresh
+
+        def counted(self, *a, **k):
+            if self is panel:
+                asked.append(bool(k.get("layout")))
+            return refresh(self, *a, **k)
+
+        monkeypatch.setattr(Widget, "refresh", counted)
+        latest[0] = ((stat("train", 45.0, 180),), 45.0)
+        await tick(pilot, clock, 1)
+        assert asked == [False] and "45.0 J" in str(panel.render())
+        latest[0] = ((stat("train", 50.0, 200), stat("load", 5.0, 20)), 55.0)
+        await tick(pilot, clock, 1)
+        monkeypatch.undo()
+        assert asked[-1] is True
+        await pilot.pause()
+        assert panel.region.height == height + 1 and "load" in str(panel.render())
+        await pilot.press("q")

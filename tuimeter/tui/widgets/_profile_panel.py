@@ -9,6 +9,7 @@ from textual.widgets import Static
 
 from ...profile.result import FunctionStat, frame_label
 from ..format import fmt_energy
+from ._job_panel import same_height
 
 #: functions listed (a glance: the full table is printed at the end)
 MAX_ROWS = 8
@@ -50,4 +51,7 @@ class ProfilePanel(Static):
             return
         self._shown = latest
         functions, total_j = latest
-        self.update(profile_text(functions, total_j))
+        text = profile_text(functions, total_j)
+        shown = str(self.content)
+        # a layout (of the whole screen) only when the panel's height may change
+        self.update(text, layout=not same_height(shown, text.plain, self.size.width))
