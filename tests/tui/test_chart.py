@@ -4,6 +4,8 @@ the size it is drawn at."""
 
 from __future__ import annotations
 
+import math
+
 import contextlib
 
 import pytest
@@ -435,7 +437,9 @@ async def test_a_new_snapshot_repaints_the_chart_lines_that_changed(tmp_path):
             return refresh(*regions_, **kw)
 
         chart.refresh = recorded
-        await tick(pilot, clock, 1)
+        # a 4 s tick: the line grows by two braille dots or more (a 300 s window over about
+        # 100 columns is 1.5 s a dot: a 1 s tick may add none, as the x axis falls)
+        await tick(pilot, clock, 1, dt=4.0)
         del chart.refresh
         after = chart_lines(app)
         changed = {y for y, (a, b) in enumerate(zip(before, after)) if a != b}
@@ -445,3 +449,22 @@ async def test_a_new_snapshot_repaints_the_chart_lines_that_changed(tmp_path):
         x, y = chart.region.offset
         assert [line[x:x + chart.size.width] for line in lines[y:y + chart.size.height]] \
             == [line.ljust(chart.size.width) for line in after]
+
+
+def test_the_y_axis_has_round_limits_and_ticks():
+    """Guards an axis at ``top * 1.1`` (ticks 16.8, 33.7 ... 101.0; a new plotext frame
+    whenever the peak moved): the top and ticks are round steps (1, 2, 2.5, 5 x 10^k)
+    above the data, at most as many as asked."""
+    from tuimeter.tui.widgets._power_chart import nice_axis
+
+    assert nice_axis(91.8) == (100.0, [0.0, 20.0, 40.0, 60.0, 80.0, 100.0])
+    assert nice_axis(48.0)[0] == 60.0 and nice_axis(1234.0)[0] == 1500.0
+    assert nice_axis(0.0)[0] == 1.0  # no data yet: an axis all the same
+    for top in (0.07, 0.3, 1.0, 7.5, 42.0, 99.0, 101.0, 190.0, 733.0, 5600.0, 48000.0):
+        for most in (1, 2, 3, 5):
+            y_top, ticks = nice_axis(top, most)
+            step = ticks[1] - ticks[0]
+            mantissa = step / 10 ** math.floor(math.log10(step))
+            assert any(abs(mantissa - m) < 1e-9 for m in (1, 2, 2.5, 5))
+            assert y_top >= top and len(ticks) - 1 <= most and ticks[-1] == y_top
+    assert nice_axis(91.0) == nice_axis(94.0)  # a peak moving a little keeps the axis

@@ -22,6 +22,7 @@ markers reuses it (plotext's build was half of the chart's CPU).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from itertools import groupby
 from typing import Sequence
@@ -55,6 +56,24 @@ SERIES_MIN_WIDTH = 60
 SWATCH = "━━"
 #: plotext colour codes stand for series (read back from its colour matrix): total, domain i
 _TOTAL_CODE, _DOMAIN_CODE = 99, 100
+
+
+def nice_axis(top_w: float, max_ticks: int = 5) -> tuple[float, list[float]]:
+    """The y axis for data up to ``top_w`` W: its top and ticks at round steps (1, 2, 2.5
+    or 5 times a power of ten: ``0 20 40 60 80 100``), at most ``max_ticks`` steps, with
+    some room above the data. Round limits also change seldom: plotext's frame (axes and
+    ticks) is kept while they stay."""
+    top_w = top_w * 1.05 if top_w > 0 else 1.0
+    steps = max(1, max_ticks)
+    magnitude = 10.0 ** math.floor(math.log10(top_w / steps))
+    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude * steps >= top_w)
+    n = math.ceil(top_w / step - 1e-9)
+    return n * step, [i * step for i in range(n + 1)]
+
+
+def _y_label(value: float) -> str:
+    """A tick's watts as written by hand: ``0``, ``0.25``, ``40``, ``1500``."""
+    return f"{value:.3f}".rstrip("0").rstrip(".")
 
 
 def series_marker(i: int) -> str:
@@ -316,9 +335,11 @@ class PowerChart(PlotextPlot):
         step = TICK_S.get(window, window // 4 or 1)
         ticks = list(range(-window, 1, step))
         plt.xticks(ticks, [_tick_label(-t) for t in ticks])
-        self._limits = (lo, hi, 0.0, top * 1.1 if top > 0 else 1.0)
-        plt.ylim(0, self._limits[3])
-        top = top if top > 0 else 1.0 / 1.1
+        y_top, y_ticks = nice_axis(top, max(1, min(5, (height - 3) // 2)))
+        self._limits = (lo, hi, 0.0, y_top)
+        plt.ylim(0, y_top)
+        plt.yticks(y_ticks, [_y_label(t) for t in y_ticks])
+        top = top if top > 0 else y_top / 1.1
         now = times_s[-1] if times_s else snap.elapsed_s
         shown = [(m.elapsed_s - now, safe_text(m.label)) for m in snap.markers
                  if lo <= m.elapsed_s - now <= hi]
