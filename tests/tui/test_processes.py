@@ -401,8 +401,12 @@ async def test_the_tree_of_a_real_job_shows_its_idle_shell(tmp_path):
             for _ in range(300):  # until the shell has started both (bounded, no timing)
                 if await three():
                     break
+            else:
+                job_now = app.main.drawn.snapshot.job
+                pytest.fail(f"the job's processes: {job_now and job_now.members}")
             await pilot.press("t")
             rows = panel(app).rows
+            assert len(rows) >= 3, rows
             assert [r.pid for r, _ in rows[:1]] == [job.pid]
             kids = [(r.name, prefix) for r, prefix in rows[1:3]]
             assert sorted(kids) == sorted([("sleep", "├─ "), ("sleep", "└─ ")])

@@ -67,12 +67,25 @@ def _columns(width: int) -> tuple[Column, ...]:
     return tuple(cols)
 
 
+#: a column's text from a row (COMMAND apart: its parts have styles of their own)
+_VALUES: dict[str, Callable[[Row], str]] = {
+    "job": lambda r: "J" if r.in_job else "",
+    "pid": lambda r: "" if r.pid is None else str(r.pid),
+    "user": lambda r: safe_text(user_name(r.uid)),
+    "cpu": lambda r: fmt_share(r.cpu_share),
+    "gpu": lambda r: fmt_share(r.gpu_share),
+    "power": lambda r: fmt_power(r.power_w),
+    "energy": lambda r: fmt_energy(r.energy_j),
+}
+
+
 def _cells(row: Row, prefix: str, cols: tuple[Column, ...]) -> Cells:
     """A row's cells, as Text (a str cell would be read as markup)."""
     style = "bold" if row.in_job else ""
     out = []
     for c in cols:
-        if c.key == "command":
+        key = c.key
+        if key == "command":
             text = Text(safe_text(prefix), style="dim")
             text.append(safe_text(row.name), style="bold")
             if row.args:
@@ -80,16 +93,7 @@ def _cells(row: Row, prefix: str, cols: tuple[Column, ...]) -> Cells:
             text.truncate(c.width, overflow="ellipsis")
             out.append(text)
             continue
-        value = {
-            "job": "J" if row.in_job else "",
-            "pid": "" if row.pid is None else str(row.pid),
-            "user": safe_text(user_name(row.uid))[:c.width],
-            "cpu": fmt_share(row.cpu_share),
-            "gpu": fmt_share(row.gpu_share),
-            "power": fmt_power(row.power_w),
-            "energy": fmt_energy(row.energy_j),
-        }[c.key]
-        out.append(Text(value, style=style))
+        out.append(Text(_VALUES[key](row), style=style))
     return tuple(out)
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from rich.cells import cell_len
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
@@ -113,6 +113,7 @@ class ProcessTable(Widget, can_focus=True):
         self.top = 0
         """The index of the first row drawn (below the header)."""
         self._strips: dict[int, tuple[tuple, Strip]] = {}  # line y -> (drawn from, strip)
+        self._styles: tuple[Style, Style, Style] | None = None  # see render_lines
 
     def allow_focus(self) -> bool:
         """Not while hidden (no rows): the footer then offers no keys that do nothing."""
@@ -193,19 +194,28 @@ class ProcessTable(Widget, can_focus=True):
         self._strips.clear()
         self._scroll_to(self.top)
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # the styles once a repaint, not once a line (rich_style walks the ancestors)
+        self._styles = self._styles_now()
+        return super().render_lines(crop)
+
+    def _styles_now(self) -> tuple[Style, Style, Style]:
+        """(a row's, the header's, the cursor row's) style as the CSS says now."""
+        base = self.rich_style
+        return (base, base + self.get_component_rich_style("process-table--header"),
+                base + self.get_component_rich_style("process-table--cursor"))
+
     def render_line(self, y: int) -> Strip:
         width = self.size.width
-        base = self.rich_style
+        base, header, cursor = self._styles or self._styles_now()
         if y == 0:
-            style = base + self.get_component_rich_style("process-table--header")
+            style = header
             source: tuple = (self._labels, self.columns, style, width, self._position())
         else:
             index = self.top + y - 1
             if index >= len(self._rows):
                 return Strip.blank(width, base)
-            style = base
-            if index == self.cursor_row:
-                style += self.get_component_rich_style("process-table--cursor")
+            style = cursor if index == self.cursor_row else base
             source = (self._rows[index], self.columns, style, width, "")
         kept = self._strips.get(y)
         if kept is not None and kept[0] == source:
@@ -222,23 +232,31 @@ class ProcessTable(Widget, can_focus=True):
         return f"{self.top + 1}-{min(n, self.top + shown)} of {n}"
 
     def _line(self, cells: Cells, style: Style, width: int, tail: str) -> Strip:
-        """One line: each cell fitted to its column, padded one cell either side;
-        ``tail`` right-aligned at the end, over blank cells only (one left blank before
-        it), else left out."""
-        line = Text(no_wrap=True, overflow="ellipsis", end="")
+        """One line in ``style``: each cell fitted to its column, padded one cell either
+        side; ``tail`` right-aligned at the end, over blank cells only (one left blank
+        before it), else left out. Built as segments (a rich ``Text`` of the whole line,
+        aligned cell by cell, cost five times as much: every visible row is built again
+        each second, as CPU shares move)."""
+        console = self.app.console
+        segments = []
         for col, cell in zip(self.columns, cells):
-            cell = cell.copy()
-            cell.truncate(col.width, overflow="ellipsis")
-            cell.align("right" if col.right else "left", col.width)
-            line.append(" ")
-            line.append_text(cell)
-            line.append(" ")
-        line.truncate(width, pad=True)
-        if tail and width - cell_len(line.plain.rstrip()) >= len(tail) + 2:
-            line.truncate(width - len(tail) - 1, overflow="crop")
-            line.append(tail + " ")
-        segments = list(line.render(self.app.console))
-        return Strip(segments).adjust_cell_length(width, style).apply_style(style)
+            if cell.cell_len > col.width:
+                cell = cell.copy()
+                cell.truncate(col.width, overflow="ellipsis")
+            pad = " " * (col.width - cell.cell_len)
+            segments.append(Segment(" " + pad if col.right else " ", style))
+            if cell.spans:
+                segments += (Segment(s.text, style + s.style if s.style else style)
+                             for s in cell.render(console))
+            elif cell.plain:
+                segments.append(Segment(cell.plain, style + console.get_style(cell.style)
+                                        if cell.style else style))
+            segments.append(Segment(" " if col.right else pad + " ", style))
+        strip = Strip(segments).adjust_cell_length(width, style)
+        room = width - len(tail) - 1
+        if tail and room > 0 and not strip.crop(room - 1, width).text.strip():
+            strip = Strip.join([strip.crop(0, room), Strip([Segment(tail + " ", style)])])
+        return strip
 
     # -- keys and mouse ----------------------------------------------------------------
     def action_cursor(self, step: int) -> None:
