@@ -10,6 +10,7 @@ and a domain whose figures change repaints its own line of the table alone.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import replace
 
@@ -21,17 +22,28 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from tuimeter.job import JobWatcher
-from tuimeter.tui.widgets import DomainTable, JobPanel, TopBar
+from tuimeter.tui.widgets import DomainTable, JobPanel, ProcessPanel, TopBar
+from tuimeter.tui.widgets._process_table import ProcessTable
 
-from .conftest import ScriptedAttributor, make_app, screen_text, tick
+from .conftest import JOB, ScriptedAttributor, make_app, proc, screen_text, tick
+
+
+@contextlib.asynccontextmanager
+async def _live(tmp_path):
+    """``(app, clock, pilot, attributor)``: the scripted processes shown at 120x40 after
+    three ticks; quits at the end."""
+    att = ScriptedAttributor()
+    app, clock = make_app(tmp_path, attributor=att, attribution="on")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await tick(pilot, clock, 3)
+        await pilot.pause()
+        yield app, clock, pilot, att
+        await pilot.press("q")
 
 
 @pytest.mark.asyncio
 async def test_a_frame_with_unchanged_data_repaints_nothing(tmp_path, monkeypatch):
-    app, clock = make_app(tmp_path, attributor=ScriptedAttributor(), attribution="on")
-    async with app.run_test(size=(120, 40)) as pilot:
-        await tick(pilot, clock, 3)
-        await pilot.pause()
+    async with _live(tmp_path) as (app, clock, pilot, _):
         calls: list[str] = []
         refresh, update = Widget.refresh, Static.update
 
@@ -53,7 +65,6 @@ async def test_a_frame_with_unchanged_data_repaints_nothing(tmp_path, monkeypatc
         assert {"update TopBar", "refresh PowerChart", "refresh DomainTable"} <= set(calls)
         assert "0:00:04" in str(app.main.query_one(TopBar).content)
         monkeypatch.undo()
-        await pilot.press("q")
 
 
 class _GrowingJob(ScriptedAttributor):
@@ -68,15 +79,17 @@ class _GrowingJob(ScriptedAttributor):
 
 
 @pytest.mark.asyncio
-async def test_a_frame_with_new_numbers_asks_for_no_layout(tmp_path, monkeypatch):
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)])
+async def test_a_frame_with_new_numbers_asks_for_no_layout(tmp_path, monkeypatch, size):
     """Guards a layout of the whole screen on every frame: the followed job's panel was
     updated with Textual's default ``layout=True`` whenever its figures changed. New
     numbers in the domain table, totals, top bar, chart and job panel repaint them, and no
-    widget asks for a layout (nor does the screen do one) while their sizes stay."""
+    widget asks for a layout (nor does the screen do one) while their sizes stay, at
+    80x24 (the compact layout) too."""
     attributor = _GrowingJob()
     app, clock = make_app(tmp_path, attributor=attributor, attribution="on",
                           job=JobWatcher(os.getpid()))  # a job that keeps running
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with app.run_test(size=size) as pilot:
         await tick(pilot, clock, 3)
         await pilot.pause()
         asked: list[str] = []
@@ -138,3 +151,65 @@ async def test_one_domains_new_figures_repaint_its_line_alone(tmp_path, monkeypa
             [Region(content.x, line, content.width, 1)]
         assert f"{gpu.power_w + 7.0:.1f} W" in screen_text(app)[0]
         await pilot.press("q")
+
+
+def _frame_refreshes(monkeypatch) -> list[tuple[Widget, tuple, bool]]:
+    """Every ``refresh`` asked from now on, as (widget, regions, layout)."""
+    calls: list[tuple[Widget, tuple, bool]] = []
+    refresh = Widget.refresh
+
+    def recorded(self, *regions, **kw):
+        calls.append((self, regions, bool(kw.get("layout"))))
+        return refresh(self, *regions, **kw)
+
+    monkeypatch.setattr(Widget, "refresh", recorded)
+    return calls
+
+
+@pytest.mark.asyncio
+async def test_a_new_set_of_processes_asks_for_no_layout(tmp_path, monkeypatch):
+    """The top processes change almost every second: rows added, removed and reordered
+    must not re-lay out the screen (a full-screen layout was half the UI's CPU). Before,
+    the table (a DataTable) asked for one whenever its row count changed, and the panel
+    whenever it grew."""
+    from textual.screen import Screen
+
+    async with _live(tmp_path) as (app, clock, pilot, att):
+        layouts: list[int] = []
+        refresh_layout = Screen._refresh_layout
+        monkeypatch.setattr(Screen, "_refresh_layout", lambda self, *a, **k: (
+            layouts.append(1), refresh_layout(self, *a, **k))[1])
+        calls = _frame_refreshes(monkeypatch)
+        table = app.main.query_one(ProcessTable)
+        procs = att.procs + tuple(proc(500 + i, f"new{i}", 1.0 + i) for i in range(12))
+        for att.procs, att.members, rows in (
+                (procs[:2], JOB[:1], 3),  # rows removed
+                (procs, JOB, 19),  # rows added, more than fit
+                (procs[::-1], JOB[1:], 18)):  # reordered, one removed
+            await tick(pilot, clock)
+            await pilot.pause()
+            assert table.row_count == rows
+        assert table.row_count > table.visible_rows
+        assert [type(w).__name__ for w, _, layout in calls if layout] == []
+        assert layouts == []
+        monkeypatch.undo()
+
+
+@pytest.mark.asyncio
+async def test_one_processs_new_power_repaints_its_line_only(tmp_path, monkeypatch):
+    """A frame in which one process's power changed repaints that row's line of the
+    table and nothing else of it. Before, any changed cell made the DataTable render every
+    visible cell again."""
+    async with _live(tmp_path) as (app, clock, pilot, att):
+        panel = app.main.query_one(ProcessPanel)
+        table = app.main.query_one(ProcessTable)
+        line = 1 + [r.pid for r, _ in panel.rows].index(400)  # below the header
+        calls = _frame_refreshes(monkeypatch)
+        att.procs = tuple(proc(400, "firefox", 13.0, energy_j=60.0) if p.pid == 400 else p
+                          for p in att.procs)  # 12 W before; the order is the same
+        await tick(pilot, clock)
+        await pilot.pause()
+        assert [(w, r) for w, r, _ in calls if w is table or w is panel] == [
+            (table, (Region(0, line, table.size.width, 1),))]
+        assert "13.0 W" in table.rows[line - 1][5].plain
+        monkeypatch.undo()

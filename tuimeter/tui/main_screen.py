@@ -128,8 +128,6 @@ class MainScreen(Screen[None]):
     def on_resize(self, event: events.Resize) -> None:
         """Below 32 lines, the process table and status line give their rows to the chart."""
         self.set_class(event.size.height < COMPACT_BELOW_LINES, "-compact")
-        if self._ready:
-            self._widget(ProcessPanel).release_height()  # held for the old size
         self.call_after_refresh(self._place_toasts)
 
     def _place_toasts(self) -> None:

@@ -1,12 +1,12 @@
 """The process table: the processes attribution shows, one row each, with a cursor.
 
-One :class:`~textual.widgets.DataTable` for the whole table (one widget, not one per
-cell). Each frame computes the rows (:mod:`tuimeter.tui.process_rows`: grouping, filter,
-sort, tree) and compares them with what is drawn, place by place: the table's rows are
-places (keyed ``0``, ``1`` ...), and only the cells whose text changed are updated, rows
-added or removed only at the end, so that a new order (every second, as CPU shares move)
-costs no re-layout; the cursor follows the process it was on (processes are keyed by pid
-and start time, ``ProcessPanel.selected_key``).
+The panel computes the rows at each frame (:mod:`tuimeter.tui.process_rows`: grouping,
+filter, sort, tree) and their cells, and hands them to one :class:`ProcessTable`
+(``_process_table.py``: a Line API widget), which repaints only the lines whose cells
+changed. The panel's height is set by the screen (40 % of it, 6 lines when compact), not
+by its rows: processes come and go every second, and a frame never re-lays out the screen
+(more rows than lines scroll). The cursor follows the process it was on (processes are
+keyed by pid and start time, ``ProcessPanel.selected_key``).
 
 Keys (while the table or its filter has the focus; the footer shows them): ``s`` / ``S``
 next sort order / reverse it, ``/`` filter, ``t`` tree, Enter the selected process's
@@ -21,7 +21,6 @@ Every name, command line and user is text from outside: drawn as a ``Text`` thro
 from __future__ import annotations
 
 import signal as _signal
-from dataclasses import dataclass
 from typing import Callable
 
 from rich.text import Text
@@ -30,7 +29,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.reactive import reactive
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import Input, Static
 
 from ...engine import procsignal
 from ...engine.procsignal import user_name
@@ -39,12 +38,14 @@ from ...text import safe_text
 from ..format import fmt_energy, fmt_power, fmt_share
 from ..process_rows import GROUPINGS, SORT_BY_COLUMN, SORTS, Row, arrange
 from ..process_screens import ProcessDetailScreen, SignalScreen
+from ._process_table import Cells, Column, ProcessTable
 
 #: the keys, as the help screen lists them
 PROCESS_KEYS = (
     ("s / S", "next sort order / reverse it (or click a column header)"),
     ("/", "filter by name, command line, user or pid; Esc clears"),
     ("t", "tree: children under their parent, the followed job first"),
+    ("↑ ↓", "move the cursor (PgUp, PgDn, Home, End, the mouse wheel too)"),
     ("Enter", "details of the selected process, its full command line"),
     ("k / K", "SIGTERM / SIGKILL the selected process, after asking"),
     ("ctrl+p", "command palette: every action; Theme (remembered)"),
@@ -54,32 +55,37 @@ PROCESS_KEYS = (
 USER_MIN_WIDTH = 100
 
 
-@dataclass(frozen=True)
-class _Col:
-    key: str
-    label: str
-    width: int
-    right: bool = True
-
-
-def _columns(width: int) -> list[_Col]:
+def _columns(width: int) -> tuple[Column, ...]:
     """The columns at table width ``width``: COMMAND takes what the others leave."""
-    cols = [_Col("job", "J", 1, False), _Col("pid", "PID", 7)]
+    cols = [Column("job", "J", 1, False), Column("pid", "PID", 7)]
     if width >= USER_MIN_WIDTH:
-        cols.append(_Col("user", "USER", 8, False))
-    cols += [_Col("cpu", "CPU%", 5), _Col("gpu", "GPU%", 5), _Col("power", "POWER", 8),
-             _Col("energy", "ENERGY", 9)]
-    used = sum(c.width + 2 for c in cols) + 2 + 2  # cell padding, the command's, scroll bar
-    cols.append(_Col("command", "COMMAND", max(12, width - used), False))
-    return cols
+        cols.append(Column("user", "USER", 8, False))
+    cols += [Column("cpu", "CPU%", 5), Column("gpu", "GPU%", 5), Column("power", "POWER", 8),
+             Column("energy", "ENERGY", 9)]
+    used = sum(c.width + 2 for c in cols) + 2  # each cell's padding, the command's
+    cols.append(Column("command", "COMMAND", max(12, width - used), False))
+    return tuple(cols)
 
 
-def _cells(row: Row, prefix: str, cols: list[_Col]) -> tuple[Text, ...]:
+#: a column's text from a row (COMMAND apart: its parts have styles of their own)
+_VALUES: dict[str, Callable[[Row], str]] = {
+    "job": lambda r: "J" if r.in_job else "",
+    "pid": lambda r: "" if r.pid is None else str(r.pid),
+    "user": lambda r: safe_text(user_name(r.uid)),
+    "cpu": lambda r: fmt_share(r.cpu_share),
+    "gpu": lambda r: fmt_share(r.gpu_share),
+    "power": lambda r: fmt_power(r.power_w),
+    "energy": lambda r: fmt_energy(r.energy_j),
+}
+
+
+def _cells(row: Row, prefix: str, cols: tuple[Column, ...]) -> Cells:
     """A row's cells, as Text (a str cell would be read as markup)."""
     style = "bold" if row.in_job else ""
     out = []
     for c in cols:
-        if c.key == "command":
+        key = c.key
+        if key == "command":
             text = Text(safe_text(prefix), style="dim")
             text.append(safe_text(row.name), style="bold")
             if row.args:
@@ -87,30 +93,8 @@ def _cells(row: Row, prefix: str, cols: list[_Col]) -> tuple[Text, ...]:
             text.truncate(c.width, overflow="ellipsis")
             out.append(text)
             continue
-        value = {
-            "job": "J" if row.in_job else "",
-            "pid": "" if row.pid is None else str(row.pid),
-            "user": safe_text(user_name(row.uid))[:c.width],
-            "cpu": fmt_share(row.cpu_share),
-            "gpu": fmt_share(row.gpu_share),
-            "power": fmt_power(row.power_w),
-            "energy": fmt_energy(row.energy_j),
-        }[c.key]
-        out.append(Text(value, style=style, justify="right" if c.right else "left"))
+        out.append(Text(_VALUES[key](row), style=style))
     return tuple(out)
-
-
-class ProcessTable(DataTable):
-    """The table itself: a row cursor; Enter shows the details (see ProcessPanel)."""
-
-    BINDINGS = [Binding("enter", "select_cursor", "Details", key_display="⏎", show=False)]
-
-    def __init__(self, **kw) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=False, **kw)
-
-    def allow_focus(self) -> bool:
-        """Not while hidden (no rows): the footer then offers no keys that do nothing."""
-        return self.display
 
 
 class FilterInput(Input):
@@ -124,16 +108,19 @@ class FilterInput(Input):
 class ProcessPanel(Vertical):
     """A note (why there are no rows, or the sort, filter and idle power), the filter
     input (shown by ``/``) and the table. ``mode``: "on" (an attributor runs), "off"
-    (--no-attribution), "replay" or "unavailable" (no attribution module)."""
+    (--no-attribution), "replay" or "unavailable" (no attribution module).
+
+    Its height: the note's line while there are no rows; with rows (class ``-rows``)
+    40 % of the screen (app.tcss: 6 lines when compact), whatever their number."""
 
     DEFAULT_CSS = """
-    ProcessPanel { height: auto; max-height: 40%; }
+    ProcessPanel { height: auto; }
+    ProcessPanel.-rows { height: 40%; }
     ProcessPanel > .note { height: 1; }
     ProcessPanel > FilterInput, ProcessPanel > FilterInput:focus {
         height: 1; border: none; padding: 0 1; display: none;
     }
     ProcessPanel > FilterInput.-shown { display: block; }
-    ProcessPanel > ProcessTable { height: auto; max-height: 100%; }
     """
 
     BINDINGS = [
@@ -164,10 +151,7 @@ class ProcessPanel(Vertical):
         """The snapshot of the rows drawn."""
         self.rows: list[tuple[Row, str]] = []
         """What the table shows, in order: each row with its tree prefix."""
-        self._drawn: list[tuple[str, tuple[Text, ...]]] = []  # (key, cells) as drawn
-        self._cols: list[_Col] = []
-        self._width = 0  # the table width the columns were made for
-        self._held = 0  # the height the panel is kept at (_hold_height), 0: none
+        self._keys: list[str] = []  # the rows' keys, as drawn
 
     def compose(self) -> ComposeResult:
         # kept, not queried at each frame (a query walks the DOM)
@@ -208,12 +192,11 @@ class ProcessPanel(Vertical):
 
     # -- drawing ------------------------------------------------------------------
     def show(self, snap: Snapshot) -> None:
-        """Draw ``snap``'s processes (only the cells that changed, when the rows are the
-        same as drawn)."""
+        """Draw ``snap``'s processes (the table repaints the lines that changed)."""
         self.snapshot = snap
         self._draw()
 
-    def _draw(self, rebuild: bool = False) -> None:
+    def _draw(self) -> None:
         snap = self.snapshot
         table = self.table
         rows_of: Callable[[Snapshot], list[Row]] = GROUPINGS.get(self.group_by,
@@ -226,88 +209,36 @@ class ProcessPanel(Vertical):
         if str(note.content) != text:
             note.update(text, layout=False)
         shown = bool(rows)
-        if table.display != shown:
+        if table.display != shown:  # no rows at all / rows: a new height (a layout, once)
             table.display = shown
+            self.set_class(shown, "-rows")
             if shown and self.screen.focused is None:
                 table.focus()  # the keys above work from the first rows on
         if not shown:
-            self.release_height()
             return
-        width = table.size.width or self.size.width
-        if width != self._width or not self._cols:
-            self._width, self._cols, rebuild = width, _columns(width), True
-        drawn = [(r.key, _cells(r, prefix, self._cols)) for r, prefix in self.rows]
         selected = self.selected_key
-        old_row = table.cursor_row
-        scroll_y = table.scroll_y
-        if rebuild:
-            self._fill(table, drawn)
-        else:
-            self._sync(table, drawn)
-        self._drawn = drawn
-        keys = [k for k, _ in drawn]
-        row = keys.index(selected) if selected in keys else min(old_row, len(keys) - 1)
-        if rebuild:
-            table.scroll_y = scroll_y
-        if row >= 0 and (rebuild or row != table.cursor_row):
-            table.move_cursor(row=row, animate=False, scroll=selected not in keys)
-        if rebuild:
-            self.release_height()  # held again from the next frame, as laid out then
-        else:
-            self._hold_height()
+        cols = _columns(self.size.width)
+        table.set_columns(cols, [self._label(c) for c in cols])
+        keys = [r.key for r, _ in self.rows]
+        cursor = keys.index(selected) if selected in keys else table.cursor_row
+        table.set_rows([_cells(r, prefix, cols) for r, prefix in self.rows], cursor)
+        self._keys = keys
 
-    def _hold_height(self) -> None:
-        """Keep the panel as tall as it has been (as laid out: within its max-height):
-        processes come and go every second, and a panel that shrank and grew again with
-        them re-laid out the screen and moved the chart at each frame."""
-        height = self.size.height
-        if height > self._held:
-            self._held = height
-            self.styles.min_height = height
-
-    def release_height(self) -> None:
-        """Let the panel shrink to its rows (new order or filter, no rows, a new screen
-        size)."""
-        if self._held:
-            self._held = 0
-            self.styles.min_height = None
-
-    def _fill(self, table: ProcessTable, drawn) -> None:
-        """New columns (width, sort order): the headers and rows put in again."""
-        table.clear(columns=True)
-        for c in self._cols:
-            table.add_column(self._label(c), width=c.width, key=c.key)
-        for i, (_, cells) in enumerate(drawn):
-            table.add_row(*cells, key=str(i))
-
-    def _sync(self, table: ProcessTable, drawn) -> None:
-        """Each place's changed cells updated; rows added or removed at the end only (a
-        table whose height is unchanged needs no re-layout)."""
-        keys = [c.key for c in self._cols]
-        for i, ((_, new), (_, old)) in enumerate(zip(drawn, self._drawn)):
-            for col, a, b in zip(keys, new, old):
-                if a != b:
-                    table.update_cell(str(i), col, a)
-        for i in range(len(self._drawn) - 1, len(drawn) - 1, -1):
-            table.remove_row(str(i))
-        for i in range(len(self._drawn), len(drawn)):
-            table.add_row(*drawn[i][1], key=str(i))
-
-    def _label(self, col: _Col) -> Text:
+    def _label(self, col: Column) -> Text:
         sort = self.sort
         label = col.label
         if sort.column == col.key:
             label += "▼" if sort.descending != self.reverse else "▲"
-        return Text(label, justify="right" if col.right else "left")
+        return Text(label)
 
     def on_resize(self, event: events.Resize) -> None:
-        if self.snapshot is not None and event.size.width != self._width:
-            self._draw()
+        if self.snapshot is not None:
+            self._draw()  # the columns for the new width
 
     def _redraw(self) -> None:
-        """The order, filter or tree changed: draw again with new headers."""
+        """The order, filter or tree changed: draw again (new headers)."""
         if self.is_mounted:
-            self._draw(rebuild=True)
+            self._draw()
 
     watch_sort_index = watch_reverse = watch_filter_text = watch_tree_view = watch_group_by = \
         lambda self: self._redraw()
@@ -317,8 +248,7 @@ class ProcessPanel(Vertical):
     def selected_key(self) -> str | None:
         """The key (pid and start time) of the process under the cursor, or None."""
         row = self.table.cursor_row
-        return self._drawn[row][0] if self.table.row_count and 0 <= row < len(self._drawn) \
-            else None
+        return self._keys[row] if 0 <= row < len(self._keys) else None
 
     @property
     def selected(self) -> Row | None:
@@ -326,15 +256,15 @@ class ProcessPanel(Vertical):
         key = self.selected_key
         return next((r for r, _ in self.rows if r.key == key), None)
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+    def on_process_table_selected(self, event: ProcessTable.Selected) -> None:
         """Enter, or a click on the selected row: the details."""
         event.stop()
         self.action_details()
 
-    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+    def on_process_table_header_clicked(self, event: ProcessTable.HeaderClicked) -> None:
         """A click on a column header sorts by that column; again: reversed."""
         event.stop()
-        sort = SORT_BY_COLUMN.get(str(event.column_key.value))
+        sort = SORT_BY_COLUMN.get(event.column)
         if sort is None:
             return
         if sort is self.sort:
