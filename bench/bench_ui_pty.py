@@ -18,7 +18,7 @@ rows of one run, not runs on different days (these machines are noisy).
     .venv/bin/python bench/bench_ui_pty.py [--seconds 60] [--warmup 10] [--size 120x40]
         [--only ui1,rec1,ui01,rec01] [--profile FILE]
 
-``--profile FILE`` runs the 1 s UI phase under cProfile (main thread: Textual's loop) and
+``--profile FILE`` runs the 1 s UI phase (``--profile-interval S``: another) under cProfile (main thread: Textual's loop) and
 prints where its time goes (cProfile's overhead inflates the total: read the shares).
 """
 
@@ -136,6 +136,8 @@ def main() -> int:
     ap.add_argument("--size", default="120x40")
     ap.add_argument("--only", default="rec1,ui1,rec01,ui01")
     ap.add_argument("--profile", metavar="FILE")
+    ap.add_argument("--profile-interval", type=float, default=1.0, metavar="S",
+                    help="the interval of the profiled UI run (default 1)")
     a = ap.parse_args()
     cols, rows = (int(x) for x in a.size.split("x"))
     tmp = Path(tempfile.mkdtemp(prefix="tuimeter-bench-ui-"))
@@ -162,7 +164,7 @@ def main() -> int:
             phase(name, args, env, size, a.warmup, a.seconds)
         if a.profile:
             prof_env = dict(env)
-            proc_args = ["-i", "1", "-o", str(tmp / "p.csv")]
+            proc_args = ["-i", f"{a.profile_interval:g}", "-o", str(tmp / "p.csv")]
             cmd_env = prof_env
             master, slave = pty.openpty()
             fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
@@ -175,7 +177,8 @@ def main() -> int:
             os.write(master, b"q")
             proc.wait(timeout=30)
             os.close(master)
-            print(f"\nprofile of the 1 s UI ({a.warmup + a.seconds:.0f} s, main thread), "
+            print(f"\nprofile of the {a.profile_interval:g} s UI ({a.warmup + a.seconds:.0f} s, "
+                  f"main thread), "
                   f"by own time:")
             pstats.Stats(a.profile).sort_stats("tottime").print_stats(25)
     finally:

@@ -106,3 +106,16 @@ def test_quick_handoffs_nests_across_threads_and_respects_a_program_change(defau
     sys.setswitchinterval(1e-6)
     with quick_handoffs():
         assert sys.getswitchinterval() == pytest.approx(1e-6)
+
+
+def test_an_engine_without_quick_handoffs_reads_at_the_programs_interval(default_switch):
+    """The live UI runs no measured program in its process: its engine reads without
+    lowering the switch interval (hand-offs every 10 us against the UI's drawing cost a
+    fifth of a core at 0.1 s)."""
+    sensor, attributor = RecordingSensor(), RecordingAttributor()
+    eng, clock = make_engine([sensor], attributor=attributor)
+    eng.quick_handoffs = False
+    eng.open()
+    clock.advance(1.0)
+    eng.tick()
+    assert sensor.switch_s[-1] == default_switch and attributor.switch_s == [default_switch]

@@ -591,3 +591,10 @@ def test_the_job_figures_line_fits_the_panel_with_its_provenance():
         assert figures.endswith("[attributed]")
         assert len(figures) <= width or width < 35
     assert "of machine" in job_text(state, job, None, width=77).plain
+
+
+def test_the_ui_engine_ticks_without_quick_handoffs(tmp_path):
+    """The UI's process runs no measured program (a followed job is a child): its engine
+    takes a tick's readings at the interpreter's own switch interval (handoff.py)."""
+    app, _ = make_app(tmp_path)
+    assert app.engine.quick_handoffs is False

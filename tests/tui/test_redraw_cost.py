@@ -213,3 +213,30 @@ async def test_one_processs_new_power_repaints_its_line_only(tmp_path, monkeypat
             (table, (Region(0, line, table.size.width, 1),))]
         assert "13.0 W" in table.rows[line - 1][5].plain
         monkeypatch.undo()
+
+
+@pytest.mark.asyncio
+async def test_a_tick_without_process_rows_keeps_the_table_and_its_focus(tmp_path, monkeypatch):
+    """Guards hiding the table whenever a tick had no process rows (at 0.1 s, a tick in
+    which no process's CPU time moved): each time the screen was laid out again, the table
+    lost the focus and the footer was rebuilt (a quarter of a core at 0.1 s). The table
+    stays, empty for that tick, and takes its rows back without a layout."""
+    async with _live(tmp_path) as (app, clock, pilot, att):
+        table = app.main.query_one(ProcessTable)
+        assert app.screen.focused is table and table.row_count > 0
+        layouts: list[int] = []
+        refresh_layout = Screen._refresh_layout
+        monkeypatch.setattr(Screen, "_refresh_layout", lambda self, *a, **k: (
+            layouts.append(1), refresh_layout(self, *a, **k))[1])
+        calls = _frame_refreshes(monkeypatch)
+        procs, members = att.procs, att.members
+        att.procs, att.members = (), None
+        await tick(pilot, clock)
+        await pilot.pause()
+        assert table.display and table.row_count == 0 and app.screen.focused is table
+        att.procs, att.members = procs, members
+        await tick(pilot, clock)
+        await pilot.pause()
+        assert table.row_count > 0 and app.screen.focused is table
+        assert [type(w).__name__ for w, _, layout in calls if layout] == [] and layouts == []
+        monkeypatch.undo()

@@ -36,6 +36,7 @@ import logging
 import socket
 import threading
 import time
+from contextlib import nullcontext
 from typing import Callable, Iterable, Protocol, Sequence
 
 from ..carbon import g_per_j
@@ -168,6 +169,11 @@ class Engine:
         self.attributor = attributor
         #: where each tick's carbon settings come from (None: ``carbon`` throughout)
         self.live_carbon = live_carbon
+        #: a tick's readings are taken with quick GIL hand-offs (handoff.py): needed where
+        #: the measured program's threads run in this process (``Meter``); the live UI
+        #: turns it off (its main thread is its own, and hand-offs every 10 us against
+        #: its drawing cost a fifth of a core at 0.1 s)
+        self.quick_handoffs = True
         self._statuses: dict[str, SensorStatus] = {s.name: s for s in statuses}
         self._states: list[_DomainState] = []
         self._by_id: dict[str, _DomainState] = {}
@@ -409,7 +415,7 @@ class Engine:
         """Close the current interval: compute power/energy, publish a snapshot."""
         if self._start_t is None:
             raise RuntimeError("Engine.open() first")
-        with quick_handoffs():  # the readings close together (handoff.py)
+        with quick_handoffs() if self.quick_handoffs else nullcontext():  # (handoff.py)
             now = self.clock() if now is None else now
             snap, listeners = self._close_interval(now)
         for listener in listeners:

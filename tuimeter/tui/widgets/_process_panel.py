@@ -208,8 +208,11 @@ class ProcessPanel(Vertical):
         text = self._note(snap)
         if str(note.content) != text:
             note.update(text, layout=False)
-        shown = bool(rows)
-        if table.display != shown:  # no rows at all / rows: a new height (a layout, once)
+        # no rows yet / rows: a new height (a layout, once). A table shown stays shown
+        # when a tick has no rows (at 0.1 s, a tick where no process's CPU time moved):
+        # hiding it re-laid out the screen, took the focus and rebuilt the footer
+        shown = bool(rows) or table.display
+        if table.display != shown:
             table.display = shown
             self.set_class(shown, "-rows")
             if shown and self.screen.focused is None:
