@@ -214,3 +214,38 @@ async def test_a_theme_chosen_while_running_restyles_the_domain_table(tmp_path):
         light = colours()
         assert light and light.isdisjoint(dark)
         await pilot.press("q")
+
+
+@pytest.mark.asyncio
+async def test_at_80x24_a_followed_job_leaves_the_process_table_whole(tmp_path):
+    """Guards the screen overflowing at 80x24 with a followed job and 7 domains: the
+    process panel (fixed at 6 lines) was cut at the bottom, a scrollbar drawn over its
+    last row, and its header counted rows that could not be seen. The panel takes what
+    room is left (at least its header and a row): everything fits, every row it counts
+    shows."""
+    import os
+
+    from tests.fakes.scripted import ScriptedSensor, rapl_like
+    from tuimeter.job import JobWatcher
+    from tuimeter.tui.widgets import ProcessPanel
+    from tuimeter.tui.widgets._process_table import ProcessTable
+
+    from .conftest import ScriptedAttributor, gpu_sensor, make_app
+
+    second = ScriptedSensor("rapl1", [domain("package-1"),
+                                      domain("package-1/dram", DomainKind.DRAM)],
+                            {"package-1": 30.0, "package-1/dram": 4.0})
+    app, clock = make_app(tmp_path, sensors=[rapl_like(), second, gpu_sensor()],
+                          attributor=ScriptedAttributor(), attribution="on",
+                          job=JobWatcher(os.getpid()))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await tick(pilot, clock, 3)
+        await pilot.pause()
+        panel, table = app.query_one(ProcessPanel), app.query_one(ProcessTable)
+        footer = app.query_one("Footer")
+        assert panel.region.bottom <= footer.region.y
+        assert panel.region.contains_region(table.region) and table.region.height >= 2
+        assert not panel.show_vertical_scrollbar and not app.screen.show_vertical_scrollbar
+        shown = min(table.visible_rows, table.row_count)
+        assert f"1-{shown} of {table.row_count}" in screen_text(app)[0]
+        await pilot.press("q")
