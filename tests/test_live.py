@@ -206,3 +206,19 @@ def test_quitting_the_ui_stops_the_commands_background_processes_too(tmp_path):
                  what="the sleep to stop")
     finally:
         live.stop()
+
+
+def test_a_started_commands_job_is_named_as_typed():
+    """Guards the job panel naming a command after the process that forked it (``JOB 123
+    bash`` for ``-- python3 train.py``: the name was read before the child's exec). A
+    command tuimeter started is named by its first word's base name; ``--pid`` by the
+    process's own name."""
+    import os
+
+    import psutil
+
+    from tuimeter.job import JobWatcher
+
+    started = JobWatcher(os.getpid(), None, ["/opt/venv/bin/train-job", "--epochs", "3"])
+    assert started.name == "train-job" and started.poll().name == "train-job"
+    assert JobWatcher(os.getpid()).name == psutil.Process().name()

@@ -36,11 +36,14 @@ class JobWatcher:
         self.popen = popen
         self.command = command or []
         self.log_path = log_path
-        self.name = self.command[0] if self.command else str(pid)
+        # a command tuimeter started is named as the user typed it: the process itself may
+        # not have reached its exec yet (it still bears the name of what forked it)
+        self.name = os.path.basename(self.command[0]) if self.command else str(pid)
         self._proc: psutil.Process | None = None
         try:
             self._proc = psutil.Process(pid)
-            self.name = self._proc.name()
+            if not self.command:
+                self.name = self._proc.name()
         except psutil.Error:
             pass
         self.state = JobState(pid, self.name, True, "running")
