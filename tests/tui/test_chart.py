@@ -420,7 +420,8 @@ def test_a_lost_tick_breaks_the_braille_line():
 @pytest.mark.asyncio
 async def test_a_new_snapshot_repaints_the_chart_lines_that_changed(tmp_path):
     """Flat series (constant power): a tick repaints the chart's lines that differ, not
-    its whole height, and the screen then shows exactly the new frame."""
+    its whole height, makes strips for those lines only (the others are kept), and the
+    screen then shows exactly the new frame."""
     from textual.geometry import Region
 
     from .conftest import screen_text
@@ -437,6 +438,7 @@ async def test_a_new_snapshot_repaints_the_chart_lines_that_changed(tmp_path):
             return refresh(*regions_, **kw)
 
         chart.refresh = recorded
+        made = chart.lines_made
         # a 4 s tick: the line grows by two braille dots or more (a 300 s window over about
         # 100 columns is 1.5 s a dot: a 1 s tick may add none, as the x axis falls)
         await tick(pilot, clock, 1, dt=4.0)
@@ -445,6 +447,7 @@ async def test_a_new_snapshot_repaints_the_chart_lines_that_changed(tmp_path):
         changed = {y for y, (a, b) in enumerate(zip(before, after)) if a != b}
         assert changed and len(changed) < chart.size.height
         assert {y for r in regions for y in range(r.y, r.bottom)} == changed
+        assert chart.lines_made - made == len(changed)  # strips made for those lines only
         lines = screen_text(app)[0].splitlines()
         x, y = chart.region.offset
         assert [line[x:x + chart.size.width] for line in lines[y:y + chart.size.height]] \

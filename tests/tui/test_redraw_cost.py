@@ -22,7 +22,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from tuimeter.job import JobWatcher
-from tuimeter.tui.widgets import DomainTable, JobPanel, ProcessPanel, TopBar
+from tuimeter.tui.widgets import DomainTable, JobPanel, ProcessPanel, TopBar, TotalsPanel
 from tuimeter.tui.widgets._process_table import ProcessTable
 
 from .conftest import JOB, ScriptedAttributor, make_app, proc, screen_text, tick
@@ -120,31 +120,44 @@ async def test_a_frame_with_new_numbers_asks_for_no_layout(tmp_path, monkeypatch
         await pilot.press("q")
 
 
-@pytest.mark.asyncio
-async def test_one_domains_new_figures_repaint_its_line_alone(tmp_path, monkeypatch):
-    """Guards repainting a widget per cell: in a snapshot where only gpu0's figures differ,
-    the screen repaints one region of the domain table, gpu0's line."""
+@contextlib.asynccontextmanager
+async def _three_ticks_in(tmp_path):
+    """``(app, pilot, snapshot drawn)``: the scripted sensors at 120x40, three ticks in."""
     app, clock = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         await tick(pilot, clock, 3)
         await pilot.pause()
+        yield app, pilot, app.main.drawn.snapshot
+
+
+@contextlib.contextmanager
+def _repainted(monkeypatch):
+    """The screen regions the compositor repaints meanwhile."""
+    repainted: list[Region] = []
+    update_widgets = Compositor.update_widgets
+
+    def recorded(self, widgets):
+        update_widgets(self, widgets)
+        repainted.extend(self._dirty_regions)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Compositor, "update_widgets", recorded)
+        yield repainted
+
+
+@pytest.mark.asyncio
+async def test_one_domains_new_figures_repaint_its_line_alone(tmp_path, monkeypatch):
+    """Guards repainting a widget per cell: in a snapshot where only gpu0's figures differ,
+    the screen repaints one region of the domain table, gpu0's line."""
+    async with _three_ticks_in(tmp_path) as (app, pilot, snap):
         table = app.main.query_one(DomainTable)
-        snap = app.main.drawn.snapshot
         gpu = next(s for s in snap.domains if s.domain.id == "gpu0")
         hotter = replace(gpu, power_w=gpu.power_w + 7.0, total_energy_j=gpu.total_energy_j + 7.0,
                          history_w=(*gpu.history_w[1:], gpu.power_w + 7.0))
         changed = replace(snap, domains=tuple(hotter if s is gpu else s for s in snap.domains))
-        repainted: list[Region] = []
-        update_widgets = Compositor.update_widgets
-
-        def recorded(self, widgets):
-            update_widgets(self, widgets)
-            repainted.extend(self._dirty_regions)
-
-        monkeypatch.setattr(Compositor, "update_widgets", recorded)
-        table.show(changed)
-        await pilot.pause()
-        monkeypatch.undo()
+        with _repainted(monkeypatch) as repainted:
+            table.show(changed)
+            await pilot.pause()
         content = table.content_region
         line = content.y + 1 + [s.domain.id for s in snap.domains].index("gpu0")  # header
         assert [r for r in repainted if r.overlaps(table.region)] == \
@@ -240,3 +253,32 @@ async def test_a_tick_without_process_rows_keeps_the_table_and_its_focus(tmp_pat
         assert table.row_count > 0 and app.screen.focused is table
         assert [type(w).__name__ for w, _, layout in calls if layout] == [] and layouts == []
         monkeypatch.undo()
+
+
+@pytest.mark.asyncio
+async def test_new_elapsed_time_and_energy_repaint_those_lines_of_the_totals(tmp_path,
+                                                                             monkeypatch):
+    """Guards the totals panel drawn whole (a Static re-rendering its seven lines on every
+    frame): in a snapshot one second later at the same average power, the screen repaints
+    the panel's lines whose text changed (the elapsed time, the joules, the Wh), each alone,
+    and makes strips for those lines only."""
+    from tuimeter.tui.widgets._totals_panel import totals_lines
+
+    async with _three_ticks_in(tmp_path) as (app, pilot, snap):
+        panel = app.main.query_one(TotalsPanel)
+        t = snap.total
+        later = replace(snap, elapsed_s=snap.elapsed_s + 1.0, total=replace(
+            t, total_energy_j=t.total_energy_j * (snap.elapsed_s + 1.0) / snap.elapsed_s))
+        old, new = totals_lines(snap), totals_lines(later)
+        changed = [y for y, (a, b) in enumerate(zip(old, new)) if a != b]
+        assert {0, 3} <= set(changed) and 1 not in changed and 2 not in changed  # Now, Average
+        made = panel.lines_made
+        with _repainted(monkeypatch) as repainted:
+            panel.show(later)
+            await pilot.pause()
+        region = panel.content_region
+        assert sorted((r for r in repainted if r.overlaps(region)), key=lambda r: r.y) == \
+            [Region(region.x, region.y + y, region.width, 1) for y in changed]
+        assert panel.lines_made - made == len(changed)
+        assert f"Elapsed {new[0][1]}" in screen_text(app)[0]
+        await pilot.press("q")

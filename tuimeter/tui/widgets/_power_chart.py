@@ -228,6 +228,9 @@ class PowerChart(PlotextPlot):
         self._data: tuple[Snapshot, Sequence[float]] | None = None
         self._cache_key: tuple | None = None
         self._cache: list[Strip] = []
+        self._line_keys: list[tuple] = []  # what each strip of _cache shows
+        self.lines_made = 0
+        """Line strips made: a snapshot that changes a few lines makes only those."""
         self.window_s: int = DEFAULT_WINDOW_S
         """Seconds of history shown (one of :data:`WINDOWS_S`)."""
         self.show_parts = False
@@ -282,7 +285,7 @@ class PowerChart(PlotextPlot):
             return
         width = self.size.width
         for y, (was, now) in enumerate(zip(old, new)):
-            if was != now:
+            if was is not now:  # a line kept is the same strip
                 self.refresh(Region(0, y, width, 1))
 
     @property
@@ -394,16 +397,34 @@ class PowerChart(PlotextPlot):
         self._build(w, plot_h, series)
         self._size_plot(w, plot_h)
         cells = self._cells()
-        strips = [Strip(line) for line in header]
+        # a line's strip is kept while what it shows (its segments, or its characters and
+        # colour codes) stays: a new snapshot makes strips only for the lines it changed
+        # (the kept ones are the same objects: _refresh_changed repaints the others)
+        kept = self._line_keys if self._cache_key is not None and \
+            self._cache_key[1:] == key[1:] and len(self._cache) == len(self._line_keys) \
+            else []
+        lines: list[tuple] = [(line,) for line in header]
         if cells is None:  # not plotext 5.x's insides: its braille, its build, one colour
             self._build(w, plot_h, series, own_braille=False)
             self._size_plot(w, plot_h)
-            strips += [Strip([Segment(line, style)])
-                       for line in _plain(self._plot.build()).splitlines()]
+            lines += [(line,) for line in _plain(self._plot.build()).splitlines()]
         else:
-            for text, colours in zip(*cells):
-                strips.append(Strip(_runs(text, colours, styles, style)))
-        self._cache = [strip.adjust_cell_length(w, style) for strip in strips[:h]]
+            lines += zip(*cells)
+        lines = lines[:h]
+        strips = []
+        for y, line in enumerate(lines):
+            if y < len(kept) and kept[y] == line:
+                strips.append(self._cache[y])
+                continue
+            if len(line) == 2:
+                segments = _runs(line[0], line[1], styles, style)
+            elif isinstance(line[0], str):
+                segments = [Segment(line[0], style)]
+            else:
+                segments = line[0]
+            strips.append(Strip(segments).adjust_cell_length(w, style))
+            self.lines_made += 1
+        self._cache, self._line_keys = strips, lines
         self._cache_key = key
         self.series_keys = tuple(s.key for s in series)
         self.builds += 1

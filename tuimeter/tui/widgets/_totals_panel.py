@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import re
 
+from rich.segment import Segment
+from rich.style import Style
 from textual.content import Content
-from textual.widgets import Static
+from textual.geometry import Region
+from textual.strip import Strip
+from textual.widget import Widget
 
 from ...model import CarbonInfo, Snapshot
 from ...phases import average_power_w
 from ..format import (fmt_co2, fmt_duration, fmt_energy, fmt_power, fmt_wh,
                       provenance_badge)
 
+
+_BOLD = Style(bold=True)
 
 #: a country's source text (``carbon.CountryIntensity.source``): ISO code and year
 _COUNTRY_SOURCE = re.compile(r"([A-Z]{3}) [^:]*: [0-9.]+ g/kWh \((\d{4}),")
@@ -31,11 +37,12 @@ def grid_source(c: CarbonInfo) -> str:
     return f"{m[1]} {m[2]}" if m else ""
 
 
-def totals_text(snap: Snapshot) -> Content:
+def totals_lines(snap: Snapshot) -> tuple[tuple[str, str], ...]:
+    """The panel's lines as (name, value)."""
     t = snap.total
     avg = average_power_w(t.total_energy_j, snap.elapsed_s)
     c = snap.carbon
-    lines = [
+    lines = (
         ("Elapsed", fmt_duration(snap.elapsed_s)),
         ("Now", f"{fmt_power(t.power_w)} {provenance_badge(t.provenance)}"),
         ("Average", fmt_power(avg)),
@@ -43,28 +50,74 @@ def totals_text(snap: Snapshot) -> Content:
         ("", fmt_wh(t.total_energy_j)),
         ("CO2e", fmt_co2(t.total_co2_g)),
         ("Grid", f"{c.g_per_kwh:g} g/kWh {grid_source(c)}".rstrip()),
-    ]
-    if c.pue != 1:
-        lines.append(("PUE", f"{c.pue:g}"))
-    parts: list = []
-    for i, (name, value) in enumerate(lines):
-        if i:
-            parts.append("\n")
-        parts.append((f"{name:<8}", "bold"))
-        parts.append(value)
-    # Textual's own Content: a rich Text would be converted to one on every frame
-    return Content.assemble(*parts)
+    )
+    return lines + ((("PUE", f"{c.pue:g}"),) if c.pue != 1 else ())
 
 
-class TotalsPanel(Static):
-    """The machine total for the whole session (sum of ``in_total`` domains)."""
+def _name(name: str) -> str:
+    return f"{name:<8}"
+
+
+class TotalsPanel(Widget):
+    """The machine total for the whole session (sum of ``in_total`` domains): one widget
+    drawn with the Line API, each line's strip kept until its text changes; a new snapshot
+    repaints only the lines that did (the elapsed time and the energy, most seconds), and
+    never asks for a layout (its size is fixed by its CSS)."""
 
     DEFAULT_CSS = """
     TotalsPanel { width: 34; height: 1fr; padding: 0 1; }
     """
 
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self._lines: tuple[tuple[str, str], ...] = ()
+        self._strips: dict[int, tuple[tuple[str, str], int, Strip]] = {}  # y: (line, width, strip)
+        self._style: Style | None = None  # looked up once per style change, not per frame
+        self.lines_made = 0
+        """Line strips made: a snapshot that changes two lines makes two."""
+
+    @property
+    def content(self) -> Content:
+        """What the panel shows (the names bold)."""
+        parts: list = []
+        for i, (name, value) in enumerate(self._lines):
+            parts += ["\n"] * bool(i) + [(_name(name), "bold"), value]
+        return Content.assemble(*parts)
+
     def show(self, snap: Snapshot) -> None:
-        text, shown = totals_text(snap), self.content
-        if not isinstance(shown, Content) or (text.plain, text.spans) != (shown.plain,
-                                                                          shown.spans):
-            self.update(text, layout=False)  # fixed size: no re-layout
+        lines, old = totals_lines(snap), self._lines
+        if lines == old:
+            return
+        self._lines = lines
+        if len(lines) != len(old):
+            self.refresh()
+            return
+        width = self.size.width
+        for y, (was, now) in enumerate(zip(old, lines)):
+            if was != now:
+                self.refresh(Region(0, y, width, 1))  # content coordinates
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._style = None
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        if self._style is None:
+            self._style = self.rich_style
+            self._strips.clear()
+        return super().render_lines(crop)
+
+    def render_line(self, y: int) -> Strip:
+        width, base = self.size.width, self._style or self.rich_style
+        if not 0 <= y < len(self._lines):
+            return Strip.blank(width, base)
+        line = self._lines[y]
+        cached = self._strips.get(y)
+        if cached is not None and cached[0] == line and cached[1] == width:
+            return cached[2]
+        strip = Strip([Segment(_name(line[0]), base + _BOLD), Segment(line[1], base)])
+        # padded in the background's style alone, as a Static pads its text
+        strip = strip.adjust_cell_length(width, Style(bgcolor=base.bgcolor))
+        self._strips[y] = (line, width, strip)
+        self.lines_made += 1
+        return strip
