@@ -471,3 +471,18 @@ def test_the_y_axis_has_round_limits_and_ticks():
             assert any(abs(mantissa - m) < 1e-9 for m in (1, 2, 2.5, 5))
             assert y_top >= top and len(ticks) - 1 <= most and ticks[-1] == y_top
     assert nice_axis(91.0) == nice_axis(94.0)  # a peak moving a little keeps the axis
+
+
+def test_a_short_plot_keeps_a_tight_top_and_shows_fewer_ticks():
+    """Guards a short plot (80x24) scaling 615 W of data to a 1000 W top: the top is the
+    same as on a tall plot, and only as many ticks as the lines show apart are labelled."""
+    from tuimeter.tui.widgets._power_chart import nice_axis, y_axis
+
+    assert y_axis(615.0, 30) == nice_axis(615.0) == (800.0, [0.0, 200.0, 400.0, 600.0, 800.0])
+    assert y_axis(615.0, 4) == (800.0, [0.0, 800.0])
+    assert y_axis(615.0, 7) == (800.0, [0.0, 400.0, 800.0])
+    for top in (0.3, 48.0, 615.0, 1234.0):
+        for plot_h in range(3, 30):
+            y_top, ticks = y_axis(top, plot_h)
+            assert y_top == nice_axis(top)[0] and ticks[-1] == y_top
+            assert len(ticks) - 1 <= max(1, (plot_h - 3) // 2)
