@@ -52,6 +52,7 @@ def default_switch():
 def test_tick_reads_sensors_and_processes_with_quick_handoffs(default_switch):
     sensor, attributor = RecordingSensor(), RecordingAttributor()
     eng, clock = make_engine([sensor], attributor=attributor)
+    eng.quick_handoffs = True  # as a Meter's engine, in the measured program's process
     eng.open()
     seen = []
     eng.subscribe(lambda snap: seen.append(sys.getswitchinterval()))
@@ -71,6 +72,7 @@ def test_interval_restored_when_a_reading_fails(default_switch):
 
     sensor = RecordingSensor()
     eng, clock = make_engine([sensor], attributor=Failing())
+    eng.quick_handoffs = True
     eng.open()
     clock.advance(1.0)
     eng.tick()  # the engine logs a failed attribution and carries on
@@ -119,3 +121,14 @@ def test_an_engine_without_quick_handoffs_reads_at_the_programs_interval(default
     clock.advance(1.0)
     eng.tick()
     assert sensor.switch_s[-1] == default_switch and attributor.switch_s == [default_switch]
+
+
+def test_a_meter_runs_its_engine_with_quick_handoffs():
+    """The one engine that shares its process with the measured program: a Meter's own."""
+    import tuimeter
+
+    sensor = RecordingSensor()
+    eng, clock = make_engine([sensor])
+    assert eng.quick_handoffs is False  # an engine elsewhere (the UI, record, profile)
+    with tuimeter.Meter(engine=eng, autostart=False, attach=False) as m:
+        assert m.engine.quick_handoffs is True

@@ -321,6 +321,7 @@ class Meter:
         if self.engine is None:
             self.engine = make_engine(self.measure_options())
         eng = self.engine
+        eng.quick_handoffs = True  # the program runs in the engine's process (handoff.py)
         if self.output:
             self.recorder = open_recorder(self.output, eng.host, self.overwrite, self.append)
         self._live = LiveSession(eng, self.recorder, warn=lambda problem: log.warning(

@@ -88,7 +88,6 @@ def open_measurement(args: argparse.Namespace, opts: "MeasureOptions",
     from .session.measure import make_engine
 
     engine = make_engine(opts, attributor=None)
-    engine.quick_handoffs = False  # no measured program runs in this process (handoff.py)
     exporters: list = []
     try:
         exporters = start_exporters(engine, args)

@@ -169,11 +169,11 @@ class Engine:
         self.attributor = attributor
         #: where each tick's carbon settings come from (None: ``carbon`` throughout)
         self.live_carbon = live_carbon
-        #: a tick's readings are taken with quick GIL hand-offs (handoff.py): needed where
-        #: the measured program's threads run in this process (``Meter``); the live UI
-        #: turns it off (its main thread is its own, and hand-offs every 10 us against
-        #: its drawing cost a fifth of a core at 0.1 s)
-        self.quick_handoffs = True
+        #: a tick's readings are taken with quick GIL hand-offs (handoff.py): needed only
+        #: where the measured program's threads run in this process (a ``Meter`` turns it
+        #: on); elsewhere they cost (against the live UI's drawing, a fifth of a core at
+        #: 0.1 s)
+        self.quick_handoffs = False
         self._statuses: dict[str, SensorStatus] = {s.name: s for s in statuses}
         self._states: list[_DomainState] = []
         self._by_id: dict[str, _DomainState] = {}

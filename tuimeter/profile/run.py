@@ -26,7 +26,6 @@ def open_engine(args: argparse.Namespace) -> tuple[Any, Any, TickLog]:
 
     opts = measure_args(args)
     engine = make_engine(opts, attributor=None)
-    engine.quick_handoffs = False  # the profiled program is a child (handoff.py)
     try:
         recorder = (open_recorder(args.session_output, engine.host, args.overwrite)
                     if args.session_output else NoFile())

@@ -155,9 +155,6 @@ class TuimeterApp(App[Snapshot | None]):
         self.attribution = attribution
         self.export_dir = export_dir
         self.start_engine = start_engine
-        # this process runs no measured program: a tick's readings need no quick GIL
-        # hand-offs, which would cost the drawing a fifth of a core at 0.1 s (handoff.py)
-        engine.quick_handoffs = False
         self.keep_session = keep_session
         self.final_snapshot: Snapshot | None = None
         self.exports: list[str] = []
