@@ -24,6 +24,7 @@ from ...phases import average_power_w
 from ...text import safe_text
 from ..devices import device_text
 from ..format import badge, fmt_energy, fmt_power, provenance_badge
+from ._kept_strips import KeptStrips
 from ._power_chart import TOTAL_MARKER, series_marker
 from ._spark_line import spark_cell, spark_tip
 
@@ -196,7 +197,7 @@ class DomainTable(Widget):
         self._columns: tuple[tuple[Column, int], ...] = ()  # shown, with their widths
         self._devices = False  # a domain has had device readings
         self._lines: list[_Line | None] = [None] * (len(rows) + 1)
-        self._strips: dict[int, tuple[_Line, int, Strip]] = {}  # y: (line, width, strip)
+        self._strips = KeptStrips()  # each line's, with its _Line and width
         self._styles: tuple | None = None  # the styles the strips were drawn with
         self._hover: int | None = None  # the line whose sparkline the mouse is over
 
@@ -328,12 +329,7 @@ class DomainTable(Widget):
         line = self._lines[y]
         if line is None:
             line = self._lines[y] = self._make_line(y)
-        cached = self._strips.get(y)
-        if cached is not None and cached[0] == line and cached[1] == width:
-            return cached[2]
-        strip = self._strip(line, width)
-        self._strips[y] = (line, width, strip)
-        return strip
+        return self._strips.get(y, (line, width), lambda: self._strip(line, width))
 
     def _strip(self, line: _Line, width: int) -> Strip:
         base, header, total, spark, lost = self._styles  # type: ignore[misc]

@@ -33,6 +33,8 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
+from ._kept_strips import KeptStrips
+
 Cells = tuple[Text, ...]
 
 
@@ -112,7 +114,7 @@ class ProcessTable(Widget, can_focus=True):
         """The index of the row under the cursor (0 when there are no rows)."""
         self.top = 0
         """The index of the first row drawn (below the header)."""
-        self._strips: dict[int, tuple[tuple, Strip]] = {}  # line y -> (drawn from, strip)
+        self._strips = KeptStrips()  # each line's, with what it is drawn from
         self._styles: tuple[Style, Style, Style] | None = None  # see render_lines
 
     def allow_focus(self) -> bool:
@@ -217,12 +219,8 @@ class ProcessTable(Widget, can_focus=True):
                 return Strip.blank(width, base)
             style = cursor if index == self.cursor_row else base
             source = (self._rows[index], self.columns, style, width, "")
-        kept = self._strips.get(y)
-        if kept is not None and kept[0] == source:
-            return kept[1]
-        strip = self._line(source[0], style, width, source[-1])
-        self._strips[y] = (source, strip)
-        return strip
+        return self._strips.get(y, source, lambda: self._line(source[0], style, width,
+                                                               source[-1]))
 
     def _position(self) -> str:
         """``first-last of n`` when not every row fits, else ``""``."""

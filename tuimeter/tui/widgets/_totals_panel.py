@@ -15,6 +15,7 @@ from ...model import CarbonInfo, Snapshot
 from ...phases import average_power_w
 from ..format import (fmt_co2, fmt_duration, fmt_energy, fmt_power, fmt_wh,
                       provenance_badge)
+from ._kept_strips import KeptStrips
 
 
 _BOLD = Style(bold=True)
@@ -71,10 +72,13 @@ class TotalsPanel(Widget):
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
         self._lines: tuple[tuple[str, str], ...] = ()
-        self._strips: dict[int, tuple[tuple[str, str], int, Strip]] = {}  # y: (line, width, strip)
+        self._strips = KeptStrips()  # each line's, with its (name, value) and width
         self._style: Style | None = None  # looked up once per style change, not per frame
-        self.lines_made = 0
+
+    @property
+    def lines_made(self) -> int:
         """Line strips made: a snapshot that changes two lines makes two."""
+        return self._strips.made
 
     @property
     def content(self) -> Content:
@@ -111,13 +115,8 @@ class TotalsPanel(Widget):
         width, base = self.size.width, self._style or self.rich_style
         if not 0 <= y < len(self._lines):
             return Strip.blank(width, base)
-        line = self._lines[y]
-        cached = self._strips.get(y)
-        if cached is not None and cached[0] == line and cached[1] == width:
-            return cached[2]
-        strip = Strip([Segment(_name(line[0]), base + _BOLD), Segment(line[1], base)])
+        name, value = self._lines[y]
         # padded in the background's style alone, as a Static pads its text
-        strip = strip.adjust_cell_length(width, Style(bgcolor=base.bgcolor))
-        self._strips[y] = (line, width, strip)
-        self.lines_made += 1
-        return strip
+        return self._strips.get(y, (name, value, width), lambda: Strip(
+            [Segment(_name(name), base + _BOLD), Segment(value, base)]
+        ).adjust_cell_length(width, Style(bgcolor=base.bgcolor)))
