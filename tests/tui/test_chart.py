@@ -486,3 +486,10 @@ def test_a_short_plot_keeps_a_tight_top_and_shows_fewer_ticks():
             y_top, ticks = y_axis(top, plot_h)
             assert y_top == nice_axis(top)[0] and ticks[-1] == y_top
             assert len(ticks) - 1 <= max(1, (plot_h - 3) // 2)
+
+
+def test_the_y_axis_of_impossible_data_is_the_empty_one():
+    """A replayed file's infinite or NaN power never reaches the axis as a crash."""
+    from tuimeter.tui.widgets._power_chart import nice_axis
+
+    assert nice_axis(float("inf")) == nice_axis(float("nan")) == nice_axis(0.0)

@@ -63,7 +63,7 @@ def nice_axis(top_w: float, max_ticks: int = 5) -> tuple[float, list[float]]:
     or 5 times a power of ten: ``0 20 40 60 80 100``), at most ``max_ticks`` steps, with
     some room above the data. Round limits also change seldom: plotext's frame (axes and
     ticks) is kept while they stay."""
-    top_w = top_w * 1.05 if top_w > 0 else 1.0
+    top_w = top_w * 1.05 if 0 < top_w < math.inf else 1.0  # (no data, or none that can be)
     steps = max(1, max_ticks)
     magnitude = 10.0 ** math.floor(math.log10(top_w / steps))
     step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude * steps >= top_w)
