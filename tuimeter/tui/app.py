@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.drivers.linux_driver import LinuxDriver
 from textual.reactive import reactive
 
 from .. import config
@@ -45,6 +46,7 @@ from ..session import files
 from ..session.files import NewFile
 from ..text import safe_text
 from .commands import app_commands, process_commands
+from ._quiet_driver import QuietLinuxDriver
 from .functions_key import FunctionsKey
 from .format import fmt_duration, fmt_interval
 from .main_screen import MainScreen, Status
@@ -185,6 +187,12 @@ class TuimeterApp(App[Snapshot | None]):
         """The display is frozen (the engine keeps sampling and recording)."""
         return self.main.paused
 
+    def get_driver_class(self):
+        """Textual's driver for this platform; on Linux and macOS the one whose input
+        thread sleeps until there is input (:mod:`._quiet_driver`)."""
+        driver_class = super().get_driver_class()
+        return QuietLinuxDriver if driver_class is LinuxDriver else driver_class
+
     def get_default_screen(self) -> MainScreen:
         return self.main
 
@@ -209,9 +217,10 @@ class TuimeterApp(App[Snapshot | None]):
         """End the session cleanly when the terminal goes away (SSH drops, tmux killed).
 
         SIGHUP and SIGTERM quit like `q`. Without a SIGHUP (another session's process,
-        `su`), the terminal is checked every second: once it has hung up, Textual's input
-        thread would spin on end-of-file at 100 % of a core, so we quit instead (the session
-        file is closed after a final tick).
+        `su`), our driver's input thread sees the input end and calls :meth:`terminal_lost`
+        (:mod:`._quiet_driver`); under another driver the terminal is checked every second.
+        Textual's own input thread would spin on the hung-up terminal at 100 % of a core;
+        we quit instead (the session file is closed after a final tick).
         """
         loop = asyncio.get_running_loop()
         for signum in (getattr(signal, "SIGHUP", None), signal.SIGTERM):
@@ -223,6 +232,8 @@ class TuimeterApp(App[Snapshot | None]):
             fd = sys.__stdin__.fileno() if sys.__stdin__ is not None else -1
         except (OSError, ValueError):
             fd = -1
+        if isinstance(self._driver, QuietLinuxDriver):
+            return  # its input thread says when the terminal hangs up (on_input_ended)
         if fd >= 0 and self.tty_alive(fd):
             self.set_interval(1.0, lambda: None if self.tty_alive(fd) else self.terminal_lost())
 

@@ -1,0 +1,125 @@
+"""The input thread of the UI's driver (``tuimeter/tui/_quiet_driver.py``): it sleeps until
+there is input instead of waking ten times a second, and still delivers every key, a lone
+Escape, and the stop; a terminal that hangs up ends the session instead of a spinning
+thread. Driven over a pipe standing in for the terminal, on the test's event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import selectors
+import sys
+import threading
+import time
+
+import pytest
+from textual import events
+from textual._xterm_parser import XTermParser
+
+from tuimeter.tui._quiet_driver import TICK_S, QuietLinuxDriver
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the Linux/macOS driver")
+
+
+class FakeApp:
+    def __init__(self) -> None:
+        self.lost = 0
+
+    def terminal_lost(self) -> None:
+        self.lost += 1
+
+
+async def until(condition, timeout_s: float = 10.0, what: str = "condition"):
+    """Let the loop run until ``condition()`` holds."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.01)
+
+
+@contextlib.contextmanager
+def driven():
+    """A QuietLinuxDriver reading a pipe (the terminal), its input thread running (made
+    inside a running loop: the driver keeps it); gives (driver, app, write end, events
+    received)."""
+    app = FakeApp()
+    driver = QuietLinuxDriver(app)  # type: ignore[arg-type]
+    r, w = os.pipe()
+    driver.fileno = r
+    received: list = []
+    driver.process_message = received.append  # type: ignore[method-assign]
+    thread = threading.Thread(target=driver.run_input_thread, daemon=True)
+    driver._key_thread = thread
+    thread.start()
+    try:
+        yield driver, app, w, received
+    finally:
+        driver.exit_event.set()
+        thread.join(5)
+        driver.close()
+        for fd in (r, w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def test_the_thread_sleeps_without_a_timeout_unless_a_sequence_is_half_read():
+    driver_timeout = QuietLinuxDriver.input_timeout
+    parser = XTermParser()
+    assert driver_timeout(None, parser) is None  # type: ignore[arg-type]
+    list(parser.feed("\x1b"))  # a lone Escape: a key, or the start of a sequence?
+    assert driver_timeout(None, parser) == TICK_S  # type: ignore[arg-type]
+    list(parser.feed("[A"))  # it was the up arrow
+    assert driver_timeout(None, parser) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.asyncio
+async def test_keys_arrive_and_a_lone_escape_becomes_a_key():
+    with driven() as (driver, app, w, received):
+        keys = lambda: [e.key for e in received if isinstance(e, events.Key)]  # noqa: E731
+        os.write(w, b"q")
+        await until(lambda: "q" in keys(), what="the key q")
+        os.write(w, b"\x1b")
+        await until(lambda: "escape" in keys(), what="a lone Escape to time out into a key")
+        assert keys() == ["q", "escape"]
+        assert app.lost == 0
+
+
+@pytest.mark.asyncio
+async def test_stopping_input_wakes_the_sleeping_thread(monkeypatch):
+    """The thread waits in select without a timeout while idle; Textual's disable_input
+    (quit, suspend) sets exit_event and joins the thread: it must wake for that, not wait
+    for a key."""
+    waits: list = []
+    real_select = selectors.SelectSelector.select
+
+    def select(self, timeout=None):
+        waits.append(timeout)
+        return real_select(self, timeout)
+
+    monkeypatch.setattr(selectors.SelectSelector, "select", select)
+    with driven() as (driver, app, w, received):
+        thread = driver._key_thread
+        await until(lambda: waits, what="the thread to wait for input")
+        assert thread.is_alive() and waits == [None]
+        driver.exit_event.set()
+        thread.join(5)
+        assert not thread.is_alive()
+        assert app.lost == 0
+
+
+@pytest.mark.asyncio
+async def test_an_ended_input_tells_the_app_once_and_stops_reading():
+    """The terminal hangs up (the pipe's writer closes: end of file): the app's
+    terminal_lost is called once on its loop, and the thread stops reading (it spun at
+    100 % of a core on the ended input before), then ends when input is stopped."""
+    with driven() as (driver, app, w, received):
+        os.close(w)
+        await until(lambda: app.lost == 1, what="terminal_lost")
+        await asyncio.sleep(0.1)
+        assert app.lost == 1
+        driver.exit_event.set()
+        driver._key_thread.join(5)
+        assert not driver._key_thread.is_alive()

@@ -1,0 +1,141 @@
+"""Textual's Linux/macOS driver, with an input thread that sleeps until there is input.
+
+Textual's :class:`~textual.drivers.linux_driver.LinuxDriver` reads the keyboard on a thread
+that wakes ten times a second (``select`` with a 0.1 s timeout) to see whether the app is
+stopping and whether a lone Escape has waited long enough to be a key. Each wake-up is a
+system call and a turn of Python: measured on a 2-core VM, that loop alone costs 0.12 % of
+a core, about a tenth of what the whole UI may cost at 1 s (README, Overhead).
+
+:class:`QuietLinuxDriver` waits without a timeout instead, and is woken
+
+- by input, as before;
+- by the driver stopping input: its ``exit_event`` writes a byte to a pipe the thread
+  also waits on, so ``disable_input`` (quit, suspend) never waits for a key;
+- by a timeout only while the parser holds a half-read sequence (a lone Escape): then the
+  thread wakes every 0.1 s as Textual's does, until the parser let it go.
+
+When the input ends (a hung-up terminal: end of file or ``EIO``), Textual's thread would
+spin on it at 100 % of a core; this one stops reading and calls the app's
+``terminal_lost`` on the app's loop, at once (the app polled the terminal every second).
+
+Where the parser does not say whether it waits (another Textual), the thread wakes every
+0.1 s, as Textual's own does. Everything else is Textual's driver.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import threading
+from codecs import getincrementaldecoder
+
+from textual._loop import loop_last
+from textual._xterm_parser import XTermParser
+from textual.drivers.linux_driver import LinuxDriver
+
+#: how often the input thread looks again while a sequence is half read (Textual's own)
+TICK_S = 0.1
+
+
+class _WakingEvent(threading.Event):
+    """An event that also writes a byte to a pipe when set: a thread waiting in
+    ``select`` on the pipe's other end wakes at once."""
+
+    def __init__(self, wake_fd: int) -> None:
+        super().__init__()
+        self._wake_fd = wake_fd
+
+    def set(self) -> None:
+        super().set()
+        if self._wake_fd < 0:  # the driver closed its pipe (the number may be reused)
+            return
+        try:
+            os.write(self._wake_fd, b"x")
+        except OSError:  # the pipe is full: the thread wakes anyway
+            pass
+
+
+class QuietLinuxDriver(LinuxDriver):
+    """:class:`LinuxDriver` whose input thread sleeps until input or until stopped."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self.exit_event = _WakingEvent(self._wake_w)
+
+    def input_timeout(self, parser: XTermParser) -> float | None:
+        """How long the input thread may sleep: for ever, unless the parser waits to
+        decide what a half-read sequence is (or does not say)."""
+        pending = getattr(parser, "_timeout_time", TICK_S)
+        return None if pending is None else TICK_S
+
+    def run_input_thread(self) -> None:
+        """Wait for input (or the stop) and dispatch events."""
+        selector = selectors.SelectSelector()
+        fileno, wake = self.fileno, self._wake_r
+        selector.register(fileno, selectors.EVENT_READ)
+        selector.register(wake, selectors.EVENT_READ)
+        parser = XTermParser(self._debug)
+        decode = getincrementaldecoder("utf-8")().decode
+        reading = True
+
+        def process(events: list, final: bool = False) -> bool:
+            """Dispatch what came in; False once the input has ended (end of file, or a
+            hung-up terminal's error)."""
+            ready = [mask for key, mask in events if key.fd == fileno]
+            for last, mask in loop_last(ready):
+                if mask & selectors.EVENT_READ:
+                    try:
+                        data = decode(os.read(fileno, 4096), final=final and last)
+                    except OSError:  # EIO: the terminal hung up
+                        return False
+                    if not data:
+                        return False
+                    for event in parser.feed(data):
+                        self.process_message(event)
+            for event in parser.tick():
+                self.process_message(event)
+            return True
+
+        def drain_wake() -> None:
+            try:
+                while os.read(wake, 512):
+                    pass
+            except OSError:  # empty (non-blocking) or closed
+                pass
+
+        try:
+            while not self.exit_event.is_set():
+                events = selector.select(self.input_timeout(parser) if reading else None)
+                if any(key.fd == wake for key, _ in events):
+                    drain_wake()
+                if reading and not process(events):
+                    # Textual's loop would spin on the ended input at 100 % of a core:
+                    # wait for the stop alone, and say the terminal is gone
+                    reading = False
+                    selector.unregister(fileno)
+                    self._loop.call_soon_threadsafe(self.on_input_ended)
+            if reading:
+                selector.unregister(fileno)
+                process(selector.select(TICK_S), final=True)
+        finally:
+            selector.close()
+
+    def on_input_ended(self) -> None:
+        """The terminal's input ended (it hung up): on the app's loop, the app's
+        ``terminal_lost`` if it has one (it ends the session as ``q`` does), else exit."""
+        lost = getattr(self._app, "terminal_lost", None)
+        (lost if callable(lost) else self._app.exit)()
+
+    def close(self) -> None:
+        super().close()
+        if isinstance(self.exit_event, _WakingEvent):
+            self.exit_event._wake_fd = -1
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._wake_r = self._wake_w = -1
