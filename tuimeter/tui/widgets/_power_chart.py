@@ -462,6 +462,8 @@ class PowerChart(PlotextPlot):
 
 #: a braille cell's dot bits, by (column 0/1, row from the top 0..3)
 _DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
+#: the same by (column 0/1, row from the bottom 0..3): a dot's bit is _BITS[px & 1][py & 3]
+_BITS = tuple(tuple(reversed(col)) for col in _DOTS)
 
 
 def draw_braille(marker: list[list[str]], colour: list[list], cols: range, rows: range,
@@ -470,39 +472,57 @@ def draw_braille(marker: list[list[str]], colour: list[list], cols: range, rows:
     """Draw each (colour code, xs, ys) as a braille line into plotext's matrices (rows
     bottom first) over the canvas ``cols`` x ``rows``, mapped as plotext maps its own
     (``limits``: x from, x to, y from, y to): 2 x 4 dots a cell, consecutive points
-    joined (not across a None: a lost tick). A cell shows every line's dots; its colour is the last line's that crosses
-    it. Only blank cells and marker lines are drawn over (never a label)."""
+    joined (not across a None: a lost tick). A cell shows every line's dots; its colour is
+    the last line's that crosses it. Only blank cells and marker lines are drawn over
+    (never a label).
+
+    It runs at every frame for every series (the window scrolls): cells are numbered
+    ``cy * width + cx`` and a step of a line is a few integer operations."""
     x0, x1, y0, y1 = limits
-    w, h = 2 * len(cols), 4 * len(rows)
+    cw = len(cols)
+    w, h = 2 * cw, 4 * len(rows)
     if w <= 0 or h <= 0 or x1 <= x0 or y1 <= y0:
         return
     sx, sy = (w - 1) / (x1 - x0), (h - 1) / (y1 - y0)
-    masks: dict[tuple[int, int], int] = {}
-    owner: dict[tuple[int, int], int] = {}
+    top = h - 1
+    bits = _BITS
+    masks: dict[int, int] = {}
+    owner: dict[int, int] = {}
+    get = masks.get
     for code, xs, ys in lines:
-        last = None
+        lx = ly = 0  # the last dot, if joined (the line has not just started or broken)
+        joined = False
         for x, y in zip(xs, ys):
             if y is None:  # lost: the line breaks
-                last = None
+                joined = False
                 continue
-            dot = (round((x - x0) * sx), min(max(round((y - y0) * sy), 0), h - 1))
-            if last is None:
-                last = dot
-            dx, dy = dot[0] - last[0], dot[1] - last[1]
-            steps = max(abs(dx), abs(dy), 1)
-            for i in range(1, steps + 1) if last != dot else (0,):
-                px = last[0] + round(i * dx / steps)
-                py = last[1] + round(i * dy / steps)
+            px = round((x - x0) * sx)
+            py = round((y - y0) * sy)
+            py = 0 if py < 0 else top if py > top else py
+            if not joined or (px == lx and py == ly):
                 if 0 <= px < w:
-                    cell = (px // 2, py // 4)
-                    masks[cell] = masks.get(cell, 0) | _DOTS[px % 2][3 - py % 4]
-                    owner[cell] = code
-            last = dot
-    for (cx, cy), mask in masks.items():
-        col, row = cols.start + cx, rows.start + cy
-        if marker[row][col] in (" ", "│"):
-            marker[row][col] = chr(0x2800 + mask)
-            colour[row][col] = owner[(cx, cy)]
+                    k = (py >> 2) * cw + (px >> 1)
+                    masks[k] = get(k, 0) | bits[px & 1][py & 3]
+                    owner[k] = code
+                lx, ly, joined = px, py, True
+                continue
+            dx, dy = px - lx, py - ly
+            steps = max(abs(dx), abs(dy))
+            for i in range(1, steps + 1):
+                qx = lx + round(i * dx / steps)
+                if 0 <= qx < w:
+                    qy = ly + round(i * dy / steps)
+                    k = (qy >> 2) * cw + (qx >> 1)
+                    masks[k] = get(k, 0) | bits[qx & 1][qy & 3]
+                    owner[k] = code
+            lx, ly = px, py
+    c0, r0 = cols.start, rows.start
+    for k, mask in masks.items():
+        cy, cx = divmod(k, cw)
+        row, col = marker[r0 + cy], c0 + cx
+        if row[col] in (" ", "│"):
+            row[col] = chr(0x2800 + mask)
+            colour[r0 + cy][col] = owner[k]
 
 
 def draw_labels(marker: list[list[str]], colour: list[list], cols: range, rows: range,
