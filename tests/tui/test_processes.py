@@ -487,3 +487,23 @@ async def test_at_80x24_the_table_has_no_scroll_bar(tmp_path):
         assert not any(ch in line for line in drawn for ch in "▁▂▃▄▅▆▇█▉▊▋▌▍▎▏▐")
         await pilot.press("down", "down", "down", "down")
         assert "2-5 of 10" in screen_text(app)[0].splitlines()[top]
+
+
+@pytest.mark.asyncio
+async def test_the_cursor_row_shows_whether_the_table_has_focus(tmp_path):
+    """The table keeps its styles between frames (looked up once per style change): the
+    cursor row must still change its look when the focus leaves the table and comes back."""
+    async with running(tmp_path) as (app, clock, pilot):
+        table = app.screen.query_one(ProcessTable)
+
+        def cursor_style():
+            return list(table.render_lines(table.size.region)[1])[0].style
+
+        focused = cursor_style()
+        await pilot.press("slash")  # the filter box takes the focus
+        await pilot.pause()
+        assert app.screen.focused is not table
+        assert cursor_style() != focused
+        await pilot.press("enter")  # back to the table
+        await pilot.pause()
+        assert app.screen.focused is table and cursor_style() == focused

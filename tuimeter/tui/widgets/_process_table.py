@@ -196,9 +196,16 @@ class ProcessTable(Widget, can_focus=True):
         self._strips.clear()
         self._scroll_to(self.top)
 
+    def notify_style_update(self) -> None:
+        """The CSS applied again (focus, theme): the styles are looked up again."""
+        super().notify_style_update()
+        self._styles = None
+
     def render_lines(self, crop: Region) -> list[Strip]:
-        # the styles once a repaint, not once a line (rich_style walks the ancestors)
-        self._styles = self._styles_now()
+        # the styles once per style change, not once a line or a frame (rich_style and
+        # each component style walk the ancestors)
+        if self._styles is None:
+            self._styles = self._styles_now()
         return super().render_lines(crop)
 
     def _styles_now(self) -> tuple[Style, Style, Style]:
