@@ -62,7 +62,7 @@ async def test_a_frame_with_unchanged_data_repaints_nothing(tmp_path, monkeypatc
         assert app.main.frames_drawn == drawn + 1
         assert calls == []
         await tick(pilot, clock)  # a new snapshot: the count sees what it changes
-        assert {"update TopBar", "refresh PowerChart", "refresh DomainTable"} <= set(calls)
+        assert {"refresh TopBar", "refresh PowerChart", "refresh DomainTable"} <= set(calls)
         assert "0:00:04" in str(app.main.query_one(TopBar).content)
         monkeypatch.undo()
 

@@ -29,7 +29,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.reactive import reactive
-from textual.widgets import Input, Static
+from textual.widgets import Input
 
 from ...engine import procsignal
 from ...engine.procsignal import user_name
@@ -39,6 +39,7 @@ from ..format import fmt_energy, fmt_power, fmt_share
 from ..process_rows import GROUPINGS, SORT_BY_COLUMN, SORTS, Row, arrange
 from ..process_screens import ProcessDetailScreen, SignalScreen
 from ._process_table import Cells, Column, ProcessTable
+from ._text_line import TextLine
 
 #: the keys, as the help screen lists them
 PROCESS_KEYS = (
@@ -155,7 +156,7 @@ class ProcessPanel(Vertical):
 
     def compose(self) -> ComposeResult:
         # kept, not queried at each frame (a query walks the DOM)
-        self._note_line = Static(self._note(None), classes="note", markup=False)
+        self._note_line = TextLine(self._note(None), classes="note")
         self._box = FilterInput(placeholder="filter: name, command line, user or pid "
                                             "(Enter keeps it, Esc clears)")
         self.table = ProcessTable()
@@ -206,8 +207,7 @@ class ProcessPanel(Vertical):
                             self.tree_view and self.group_by == "process")
         note = self._note_line
         text = self._note(snap)
-        if str(note.content) != text:
-            note.update(text, layout=False)
+        note.update(text)  # repainted if it changed
         # no rows yet / rows: a new height (a layout, once). A table shown stays shown
         # when a tick has no rows (at 0.1 s, a tick where no process's CPU time moved):
         # hiding it re-laid out the screen, took the focus and rebuilt the footer

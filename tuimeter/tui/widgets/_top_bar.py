@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import Static
 
 from ...model import Snapshot
 from ...text import safe_text
 from ..format import fmt_duration, fmt_interval
+from ._text_line import TextLine
 
 
-class TopBar(Static):
+class TopBar(TextLine):
     DEFAULT_CSS = """
     TopBar { height: 1; background: $panel; }
     """
-
-    def __init__(self, *args, **kw) -> None:
-        super().__init__(*args, **kw)
-        self._text: Text | None = None  # as last drawn
 
     def show(self, snap: Snapshot | None, interval_s: float, paused: bool, mode: str = "",
              cpu_percent: float | None = None, frame_s: float = 0.0) -> None:
@@ -37,6 +33,4 @@ class TopBar(Static):
             text.append("  PAUSED (still recording)", style="bold reverse")
         if cpu_percent is not None:
             text.append(f"  self {cpu_percent:.1f}% CPU", style="dim")
-        if text != self._text:
-            self._text = text
-            self.update(text, layout=False)  # one line, fixed size
+        self.update(text)  # repainted only if the text changed
