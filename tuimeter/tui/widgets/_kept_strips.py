@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Callable
 
+from rich.style import Style
 from textual.strip import Strip
+from textual.widget import Widget
 
 
 class KeptStrips:
@@ -35,3 +37,25 @@ class KeptStrips:
     def clear(self) -> None:
         """Forget every strip (the styles or the size changed)."""
         self._kept.clear()
+
+
+class StyledOnce(Widget):
+    """A Line-API widget's base style (:attr:`base_style`: its ``rich_style``, which walks
+    the ancestors) looked up once per style change (focus, theme, CSS), not once per line
+    or frame; :meth:`style_changed` is called when it is stale."""
+
+    _base_style: Style | None = None
+
+    @property
+    def base_style(self) -> Style:
+        if self._base_style is None:
+            self._base_style = self.rich_style
+        return self._base_style
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._base_style = None
+        self.style_changed()
+
+    def style_changed(self) -> None:
+        """The styles changed (override to forget what was drawn in the old ones)."""

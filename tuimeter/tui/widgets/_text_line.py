@@ -13,14 +13,12 @@ from __future__ import annotations
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual.geometry import Region
 from textual.strip import Strip
-from textual.widget import Widget
 
-from ._kept_strips import KeptStrips
+from ._kept_strips import KeptStrips, StyledOnce
 
 
-class TextLine(Widget):
+class TextLine(StyledOnce):
     """A line of text; :meth:`update` with a new text repaints it, with the same nothing."""
 
     DEFAULT_CSS = """
@@ -31,7 +29,6 @@ class TextLine(Widget):
         super().__init__(**kw)
         self._content = Text(text) if isinstance(text, str) else text
         self._strips = KeptStrips()
-        self._style: Style | None = None  # looked up once per style change
 
     @property
     def content(self) -> Text:
@@ -46,18 +43,9 @@ class TextLine(Widget):
         self._content = text
         self.refresh()
 
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self._style = None
-
-    def render_lines(self, crop: Region) -> list[Strip]:
-        if self._style is None:
-            self._style = self.rich_style
-        return super().render_lines(crop)
-
     def render_line(self, y: int) -> Strip:
         width = self.size.width
-        style = self._style or self.rich_style
+        style = self.base_style
         if y != 0:
             return Strip.blank(width, style)
         return self._strips.get(0, (self._content, width, style),

@@ -9,13 +9,12 @@ from rich.style import Style
 from textual.content import Content
 from textual.geometry import Region
 from textual.strip import Strip
-from textual.widget import Widget
 
 from ...model import CarbonInfo, Snapshot
 from ...phases import average_power_w
 from ..format import (fmt_co2, fmt_duration, fmt_energy, fmt_power, fmt_wh,
                       provenance_badge)
-from ._kept_strips import KeptStrips
+from ._kept_strips import KeptStrips, StyledOnce
 
 
 _BOLD = Style(bold=True)
@@ -59,7 +58,7 @@ def _name(name: str) -> str:
     return f"{name:<8}"
 
 
-class TotalsPanel(Widget):
+class TotalsPanel(StyledOnce):
     """The machine total for the whole session (sum of ``in_total`` domains): one widget
     drawn with the Line API, each line's strip kept until its text changes; a new snapshot
     repaints only the lines that did (the elapsed time and the energy, most seconds), and
@@ -73,7 +72,6 @@ class TotalsPanel(Widget):
         super().__init__(**kw)
         self._lines: tuple[tuple[str, str], ...] = ()
         self._strips = KeptStrips()  # each line's, with its (name, value) and width
-        self._style: Style | None = None  # looked up once per style change, not per frame
 
     @property
     def lines_made(self) -> int:
@@ -101,18 +99,11 @@ class TotalsPanel(Widget):
             if was != now:
                 self.refresh(Region(0, y, width, 1))  # content coordinates
 
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self._style = None
-
-    def render_lines(self, crop: Region) -> list[Strip]:
-        if self._style is None:
-            self._style = self.rich_style
-            self._strips.clear()
-        return super().render_lines(crop)
+    def style_changed(self) -> None:
+        self._strips.clear()  # drawn in the old style
 
     def render_line(self, y: int) -> Strip:
-        width, base = self.size.width, self._style or self.rich_style
+        width, base = self.size.width, self.base_style
         if not 0 <= y < len(self._lines):
             return Strip.blank(width, base)
         name, value = self._lines[y]
