@@ -181,8 +181,9 @@ async def test_zoom_while_paused_redraws_the_frozen_data(tmp_path):
 
 @pytest.mark.asyncio
 async def test_the_figure_is_built_once_per_change_not_per_repaint(tmp_path):
-    """A repaint without new data (a notification over it, a timer) reuses the frame; a new
-    snapshot, a zoom or a resize builds one."""
+    """A repaint without new data (a notification over it, a timer) reuses the frame; new
+    snapshots that move the chart by a dot (two ticks: a dot is ~1.9 s here), a zoom or a
+    resize build one."""
     async with running(tmp_path, (120, 40), 5) as (pilot, clock):
         app = pilot.app
         chart = app.query_one(PowerChart)
@@ -193,7 +194,7 @@ async def test_the_figure_is_built_once_per_change_not_per_repaint(tmp_path):
             await pilot.pause()
             chart_lines(app)
         assert chart.builds == built
-        await tick(pilot, clock, 1)
+        await tick(pilot, clock, 2)
         chart_lines(app)
         assert chart.builds == built + 1
         await pilot.press("right_square_bracket")
@@ -216,7 +217,7 @@ async def test_a_new_snapshot_under_the_same_axes_reuses_plotexts_frame(tmp_path
 
         chart_lines(app)
         built, axes = chart.builds, chart.axes_builds
-        await tick(pilot, clock, 1)  # constant power: the same top, the same axes
+        await tick(pilot, clock, 1, dt=2.0)  # a dot's time; constant power: the same axes
         lines = chart_lines(app)
         assert chart.builds == built + 1 and chart.axes_builds == axes
         assert fresh_lines() == lines
@@ -225,7 +226,7 @@ async def test_a_new_snapshot_under_the_same_axes_reuses_plotexts_frame(tmp_path
         await tick(pilot, clock, 1)
         lines = chart_lines(app)
         assert chart.axes_builds == axes + 1 and any("│" in line for line in lines[3:-2])
-        await tick(pilot, clock, 1)  # the marker moved left: the axes changed again
+        await tick(pilot, clock, 1, dt=2.0)  # the marker moved left: the axes changed again
         lines = chart_lines(app)
         assert chart.axes_builds == axes + 2 and fresh_lines() == lines
 
@@ -493,3 +494,34 @@ def test_the_y_axis_of_impossible_data_is_the_empty_one():
     from tuimeter.tui.widgets._power_chart import nice_axis
 
     assert nice_axis(float("inf")) == nice_axis(float("nan")) == nice_axis(0.0)
+
+
+@pytest.mark.asyncio
+async def test_the_chart_moves_a_dot_at_a_time_and_a_pause_shows_the_tables_tick(tmp_path):
+    """Drawing the chart was a quarter of the UI's CPU, and a tick that moves no dot (1 s,
+    a dot of the 5-minute window is ~1.9 s at 120 columns; constant power) changes nothing
+    a user can see: the chart stays as drawn; the next tick, a dot's time on, draws it. A
+    jump of power draws at once; a pause draws the tick the table shows."""
+    sensor = rapl_like()
+    app, clock = make_app(tmp_path, sensors=[sensor])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await tick(pilot, clock, 5)
+        chart = app.query_one(PowerChart)
+        latest = lambda: app.main.drawn.snapshot  # noqa: E731 (the table's tick)
+        chart_lines(app)
+        built, drawn = chart.builds, chart.drawn_snapshot
+        assert drawn is latest()
+        await tick(pilot, clock, 1)
+        chart_lines(app)
+        assert chart.builds == built and chart.drawn_snapshot is drawn is not latest()
+        await tick(pilot, clock, 1)
+        chart_lines(app)
+        assert chart.builds == built + 1 and chart.drawn_snapshot is latest()
+        sensor.set_power("package-0", 140.0, clock())
+        await tick(pilot, clock, 1)  # 1 s on, but the total jumps by 100 W
+        assert chart.drawn_snapshot is latest()
+        await tick(pilot, clock, 1)  # steady again: waits for its dot
+        assert chart.drawn_snapshot is not latest()
+        await pilot.press("p")
+        assert app.paused and chart.drawn_snapshot is latest()
+        await pilot.press("q")

@@ -61,9 +61,9 @@ async def test_a_frame_with_unchanged_data_repaints_nothing(tmp_path, monkeypatc
         app.main.redraw()  # the same snapshot: a frame is drawn, nothing in it changed
         assert app.main.frames_drawn == drawn + 1
         assert calls == []
-        await tick(pilot, clock)  # a new snapshot: the count sees what it changes
+        await tick(pilot, clock, dt=2.0)  # a new snapshot (a chart dot's time later)
         assert {"refresh TopBar", "refresh PowerChart", "refresh DomainTable"} <= set(calls)
-        assert "0:00:04" in str(app.main.query_one(TopBar).content)
+        assert "0:00:05" in str(app.main.query_one(TopBar).content)
         monkeypatch.undo()
 
 

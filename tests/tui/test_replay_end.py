@@ -25,7 +25,7 @@ from textual.reactive import Reactive
 from tests.fakes.scripted import FakeClock
 from tuimeter.tui.format import fmt_energy, fmt_power
 from tuimeter.tui.screens import HelpScreen
-from tuimeter.tui.widgets import DomainTable, TopBar
+from tuimeter.tui.widgets import DomainTable, PowerChart, TopBar
 
 from .conftest import DEMO, PtyRun, replay_app, tick, wait_for
 
@@ -98,6 +98,8 @@ async def test_replay_plays_to_its_last_tick_and_keys_work_after():
         recorded_j = RECORDED[RECORDED["kind"] == "sample"].groupby("domain")["energy_j"].sum()
         assert fmt_energy(recorded_j["package-0"]) in cells
         assert app.is_running  # Textual still draws (the hang: it thought it had stopped)
+        # the chart too shows the last tick, though it moves the chart by less than a dot
+        assert app.query_one(PowerChart).drawn_snapshot.elapsed_s == LAST_S
 
         await pilot.press("question_mark")
         assert await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
@@ -112,6 +114,20 @@ async def test_replay_plays_to_its_last_tick_and_keys_work_after():
                                                  for n in app._notifications))
         await pilot.press("q")
     assert app.return_value is not None and app.return_value.elapsed_s == LAST_S
+
+
+@pytest.mark.asyncio
+async def test_the_chart_shows_the_replays_last_tick_even_if_it_moves_no_dot(monkeypatch):
+    """The chart draws a tick only when it moves it by a dot; the replay's last tick is
+    drawn whatever it moves (here no tick after the first moves the chart)."""
+    clock = FakeClock()
+    app = replay_app(clock)
+    monkeypatch.setattr(PowerChart, "moves", lambda self, snap, times_s: False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await tick(pilot, clock, int(LAST_S) + 5)
+        assert app.player.finished
+        assert app.query_one(PowerChart).drawn_snapshot.elapsed_s == LAST_S
+        await pilot.press("q")
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux pseudo-terminals")

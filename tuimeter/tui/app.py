@@ -297,6 +297,7 @@ class TuimeterApp(App[Snapshot | None]):
                 self.call_after_refresh(self._find_sessions)  # after this frame
         if self.replay is not None and not self._replay_done and self.replay.finished(snap.elapsed_s):
             self._replay_done = True
+            self.main.ended = True
             self._stop_engine(final_tick=False)
             # the top bar says so for good: the toast only points at q
             self.notify(f"replay finished at {fmt_duration(snap.elapsed_s)}, the end of the "

@@ -91,6 +91,9 @@ class MainScreen(Screen[None]):
         """The newest snapshot handed in (drawn, or waiting for its frame)."""
         self.drawn: SnapshotReady | None = None
         """The snapshot of the last frame."""
+        self.ended = False
+        """No tick comes after the latest (a replay reached its end): the chart draws
+        it even if it moves no dot (see PowerChart.show)."""
         self._drawn_at: float | None = None  # time.monotonic() of the last frame
         self._frame_timer = None  # armed while the latest snapshot waits for its frame
         self._widgets: dict[type, object] = {}  # see _widget
@@ -185,6 +188,7 @@ class MainScreen(Screen[None]):
         if not paused:
             self.redraw()
         elif self._ready:  # frozen as last drawn, the top bar says so
+            self._widget(PowerChart).flush()  # the tick the table shows, not one before
             message = self.latest
             snap = message.snapshot if message is not None else None
             status = self.status(snap) if snap is not None else None
@@ -224,6 +228,8 @@ class MainScreen(Screen[None]):
                        self.frame_s)
         w(DomainTable).show(snap)
         w(PowerChart).show(snap, message.times_s)
+        if self.ended:  # the last tick: drawn whether it moves the chart by a dot or not
+            w(PowerChart).flush()
         w(TotalsPanel).show(snap)
         w(ProcessPanel).show(snap)
         w(SensorStatusLine).show(snap.sensors, status.problems)

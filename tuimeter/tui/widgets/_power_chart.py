@@ -256,29 +256,78 @@ class PowerChart(PlotextPlot):
         of the last one reuses it."""
         self._axes_key: tuple | None = None  # what plotext draws; None: not reusable
         self._axes: tuple | None = None  # (key, marker rows, colour rows, canvas ranges)
+        self._pending: tuple[Snapshot, Sequence[float]] | None = None  # handed in, not drawn
 
     # -- what the keys change -----------------------------------------------------------
     def zoom(self, step: int) -> int:
         """A shorter (``step`` < 0) or longer window; returns the window now shown."""
         i = WINDOWS_S.index(self.window_s) if self.window_s in WINDOWS_S else 3
         self.window_s = WINDOWS_S[min(max(i + step, 0), len(WINDOWS_S) - 1)]
+        self.flush()
         self.refresh()
         return self.window_s
 
     def toggle_parts(self) -> bool:
         self.show_parts = not self.show_parts
+        self.flush()
         self.refresh()
         return self.show_parts
 
     def show(self, snap: Snapshot, times_s: Sequence[float]) -> None:
-        """Chart this snapshot. The plot is built when drawn, for the size it has then:
-        a frame shown before the first layout (or before a resize) is not thinned and
-        labelled for another width. The same snapshot again (a redraw) changes nothing."""
+        """Chart this snapshot, if it moves the chart by a dot (:meth:`moves`); else it
+        is drawn with the next one that does, or when the display pauses or the session
+        ends (:meth:`flush`: the chart shows the tick the table shows). The plot is built when drawn, for the
+        size it has then: a frame shown before the first layout (or before a resize) is
+        not thinned and labelled for another width. The same snapshot again (a redraw)
+        changes nothing."""
         if self._data is not None and self._data[0] is snap and self._data[1] == times_s:
             return
-        self._data = (snap, times_s)
+        self._pending = (snap, times_s)
+        if self._data is None or self.moves(snap, times_s):
+            self.flush()
+
+    @property
+    def drawn_snapshot(self) -> Snapshot | None:
+        """The snapshot the chart shows (the latest handed in, or one before it that the
+        latest moves by less than a dot)."""
+        return self._data[0] if self._data is not None else None
+
+    def flush(self) -> None:
+        """Draw the latest snapshot handed in, if it is not drawn yet."""
+        if self._pending is None:
+            return
+        self._data, self._pending = self._pending, None
         self._version += 1
         self._refresh_changed()
+
+    def _dot_s(self) -> float:
+        """The seconds of one braille dot column of the plot (at least a millisecond)."""
+        return max(self.window_s / (2 * max(self.size.width - 8, 10)), 0.001)
+
+    def moves(self, snap: Snapshot, times_s: Sequence[float]) -> bool:
+        """Whether ``snap`` changes the chart drawn by a dot: the window moved a dot
+        column (its time), the newest reading of a series moved a dot row, a marker or a
+        domain came, or nothing is drawn yet. A 5-minute window at 120 columns is about
+        two seconds a dot: at 1 s ticks a frame in two draws the chart (the numbers in
+        the table and totals change every tick), unless the power jumps."""
+        limits = getattr(self, "_limits", None)  # set by the first build
+        if self._data is None or self._cache_key is None or limits is None:
+            return True
+        old, old_times = self._data
+        if len(snap.markers) != len(old.markers) or len(snap.domains) != len(old.domains):
+            return True
+        now = times_s[-1] if times_s else snap.elapsed_s
+        drawn = old_times[-1] if old_times else old.elapsed_s
+        if now - drawn >= self._dot_s():
+            return True
+        dot_w = limits[3] / (4 * max(self.size.height - 3, 1))
+        width = self.size.width
+        for new, was in zip(self._series_of(snap, width), self._series_of(old, width)):
+            a = new.history_w[-1] if new.history_w else None
+            b = was.history_w[-1] if was.history_w else None
+            if (a is None) != (b is None) or (a is not None and abs(a - b) >= dot_w):
+                return True
+        return False
 
     def _refresh_changed(self) -> None:
         """Repaint the lines that differ from the last frame drawn (a flat series, the
@@ -308,8 +357,10 @@ class PowerChart(PlotextPlot):
     def _series(self, width: int) -> list[Series]:
         if self._data is None:
             return []
-        return chart_series(self._data[0], parts=self.show_parts,
-                            total_only=width < SERIES_MIN_WIDTH)
+        return self._series_of(self._data[0], width)
+
+    def _series_of(self, snap: Snapshot, width: int) -> list[Series]:
+        return chart_series(snap, parts=self.show_parts, total_only=width < SERIES_MIN_WIDTH)
 
     def _build(self, width: int, height: int, series: list[Series],
                own_braille: bool = True) -> None:
