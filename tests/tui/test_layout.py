@@ -217,12 +217,15 @@ async def test_a_theme_chosen_while_running_restyles_the_domain_table(tmp_path):
 
 
 @pytest.mark.asyncio
-async def test_at_80x24_a_followed_job_leaves_the_process_table_whole(tmp_path):
+@pytest.mark.parametrize("gpu,follow", [(True, True), (False, False)],
+                         ids=["7-domains-and-a-job", "6-domains"])
+async def test_at_80x24_a_followed_job_leaves_the_process_table_whole(tmp_path, gpu, follow):
     """Guards the screen overflowing at 80x24 with a followed job and 7 domains: the
     process panel (fixed at 6 lines) was cut at the bottom, a scrollbar drawn over its
     last row, and its header counted rows that could not be seen. The panel takes what
     room is left (at least its header and a row): everything fits, every row it counts
-    shows."""
+    shows. With 6 domains and no job (13 lines for the chart and the panel) Textual gave
+    the chart all 13 and pushed the panel off the screen, a scrollbar over the totals."""
     import os
 
     from tests.fakes.scripted import ScriptedSensor, rapl_like
@@ -235,9 +238,9 @@ async def test_at_80x24_a_followed_job_leaves_the_process_table_whole(tmp_path):
     second = ScriptedSensor("rapl1", [domain("package-1"),
                                       domain("package-1/dram", DomainKind.DRAM)],
                             {"package-1": 30.0, "package-1/dram": 4.0})
-    app, clock = make_app(tmp_path, sensors=[rapl_like(), second, gpu_sensor()],
+    app, clock = make_app(tmp_path, sensors=[rapl_like(), second] + [gpu_sensor()] * gpu,
                           attributor=ScriptedAttributor(), attribution="on",
-                          job=JobWatcher(os.getpid()))
+                          job=JobWatcher(os.getpid()) if follow else None)
     async with app.run_test(size=(80, 24)) as pilot:
         await tick(pilot, clock, 3)
         await pilot.pause()
