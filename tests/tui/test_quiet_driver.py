@@ -123,3 +123,33 @@ async def test_an_ended_input_tells_the_app_once_and_stops_reading():
         driver.exit_event.set()
         driver._key_thread.join(5)
         assert not driver._key_thread.is_alive()
+
+
+@pytest.mark.asyncio
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+async def test_closing_never_waits_for_ever_on_an_output_thread_that_died():
+    """The terminal went away: the output thread died on a write (EIO) with writes still
+    queued, and Textual's close put its stop into the full queue and waited for ever (a UI
+    whose tmux server was killed hung at exit). Closing returns within STOP_S."""
+    from textual.drivers._writer_thread import MAX_QUEUED_WRITES, WriterThread
+
+    class GoneTerminal:
+        def write(self, text):
+            raise OSError(5, "Input/output error")
+
+        def flush(self):
+            pass
+
+    driver = QuietLinuxDriver(FakeApp())  # type: ignore[arg-type]
+    writer = WriterThread(GoneTerminal())  # type: ignore[arg-type]
+    writer.start()
+    writer.write("first frame")  # the write that fails: the thread dies
+    writer.join(5)
+    assert not writer.is_alive()
+    for _ in range(MAX_QUEUED_WRITES):  # frames still queued for the dead thread
+        writer.write("frame")
+    driver._writer_thread = writer
+    closing = threading.Thread(target=driver.close, daemon=True)
+    closing.start()
+    closing.join(10)
+    assert not closing.is_alive()

@@ -17,6 +17,7 @@ a core, about a tenth of what the whole UI may cost at 1 s (README, Overhead).
 When the input ends (a hung-up terminal: end of file or ``EIO``), Textual's thread would
 spin on it at 100 % of a core; this one stops reading and calls the app's
 ``terminal_lost`` on the app's loop, at once (the app polled the terminal every second).
+Closing waits for the output thread a bounded time (:meth:`QuietLinuxDriver.close`).
 
 Where the parser does not say whether it waits (another Textual), the thread wakes every
 0.1 s, as Textual's own does. Everything else is Textual's driver.
@@ -35,6 +36,8 @@ from textual.drivers.linux_driver import LinuxDriver
 
 #: how often the input thread looks again while a sequence is half read (Textual's own)
 TICK_S = 0.1
+#: how long closing waits for the output thread to write what is queued and stop
+STOP_S = 2.0
 
 
 class _WakingEvent(threading.Event):
@@ -130,6 +133,15 @@ class QuietLinuxDriver(LinuxDriver):
         (lost if callable(lost) else self._app.exit)()
 
     def close(self) -> None:
+        """Stop the output thread, waiting for it at most :data:`STOP_S`: when the terminal
+        went away its thread may have died on a write, leaving a full queue that Textual's
+        ``close`` would wait on for ever (a UI whose tmux server was killed hung at exit)."""
+        writer, self._writer_thread = self._writer_thread, None
+        if writer is not None and writer.is_alive():
+            stopping = threading.Thread(target=writer.stop, daemon=True,
+                                        name="tuimeter-output-stop")
+            stopping.start()
+            stopping.join(STOP_S)
         super().close()
         if isinstance(self.exit_event, _WakingEvent):
             self.exit_event._wake_fd = -1
