@@ -306,7 +306,8 @@ class PowerChart(PlotextPlot):
 
     def moves(self, snap: Snapshot, times_s: Sequence[float]) -> bool:
         """Whether ``snap`` changes the chart drawn by a dot: the window moved a dot
-        column (its time), the newest reading of a series moved a dot row, a marker or a
+        column (its time), the newest reading of a series jumped a character row (four
+        dots: a measured power's noise moves it a dot or two every tick), a marker or a
         domain came, or nothing is drawn yet. A 5-minute window at 120 columns is about
         two seconds a dot: at 1 s ticks a frame in two draws the chart (the numbers in
         the table and totals change every tick), unless the power jumps."""
@@ -320,12 +321,12 @@ class PowerChart(PlotextPlot):
         drawn = old_times[-1] if old_times else old.elapsed_s
         if now - drawn >= self._dot_s():
             return True
-        dot_w = limits[3] / (4 * max(self.size.height - 3, 1))
+        row_w = limits[3] / max(self.size.height - 3, 1)  # the watts of a character row
         width = self.size.width
         for new, was in zip(self._series_of(snap, width), self._series_of(old, width)):
             a = new.history_w[-1] if new.history_w else None
             b = was.history_w[-1] if was.history_w else None
-            if (a is None) != (b is None) or (a is not None and abs(a - b) >= dot_w):
+            if (a is None) != (b is None) or (a is not None and abs(a - b) >= row_w):
                 return True
         return False
 
