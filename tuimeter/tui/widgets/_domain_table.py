@@ -17,14 +17,13 @@ from rich.style import Style
 from textual import events
 from textual.geometry import Region, Size
 from textual.strip import Strip
-from textual.widget import Widget
 
 from ...model import DeviceInfo, Domain, DomainSample, Snapshot, Status, Totals
 from ...phases import average_power_w
 from ...text import safe_text
 from ..devices import device_text
 from ..format import badge, fmt_energy, fmt_power, provenance_badge
-from ._kept_strips import KeptStrips
+from ._kept_strips import KeptStrips, StyledOnce
 from ._power_chart import TOTAL_MARKER, series_marker
 from ._spark_line import spark_cell, spark_tip
 
@@ -159,7 +158,7 @@ class _Line:
     """The badge is drawn bold reverse."""
 
 
-class DomainTable(Widget):
+class DomainTable(StyledOnce):
     """Every domain of the engine, in the engine's order, and the machine total: one widget
     of fixed height (a header line, a line per domain, the total's), drawn with the Line
     API. Each line's strip is kept until its cells' texts change; a frame repaints only the
@@ -198,7 +197,6 @@ class DomainTable(Widget):
         self._devices = False  # a domain has had device readings
         self._lines: list[_Line | None] = [None] * (len(rows) + 1)
         self._strips = KeptStrips()  # each line's, with its _Line and width
-        self._styles: tuple | None = None  # the styles the strips were drawn with
         self._hover: int | None = None  # the line whose sparkline the mouse is over
 
     # -- what a test or the help reads ---------------------------------------------------
@@ -308,31 +306,27 @@ class DomainTable(Widget):
                 cells.append("".join(_fit(str(value), w, c.align)))
         return _Line(tuple(cells), label, "total" if key == "total" else "row", data.lost)
 
-    def notify_style_update(self) -> None:
-        """A theme or the CSS changed: the styles are looked up again, every strip is stale."""
-        super().notify_style_update()
-        self._styles = None
+    def look_up_styles(self) -> tuple[Style, ...]:
+        return (self.rich_style,
+                *(self.get_component_rich_style(name, partial=True) for name in
+                  ("domain-table--header", "domain-table--total",
+                   "domain-table--spark", "domain-table--lost")))
 
-    def render_lines(self, crop: Region) -> list[Strip]:
-        if self._styles is None:  # looked up once per style change, not once per frame
-            self._styles = (self.rich_style,
-                            *(self.get_component_rich_style(name, partial=True) for name in
-                              ("domain-table--header", "domain-table--total",
-                               "domain-table--spark", "domain-table--lost")))
-            self._strips.clear()
-        return super().render_lines(crop)
+    def style_changed(self) -> None:
+        """A theme or the CSS changed: every strip is stale."""
+        self._strips.clear()
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
-        if self._styles is None or not 0 <= y < len(self._lines):
-            return Strip.blank(width, self.rich_style)
+        if not 0 <= y < len(self._lines):
+            return Strip.blank(width, self.base_style)
         line = self._lines[y]
         if line is None:
             line = self._lines[y] = self._make_line(y)
         return self._strips.get(y, (line, width), lambda: self._strip(line, width))
 
     def _strip(self, line: _Line, width: int) -> Strip:
-        base, header, total, spark, lost = self._styles  # type: ignore[misc]
+        base, header, total, spark, lost = self.kept_styles
         style = base + {"header": header, "total": total}.get(line.kind, Style())
         segments = []
         for (column, w), text in zip(self._columns, line.cells):

@@ -1,16 +1,18 @@
 """Each line's strip of a Line-API widget, kept with what it was drawn from.
 
 The tables and panels that draw themselves line by line (the domain table, the process
-table, the totals panel) make a line's :class:`~textual.strip.Strip` again only when what
+table, the totals panel, :class:`TextLine`) make a line's :class:`~textual.strip.Strip` again only when what
 it is drawn from (its cells, style, width ...) changed: a frame in which one row's figures
 changed makes one strip.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+import operator
+from typing import Any, Callable, Sequence
 
 from rich.style import Style
+from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -39,22 +41,45 @@ class KeptStrips:
         self._kept.clear()
 
 
-class StyledOnce(Widget):
-    """A Line-API widget's base style (:attr:`base_style`: its ``rich_style``, which walks
-    the ancestors) looked up once per style change (focus, theme, CSS), not once per line
-    or frame; :meth:`style_changed` is called when it is stale."""
+def refresh_changed_lines(widget: Widget, old: Sequence, new: Sequence,
+                          same: Callable[[Any, Any], bool] = operator.eq) -> None:
+    """Repaint each line of ``widget`` whose entry in ``new`` is not ``same`` as in ``old``
+    (the whole widget when their number changed): a frame repaints what changed alone."""
+    if len(old) != len(new):
+        widget.refresh()
+        return
+    width = widget.size.width
+    for y, (was, now) in enumerate(zip(old, new)):
+        if not same(was, now):
+            widget.refresh(Region(0, y, width, 1))  # content coordinates
 
-    _base_style: Style | None = None
+
+class StyledOnce(Widget):
+    """A Line-API widget's styles (:attr:`kept_styles`: its ``rich_style`` and the
+    component styles it draws with; each lookup walks the ancestors) looked up once per
+    style change (focus, theme, CSS), not once per line or frame; :meth:`style_changed`
+    is called when they are stale."""
+
+    _kept_styles: tuple[Style, ...] | None = None
+
+    def look_up_styles(self) -> tuple[Style, ...]:
+        """The styles to keep, the widget's own first (override to add component ones)."""
+        return (self.rich_style,)
+
+    @property
+    def kept_styles(self) -> tuple[Style, ...]:
+        if self._kept_styles is None:
+            self._kept_styles = self.look_up_styles()
+        return self._kept_styles
 
     @property
     def base_style(self) -> Style:
-        if self._base_style is None:
-            self._base_style = self.rich_style
-        return self._base_style
+        """The widget's own style (``rich_style``), as kept."""
+        return self.kept_styles[0]
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
-        self._base_style = None
+        self._kept_styles = None
         self.style_changed()
 
     def style_changed(self) -> None:

@@ -23,18 +23,19 @@ markers reuses it (plotext's build was half of the chart's CPU).
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from itertools import groupby
 from typing import Sequence
 
 from rich.segment import Segment
 from rich.style import Style
-from textual.geometry import Region
 from textual.strip import Strip
 from textual_plotext import PlotextPlot
 
 from ...model import Snapshot
 from ...text import safe_text
+from ._kept_strips import StyledOnce, refresh_changed_lines
 
 #: one ASCII character per domain (by its place in the snapshot), so series differ without
 #: colour (NO_COLOR, mono SSH); shown left of the domain's name in the table
@@ -225,9 +226,12 @@ def header_lines(title: str, legend: Sequence[tuple[str, str, Style]], width: in
     return lines
 
 
-class PowerChart(PlotextPlot):
+class PowerChart(PlotextPlot, StyledOnce):
     """The total's and each device's power (W) over the last :attr:`window_s` seconds;
-    markers as vertical lines. See the module docstring for what is drawn and how."""
+    markers as vertical lines. See the module docstring for what is drawn and how.
+
+    PlotextPlot is the first base: Textual takes a widget's default CSS (PlotextPlot's
+    ``1fr`` width and height) and CSS type names from its first bases alone."""
 
     DEFAULT_CSS = """
     PowerChart { min-height: 5; }
@@ -340,14 +344,8 @@ class PowerChart(PlotextPlot):
             self.refresh()
             return
         old = self._cache
-        new = self._strips(key[2])
-        if len(new) != len(old):
-            self.refresh()
-            return
-        width = self.size.width
-        for y, (was, now) in enumerate(zip(old, new)):
-            if was is not now:  # a line kept is the same strip
-                self.refresh(Region(0, y, width, 1))
+        # a line kept is the same strip
+        refresh_changed_lines(self, old, self._strips(key[2]), same=operator.is_)
 
     @property
     def ascii(self) -> bool:
@@ -498,14 +496,9 @@ class PowerChart(PlotextPlot):
         self._plot._set_size(w, h)  # as PlotextPlot.render does (textual-plotext #5)
         self._plot.theme("clear")
 
-    def render_lines(self, crop):
-        # one style lookup per render pass, not two per line (each walks the ancestors)
-        self._pass_style = self.rich_style
-        return super().render_lines(crop)
-
     def render_line(self, y: int) -> Strip:
         """Line API: the plot is built once per change, not once per line or repaint."""
-        style = getattr(self, "_pass_style", None) or self.rich_style
+        style = self.base_style
         strips = self._strips(style)
         if y < len(strips):
             return strips[y]

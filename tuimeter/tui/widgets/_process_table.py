@@ -31,9 +31,8 @@ from textual.binding import Binding
 from textual.geometry import Region
 from textual.message import Message
 from textual.strip import Strip
-from textual.widget import Widget
 
-from ._kept_strips import KeptStrips
+from ._kept_strips import KeptStrips, StyledOnce
 
 Cells = tuple[Text, ...]
 
@@ -49,7 +48,7 @@ class Column:
     right: bool = True
 
 
-class ProcessTable(Widget, can_focus=True):
+class ProcessTable(StyledOnce, can_focus=True):
     """A header line and one line per row, a row cursor (keys and clicks), scrolled by
     itself; styled as Textual's ``DataTable`` (its CSS, the component classes renamed). Enter or a click on the cursor's row posts :class:`Selected`; a click on a
     header :class:`HeaderClicked`. Its height comes from its container (CSS), never from
@@ -115,7 +114,6 @@ class ProcessTable(Widget, can_focus=True):
         self.top = 0
         """The index of the first row drawn (below the header)."""
         self._strips = KeptStrips()  # each line's, with what it is drawn from
-        self._styles: tuple[Style, Style, Style] | None = None  # see render_lines
 
     def allow_focus(self) -> bool:
         """Not while hidden (no rows): the footer then offers no keys that do nothing."""
@@ -196,27 +194,16 @@ class ProcessTable(Widget, can_focus=True):
         self._strips.clear()
         self._scroll_to(self.top)
 
-    def notify_style_update(self) -> None:
-        """The CSS applied again (focus, theme): the styles are looked up again."""
-        super().notify_style_update()
-        self._styles = None
-
-    def render_lines(self, crop: Region) -> list[Strip]:
-        # the styles once per style change, not once a line or a frame (rich_style and
-        # each component style walk the ancestors)
-        if self._styles is None:
-            self._styles = self._styles_now()
-        return super().render_lines(crop)
-
-    def _styles_now(self) -> tuple[Style, Style, Style]:
-        """(a row's, the header's, the cursor row's) style as the CSS says now."""
+    def look_up_styles(self) -> tuple[Style, ...]:
+        """(a row's, the header's, the cursor row's) style as the CSS says now (kept until
+        the CSS applies again: focus, theme)."""
         base = self.rich_style
         return (base, base + self.get_component_rich_style("process-table--header"),
                 base + self.get_component_rich_style("process-table--cursor"))
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
-        base, header, cursor = self._styles or self._styles_now()
+        base, header, cursor = self.kept_styles
         if y == 0:
             style = header
             source: tuple = (self._labels, self.columns, style, width, self._position())

@@ -7,14 +7,13 @@ import re
 from rich.segment import Segment
 from rich.style import Style
 from textual.content import Content
-from textual.geometry import Region
 from textual.strip import Strip
 
 from ...model import CarbonInfo, Snapshot
 from ...phases import average_power_w
 from ..format import (fmt_co2, fmt_duration, fmt_energy, fmt_power, fmt_wh,
                       provenance_badge)
-from ._kept_strips import KeptStrips, StyledOnce
+from ._kept_strips import KeptStrips, StyledOnce, refresh_changed_lines
 
 
 _BOLD = Style(bold=True)
@@ -91,13 +90,7 @@ class TotalsPanel(StyledOnce):
         if lines == old:
             return
         self._lines = lines
-        if len(lines) != len(old):
-            self.refresh()
-            return
-        width = self.size.width
-        for y, (was, now) in enumerate(zip(old, lines)):
-            if was != now:
-                self.refresh(Region(0, y, width, 1))  # content coordinates
+        refresh_changed_lines(self, old, lines)
 
     def style_changed(self) -> None:
         self._strips.clear()  # drawn in the old style
