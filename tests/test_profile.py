@@ -437,3 +437,18 @@ def test_a_run_shorter_than_one_tick_is_interpolated():
     long = log_of((1000.5, 0.1, [(0, 0.1)], 0.0, 0.0), (1001.9, 0.1, [(0, 0.1)], 0.0, 0.0),
                   begin=(999.9, 0.0))
     assert make_profile(long, ticks).provenance == "attributed"
+
+
+def test_ticks_after_a_time_are_those_that_end_after_it():
+    """What the f key's chunks read on the engine's thread at each tick: the ticks since the
+    last chunk, the same as the whole log's from that time on."""
+    clock = FakeClock(1000.0)
+    ticks = TickLog(clock=clock)
+    for i in range(1, 6):
+        clock.advance(1.0)
+        ticks(snap(float(i), 1.0, float(i)))
+    every = ticks.ticks()
+    assert [t.t1_s for t in every] == [1001.0, 1002.0, 1003.0, 1004.0, 1005.0]
+    assert ticks.ticks(after_s=1002.5) == [t for t in every if t.t1_s > 1002.5]
+    assert ticks.ticks(after_s=1003.0) == every[3:]
+    assert ticks.ticks(after_s=1005.0) == [] and ticks.ticks(after_s=0.0) == every

@@ -162,22 +162,22 @@ class ChunkedProfile:
 
     def _spread_due(self) -> None:
         """Spread every recorded chunk whose window a tick has closed (lock held)."""
-        if not self._pending:  # (each engine tick comes here: nothing to do, no copy)
+        if not self._pending:  # (each engine tick comes here: nothing to do)
             return
-        ticks = self.ticks.ticks()
-        if not ticks:
-            return
+        # the ticks since the last chunk spread (the engine's thread calls this: never a
+        # copy of the whole session's log)
+        since = self._covered if self._covered is not None else self._pending[0][0]
+        ticks = self.ticks.ticks(after_s=since)
+        if not ticks or self._pending[0][1] > ticks[-1].t1_s:
+            return  # no chunk's window closed yet
         closed = ticks[-1].t1_s
         period = 1.0 / self.rate_hz
         while self._pending and self._pending[0][1] <= closed:
             t0, t1, stacks = self._pending.pop(0)
             start = self._covered if self._covered is not None else t0
             self._covered = t1
-            energy = 0.0
-            for tk in reversed(ticks):  # the newest first: only those after ``start`` count
-                if tk.t1_s <= start:
-                    break
-                energy += (tk.cpu_j + tk.gpu_j) * _overlap(tk.t0_s, tk.t1_s, start, t1)
+            energy = sum((tk.cpu_j + tk.gpu_j) * _overlap(tk.t0_s, tk.t1_s, start, t1)
+                         for tk in ticks)
             self._total_j += energy
             n = sum(count for _frames, count in stacks)
             for frames, count in stacks if n > 0 else ():  # none: the program was idle

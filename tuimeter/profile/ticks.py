@@ -61,11 +61,19 @@ class TickLog:
             self.power_provs |= provs
             self.job_seen = self.job_seen or job is not None
 
-    def ticks(self) -> list[Tick]:
-        """The ticks so far, on the shared monotonic clock."""
+    def ticks(self, after_s: float | None = None) -> list[Tick]:
+        """The ticks so far, on the shared monotonic clock; with ``after_s``, only those
+        that end after it (read from the newest back: a caller that keeps up reads a few
+        rows, not the whole session)."""
         with self._lock:
             off = self._offset or 0.0
-            return [Tick(off + e - iv, off + e, c, g) for e, iv, c, g in self._rows]
+            rows = self._rows
+            if after_s is not None:
+                first = len(rows)
+                while first > 0 and off + rows[first - 1][0] > after_s:
+                    first -= 1
+                rows = rows[first:]
+            return [Tick(off + e - iv, off + e, c, g) for e, iv, c, g in rows]
 
     def marker_times(self) -> list[tuple[str, float]]:
         """(label, time on the shared clock) of each marker so far."""

@@ -128,9 +128,8 @@ class QuietLinuxDriver(LinuxDriver):
 
     def on_input_ended(self) -> None:
         """The terminal's input ended (it hung up): on the app's loop, the app's
-        ``terminal_lost`` if it has one (it ends the session as ``q`` does), else exit."""
-        lost = getattr(self._app, "terminal_lost", None)
-        (lost if callable(lost) else self._app.exit)()
+        ``terminal_lost`` (it ends the session as ``q`` does)."""
+        self._app.terminal_lost()
 
     def close(self) -> None:
         """Stop the output thread, waiting for it at most :data:`STOP_S`: when the terminal
@@ -143,8 +142,7 @@ class QuietLinuxDriver(LinuxDriver):
             stopping.start()
             stopping.join(STOP_S)
         super().close()
-        if isinstance(self.exit_event, _WakingEvent):
-            self.exit_event._wake_fd = -1
+        self.exit_event._wake_fd = -1  # a _WakingEvent (set in __init__)
         for fd in (self._wake_r, self._wake_w):
             try:
                 os.close(fd)

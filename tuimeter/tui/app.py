@@ -239,12 +239,12 @@ class TuimeterApp(App[Snapshot | None]):
                 loop.add_signal_handler(signum, self.terminal_lost)
             except (NotImplementedError, RuntimeError, ValueError, AttributeError, TypeError):
                 pass
+        if isinstance(self._driver, QuietLinuxDriver):
+            return  # its input thread says when the terminal hangs up (on_input_ended)
         try:
             fd = sys.__stdin__.fileno() if sys.__stdin__ is not None else -1
         except (OSError, ValueError):
             fd = -1
-        if isinstance(self._driver, QuietLinuxDriver):
-            return  # its input thread says when the terminal hangs up (on_input_ended)
         if fd >= 0 and self.tty_alive(fd):
             self.set_interval(1.0, lambda: None if self.tty_alive(fd) else self.terminal_lost())
 
