@@ -153,3 +153,29 @@ async def test_closing_never_waits_for_ever_on_an_output_thread_that_died():
     closing.start()
     closing.join(10)
     assert not closing.is_alive()
+
+
+@pytest.mark.asyncio
+async def test_input_works_again_after_a_suspend():
+    """Ctrl-Z / SIGTSTP: Textual stops input (exit_event), closes the driver, and on
+    SIGCONT starts a new input thread. The wake pipe was the driver's and close() closed
+    it: the new thread died on ``Invalid file descriptor: -1`` (a traceback after `fg`)."""
+    with driven() as (driver, app, w, received):
+        driver.exit_event.set()  # suspend: disable_input ...
+        driver._key_thread.join(5)
+        driver.exit_event.clear()
+        driver.close()  # ... then close
+        failed: list = []
+
+        def resumed() -> None:
+            try:
+                driver.run_input_thread()
+            except BaseException as exc:  # noqa: BLE001 (what the thread died of)
+                failed.append(exc)
+
+        thread = driver._key_thread = threading.Thread(target=resumed, daemon=True)
+        thread.start()
+        os.write(w, b"q")
+        await until(lambda: any(isinstance(e, events.Key) and e.key == "q"
+                                for e in received) or failed, what="a key after resuming")
+        assert failed == []

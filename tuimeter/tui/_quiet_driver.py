@@ -41,21 +41,32 @@ STOP_S = 2.0
 
 
 class _WakingEvent(threading.Event):
-    """An event that also writes a byte to a pipe when set: a thread waiting in
-    ``select`` on the pipe's other end wakes at once."""
+    """An event that also writes a byte to the pipe :meth:`attach` gave it when set: a
+    thread waiting in ``select`` on the pipe's other end wakes at once."""
 
-    def __init__(self, wake_fd: int) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self._wake_fd = wake_fd
+        self._fd_lock = threading.Lock()
+        self._wake_fd = -1
+
+    def attach(self, wake_fd: int) -> None:
+        with self._fd_lock:
+            self._wake_fd = wake_fd
+
+    def detach(self) -> None:
+        """No more writes (the pipe is about to be closed: its number may be reused)."""
+        with self._fd_lock:
+            self._wake_fd = -1
 
     def set(self) -> None:
         super().set()
-        if self._wake_fd < 0:  # the driver closed its pipe (the number may be reused)
-            return
-        try:
-            os.write(self._wake_fd, b"x")
-        except OSError:  # the pipe is full: the thread wakes anyway
-            pass
+        with self._fd_lock:
+            if self._wake_fd < 0:
+                return
+            try:
+                os.write(self._wake_fd, b"x")
+            except OSError:  # the pipe is full: the thread wakes anyway
+                pass
 
 
 class QuietLinuxDriver(LinuxDriver):
@@ -63,10 +74,7 @@ class QuietLinuxDriver(LinuxDriver):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
-        self.exit_event = _WakingEvent(self._wake_w)
+        self.exit_event = _WakingEvent()
 
     def input_timeout(self, parser: XTermParser) -> float | None:
         """How long the input thread may sleep: for ever, unless the parser waits to
@@ -75,9 +83,15 @@ class QuietLinuxDriver(LinuxDriver):
         return None if pending is None else TICK_S
 
     def run_input_thread(self) -> None:
-        """Wait for input (or the stop) and dispatch events."""
+        """Wait for input (or the stop) and dispatch events. Each run has its own wake
+        pipe: Textual closes the driver when it suspends (Ctrl-Z) and starts a new input
+        thread when it resumes."""
+        wake, wake_w = os.pipe()
+        os.set_blocking(wake, False)
+        os.set_blocking(wake_w, False)
+        self.exit_event.attach(wake_w)  # before the loop looks at the event: no stop lost
         selector = selectors.SelectSelector()
-        fileno, wake = self.fileno, self._wake_r
+        fileno = self.fileno
         selector.register(fileno, selectors.EVENT_READ)
         selector.register(wake, selectors.EVENT_READ)
         parser = XTermParser(self._debug)
@@ -124,7 +138,10 @@ class QuietLinuxDriver(LinuxDriver):
                 selector.unregister(fileno)
                 process(selector.select(TICK_S), final=True)
         finally:
+            self.exit_event.detach()
             selector.close()
+            os.close(wake)
+            os.close(wake_w)
 
     def on_input_ended(self) -> None:
         """The terminal's input ended (it hung up): on the app's loop, the app's
@@ -135,17 +152,9 @@ class QuietLinuxDriver(LinuxDriver):
         """Stop the output thread, waiting for it at most :data:`STOP_S`: when the terminal
         went away its thread may have died on a write, leaving a full queue that Textual's
         ``close`` would wait on for ever (a UI whose tmux server was killed hung at exit)."""
-        writer, self._writer_thread = self._writer_thread, None
+        writer = self._writer_thread  # (Textual's close does this alone, unbounded)
         if writer is not None and writer.is_alive():
             stopping = threading.Thread(target=writer.stop, daemon=True,
                                         name="tuimeter-output-stop")
             stopping.start()
             stopping.join(STOP_S)
-        super().close()
-        self.exit_event._wake_fd = -1  # a _WakingEvent (set in __init__)
-        for fd in (self._wake_r, self._wake_w):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self._wake_r = self._wake_w = -1
