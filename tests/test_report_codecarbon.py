@@ -26,18 +26,23 @@ from tuimeter.session.report_cli import cmd_report
 
 T0 = 1_800_000_000.0
 CARBON = CarbonInfo(g_per_kwh=360.0, pue=1.0, source="test")
-#: CodeCarbon's EmissionsData fields, in its order (written out here, not taken from the
-#: module under test)
+#: CodeCarbon 3.3.2's EmissionsData fields, in its order (written out here from
+#: codecarbon/output_methods/emissions_data.py, not taken from the module under test;
+#: tests/test_codecarbon_real.py checks them against CodeCarbon itself where it installs)
 CODECARBON_COLUMNS = [
     "timestamp", "project_name", "run_id", "experiment_id", "duration", "emissions",
     "emissions_rate", "cpu_power", "gpu_power", "ram_power", "cpu_energy", "gpu_energy",
-    "ram_energy", "energy_consumed", "country_name", "country_iso_code", "region",
-    "cloud_provider", "cloud_region", "os", "python_version", "codecarbon_version",
+    "ram_energy", "energy_consumed", "water_consumed", "country_name", "country_iso_code",
+    "region", "cloud_provider", "cloud_region", "os", "python_version", "codecarbon_version",
     "cpu_count", "cpu_model", "gpu_count", "gpu_model", "longitude", "latitude",
-    "ram_total_size", "tracking_mode", "on_cloud", "pue"]
+    "ram_total_size", "tracking_mode", "cpu_utilization_percent", "gpu_utilization_percent",
+    "ram_utilization_percent", "ram_used_gb", "on_cloud", "pue", "wue"]
 UNKNOWN = ["experiment_id", "region", "cloud_provider", "cloud_region", "os",
            "python_version", "codecarbon_version", "cpu_count", "cpu_model", "gpu_model",
-           "longitude", "latitude", "ram_total_size", "on_cloud"]
+           "longitude", "latitude", "ram_total_size", "on_cloud",
+           # no WUE is given, and the session records no CPU load or device readings
+           "water_consumed", "wue", "cpu_utilization_percent", "gpu_utilization_percent",
+           "ram_utilization_percent", "ram_used_gb"]
 
 
 def gpus(power=(200.0, 100.0)) -> ScriptedSensor:
@@ -110,6 +115,8 @@ def test_columns_units_and_mapping_match_the_json_report(tmp_path, capsys):
         assert (row.country_iso_code, row.country_name) == ("FRA", "France")
         assert (row.tracking_mode, row.pue, row.project_name) == ("machine", 1.0, "tuimeter")
         assert row.run_id == session_id(f)
+    # utilisation and water: not recorded, so empty even with GPUs (never CodeCarbon's 0)
+    assert df[UNKNOWN].isna().all().all()
     assert df.energy_consumed.sum() * 3.6e6 == pytest.approx(
         sum(s["energy_j"] for s in segs), rel=1e-12)
     ends = [T0 + 1000.0 + 6, T0 + 1000.0 + 10]  # the segments' ends, UTC, as CodeCarbon (s)

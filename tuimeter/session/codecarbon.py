@@ -1,9 +1,11 @@
 """``tuimeter report --format codecarbon``: the report as CodeCarbon's ``emissions.csv``.
 
-One row per segment (phase) per host, in CodeCarbon's columns and order (those that
-CodeCarbon 2.8 writes, ``experiment_id`` included; the columns later releases added to
-``EmissionsData``, such as ``water_consumed``, are not written), so CodeCarbon's
-dashboard and scripts that read its CSV read a tuimeter session. CodeCarbon's units:
+One row per segment (phase) per host, in every column of CodeCarbon's ``EmissionsData``
+and in its order, as CodeCarbon 3.2.1 to 3.3.2 write them (38 columns: 3.2.1 added the
+utilisation columns and ``ram_used_gb`` to 3.1's ``water_consumed`` and ``wue``). CodeCarbon's
+``FileOutput.has_valid_headers`` compares a file's header with those fields, so CodeCarbon
+appends its own rows to a file written here instead of moving it aside as a foreign file,
+and its dashboard and scripts that read its CSV read a tuimeter session. CodeCarbon's units:
 
 * ``duration`` s; ``emissions`` kg CO2e; ``emissions_rate`` kg CO2e/s (emissions/duration);
 * ``cpu_energy``, ``gpu_energy``, ``ram_energy``, ``energy_consumed`` kWh, and
@@ -33,7 +35,13 @@ is not 0 W of GPU); ``gpu_count`` is the number of GPUs measured.
 **What tuimeter does not know is empty**, never made up: ``experiment_id``, ``region``,
 ``cloud_provider``, ``cloud_region``, ``on_cloud``, ``os``, ``python_version`` (the
 session file does not record them), ``codecarbon_version``, ``cpu_count``, ``cpu_model``,
-``gpu_model``, ``longitude``, ``latitude``, ``ram_total_size``. ``tracking_mode`` is
+``gpu_model``, ``longitude``, ``latitude``, ``ram_total_size``; the water figures
+``water_consumed`` and ``wue`` (CodeCarbon's are a WUE the user supplies, 0 by default,
+times the kWh: tuimeter is given none); ``cpu_utilization_percent``,
+``gpu_utilization_percent``, ``ram_utilization_percent`` and ``ram_used_gb`` (CodeCarbon's
+means of ``psutil.cpu_percent()``, NVML's GPU utilisation and ``virtual_memory()``, sampled
+each second; the session file records neither the machine's CPU load nor the devices'
+readings, docs/SESSION_FILE.md, so an empty cell, not CodeCarbon's 0 for "no samples"). ``tracking_mode`` is
 ``machine`` (tuimeter measures the whole machine); ``country_iso_code`` (ISO 3166
 alpha-3, as CodeCarbon) and ``country_name`` come from the carbon source the session
 recorded when it is a country of tuimeter's table; ``run_id`` is the session id (several,
@@ -57,14 +65,15 @@ from ..text import spreadsheet_cell
 from .reader import SessionFormatError, SessionReader, find_sessions, session_carbon
 from .report import FileResult, HostReport, Report, Segment
 
-#: CodeCarbon's ``emissions.csv`` columns, in its order
+#: CodeCarbon's ``emissions.csv`` columns (3.2.1 to 3.3.2's ``EmissionsData``), in its order
 COLUMNS = (
     "timestamp", "project_name", "run_id", "experiment_id", "duration", "emissions",
     "emissions_rate", "cpu_power", "gpu_power", "ram_power", "cpu_energy", "gpu_energy",
-    "ram_energy", "energy_consumed", "country_name", "country_iso_code", "region",
-    "cloud_provider", "cloud_region", "os", "python_version", "codecarbon_version",
+    "ram_energy", "energy_consumed", "water_consumed", "country_name", "country_iso_code",
+    "region", "cloud_provider", "cloud_region", "os", "python_version", "codecarbon_version",
     "cpu_count", "cpu_model", "gpu_count", "gpu_model", "longitude", "latitude",
-    "ram_total_size", "tracking_mode", "on_cloud", "pue",
+    "ram_total_size", "tracking_mode", "cpu_utilization_percent", "gpu_utilization_percent",
+    "ram_utilization_percent", "ram_used_gb", "on_cloud", "pue", "wue",
 )
 DEFAULT_PROJECT = "tuimeter"
 J_PER_KWH = 3.6e6
