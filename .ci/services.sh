@@ -40,7 +40,8 @@ PY
 
 _tm_install() {
     local missing=()
-    command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+    command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 \
+        || missing+=(prometheus)  # promtool (tests/test_promtool.py) ships with it
     command -v influxd >/dev/null 2>&1 || missing+=(influxdb)
     [ ${#missing[@]} -eq 0 ] && return 0
     if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
