@@ -74,9 +74,13 @@ def test_speedscope_file_validates_against_speedscopes_schema(outputs):
 
 
 def _flamegraph_pl() -> list[str]:
+    """perl and the vendored flamegraph.pl, or a skip saying what is missing (the modules
+    it loads are in Debian's ``perl``, not in the essential ``perl-base``)."""
     perl = shutil.which("perl")
-    if perl is None:
-        pytest.skip("perl not installed: flamegraph.pl cannot run")
+    modules = "use open qw(:std :utf8); use Getopt::Long;"
+    if perl is None or subprocess.run([perl, "-e", modules], capture_output=True).returncode:
+        pytest.skip("perl with its standard modules is not installed (apt-get install perl; "
+                    ".ci/run does): flamegraph.pl cannot run")
     return [perl, str(DATA / "flamegraph" / "flamegraph.pl")]
 
 
