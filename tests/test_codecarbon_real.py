@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import os
 
 import pandas as pd
 import pytest
@@ -79,3 +80,24 @@ def test_codecarbon_adds_its_row_and_keeps_ours(tmp_path, capsys, mode):
         "cc-run", 42.5, 12.4, "machine")
     # ours still say nothing about what was not recorded
     assert ours[["cpu_utilization_percent", "ram_used_gb", "water_consumed"]].isna().all().all()
+
+
+def test_a_codecarbon_tracker_appends_its_run_to_our_file(tmp_path, capsys, monkeypatch):
+    """The user's path: CodeCarbon's own (offline) tracker around some work, told to
+    write into the emissions.csv tuimeter wrote. It adds its run; ours stay."""
+    out, text = _emissions_csv(tmp_path, capsys)
+    monkeypatch.chdir(tmp_path)  # CodeCarbon reads ./.codecarbon.config: none here
+    for key in [k for k in os.environ if k.startswith("CODECARBON_")]:
+        monkeypatch.delenv(key)
+    tracker = codecarbon.OfflineEmissionsTracker(
+        country_iso_code="FRA", output_dir=str(tmp_path), output_file=out.name,
+        project_name="cc-tracker", log_level="error")
+    tracker.start()
+    sum(range(100_000))
+    tracker.stop()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["emissions.csv", "s.csv"]
+    both = pd.read_csv(out)
+    ours = pd.read_csv(io.StringIO(text))
+    assert list(both.project_name) == ["tuimeter"] * len(ours) + ["cc-tracker"]
+    pd.testing.assert_frame_equal(both.iloc[:len(ours)].reset_index(drop=True), ours,
+                                  check_dtype=False)
