@@ -40,7 +40,7 @@ CODECARBON_COLUMNS = [
 UNKNOWN = ["experiment_id", "region", "cloud_provider", "cloud_region", "os",
            "python_version", "codecarbon_version", "cpu_count", "cpu_model", "gpu_model",
            "longitude", "latitude", "ram_total_size", "on_cloud",
-           # no WUE is given, and the session records no CPU load or device readings
+           # no WUE is given; no attribution, no device readings: no load recorded
            "water_consumed", "wue", "cpu_utilization_percent", "gpu_utilization_percent",
            "ram_utilization_percent", "ram_used_gb"]
 
@@ -115,7 +115,7 @@ def test_columns_units_and_mapping_match_the_json_report(tmp_path, capsys):
         assert (row.country_iso_code, row.country_name) == ("FRA", "France")
         assert (row.tracking_mode, row.pue, row.project_name) == ("machine", 1.0, "tuimeter")
         assert row.run_id == session_id(f)
-    # utilisation and water: not recorded, so empty even with GPUs (never CodeCarbon's 0)
+    # scripted GPUs have no device readings: utilisation and water empty (never a 0)
     assert df[UNKNOWN].isna().all().all()
     assert df.energy_consumed.sum() * 3.6e6 == pytest.approx(
         sum(s["energy_j"] for s in segs), rel=1e-12)

@@ -82,6 +82,8 @@ EVERY_KIND = [
     _row("tree", interval_s=1.0, domain="all", source="attribution", power_w=250.0,
          energy_j=250.0, co2_g=0.025, provenance="attributed",
          label=schema.tree_label("python train.py", "3", True), pid=78),
+    schema.device_row("gpu0", "nvml", {"util_pct": 87.5, "mem_used_b": 8589934592},
+                      T0 + 1.0, 2.0, 1.0, "h", "s1"),
 ]
 
 

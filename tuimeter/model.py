@@ -345,6 +345,9 @@ class Attribution(NamedTuple):
     job: JobSample | None
     owners: tuple[OwnerSample, ...] = ()
     cgroups: tuple[CgroupShare, ...] = ()
+    #: the processes' CPU time in the interval over all CPUs' time (0..1), None when the
+    #: machine's CPU time could not be read
+    cpu_busy_ratio: float | None = None
 
 
 @dataclass(frozen=True)
@@ -384,6 +387,9 @@ class Snapshot:
     monitor_cpu_percent: float | None = None  # tuimeter's own CPU use, % of one core
     #: attribution per cgroup: every cgroup known (bounded), most power first
     cgroups: tuple[CgroupShare, ...] = ()
+    #: the machine's CPU load in the interval: the processes' CPU time over all CPUs' time
+    #: (0..1, attribution); None without attribution
+    cpu_busy_ratio: float | None = None
 
     def domain(self, domain_id: str) -> DomainSample | None:
         for d in self.domains:

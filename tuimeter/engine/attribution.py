@@ -376,7 +376,9 @@ class Attributor:
         cgroups = (self.cgroups.tally(touched.values(), gone, interval_s)
                    if self.cgroups is not None else ())
         owners = _trees_mod.owner_samples(self._trees, interval_s, factor)
-        return Attribution(tuple(shares), idle_w, job, owners=owners, cgroups=cgroups)
+        busy = min(used / d_machine, 1.0) if d_machine is not None and d_machine > 0 else None
+        return Attribution(tuple(shares), idle_w, job, owners=owners, cgroups=cgroups,
+                           cpu_busy_ratio=busy)
 
     def _split_gpus(self, counted, gone, touched, frac) -> float:
         """Add each GPU domain's energy to its processes' ``tick_gpu_j``; return GPU total."""

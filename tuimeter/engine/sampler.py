@@ -533,7 +533,7 @@ class Engine:
             provenance=Provenance.ESTIMATED if estimated else Provenance.MEASURED,
             history_w=tuple(self._total_history),
         )
-        processes, idle_w, job, owners, cgroups = Attribution(*attribution)
+        processes, idle_w, job, owners, cgroups, busy = Attribution(*attribution)
         return Snapshot(
             seq=self._seq,
             timestamp=self.wallclock(),
@@ -553,6 +553,7 @@ class Engine:
             owners=tuple(owners),
             monitor_cpu_percent=monitor_pct,
             cgroups=tuple(cgroups),
+            cpu_busy_ratio=busy,
         )
 
     # -- thread -------------------------------------------------------------------

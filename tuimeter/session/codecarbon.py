@@ -37,11 +37,18 @@ is not 0 W of GPU); ``gpu_count`` is the number of GPUs measured.
 session file does not record them), ``codecarbon_version``, ``cpu_count``, ``cpu_model``,
 ``gpu_model``, ``longitude``, ``latitude``, ``ram_total_size``; the water figures
 ``water_consumed`` and ``wue`` (CodeCarbon's are a WUE the user supplies, 0 by default,
-times the kWh: tuimeter is given none); ``cpu_utilization_percent``,
-``gpu_utilization_percent``, ``ram_utilization_percent`` and ``ram_used_gb`` (CodeCarbon's
-means of ``psutil.cpu_percent()``, NVML's GPU utilisation and ``virtual_memory()``, sampled
-each second; the session file records neither the machine's CPU load nor the devices'
-readings, docs/SESSION_FILE.md, so an empty cell, not CodeCarbon's 0 for "no samples"). ``tracking_mode`` is
+times the kWh: tuimeter is given none); ``ram_utilization_percent`` and ``ram_used_gb``
+(CodeCarbon's means of ``psutil.virtual_memory()``: tuimeter does not read the memory in
+use). An empty cell, not CodeCarbon's 0 for "no samples".
+
+**Utilisation** (CodeCarbon: the means over the run of ``psutil.cpu_percent()`` and of
+NVML's GPU utilisation, every GPU's samples alike), here over the segment, from the
+session's ``device`` rows (:func:`device_loads`, a second pass over each file):
+``cpu_utilization_percent`` is the machine's CPU load the attribution measured at each
+tick (the processes' CPU time over all CPUs' time), averaged over the segment's ticks by
+their length, empty for a session recorded without attribution; ``gpu_utilization_percent``
+the mean of every reading of every GPU (``gpuN``, ``amdgpuN``: the driver's busy %, read
+every few seconds) in the segment, empty where no GPU was read. ``tracking_mode`` is
 ``machine`` (tuimeter measures the whole machine); ``country_iso_code`` (ISO 3166
 alpha-3, as CodeCarbon) and ``country_name`` come from the carbon source the session
 recorded when it is a country of tuimeter's table; ``run_id`` is the session id (several,
@@ -60,6 +67,7 @@ from typing import Iterable, Iterator, NamedTuple
 
 from ..carbon import intensity_table
 from ..model import DomainKind
+from .schema import DEVICE, device_of
 from .schema import guess_kind as kind_of
 from ..text import spreadsheet_cell
 from .reader import SessionFormatError, SessionReader, find_sessions, session_carbon
@@ -117,6 +125,58 @@ def session_infos(files: Iterable[FileResult]) -> dict[tuple[str, str], SessionI
     return out
 
 
+class DeviceLoad(NamedTuple):
+    """A host's load readings from its ``device`` rows (wall-clock s, busy %)."""
+
+    cpu: list[tuple[float, float, float]]  # (tick end, interval s, the machine's CPU load)
+    gpu: list[tuple[float, float]]  # (reading, one GPU's busy %)
+
+
+def device_loads(files: Iterable[FileResult]) -> dict[str, DeviceLoad]:
+    """host -> :class:`DeviceLoad`, from every file's ``device`` rows: a second pass over
+    each file, for this format only (the report's pass does not read them). Malformed
+    ``device`` rows are skipped and added to the file's ``problems``; a file that cannot be
+    read again adds no readings."""
+    out: dict[str, DeviceLoad] = {}
+    for f in files:
+        if not f.sessions:
+            continue
+        found: dict[str, DeviceLoad] = {}
+        rd = SessionReader(f.path, kinds={DEVICE})
+        try:
+            for row in rd:
+                util = device_of(row).get("util_pct")
+                if util is None:
+                    continue
+                load = found.setdefault(row.host, DeviceLoad([], []))
+                if row.domain == "total":
+                    load.cpu.append((row.wall_s, row.interval_s, util))
+                elif kind_of(row.domain) == DomainKind.GPU:
+                    load.gpu.append((row.wall_s, util))
+        except (SessionFormatError, OSError):
+            continue
+        finally:
+            f.problems.extend(rd.problems)
+        for host, load in found.items():
+            into = out.setdefault(host, DeviceLoad([], []))
+            into.cpu.extend(load.cpu)
+            into.gpu.extend(load.gpu)
+    return out
+
+
+def _load_pct(load: DeviceLoad | None, seg: Segment) -> tuple[float | None, float | None]:
+    """(CPU %, GPU %) over the segment, as CodeCarbon's means: the ticks' CPU load
+    weighted by their length, and every GPU reading alike (all GPUs together); None
+    where there is none."""
+    if load is None:
+        return None, None
+    ticks = [(iv, pct) for t, iv, pct in load.cpu if seg.start_t < t <= seg.end_t and iv > 0]
+    span = sum(iv for iv, _ in ticks)
+    cpu = sum(iv * pct for iv, pct in ticks) / span if span > 0 else None
+    gpus = [pct for t, pct in load.gpu if seg.start_t < t <= seg.end_t]
+    return cpu, (sum(gpus) / len(gpus) if gpus else None)
+
+
 def _info(label: str) -> SessionInfo:
     recorded = session_carbon(label)
     if recorded is None:
@@ -148,7 +208,8 @@ def _num(x: float | None) -> str:
 
 
 def _row(project: str, host: HostReport, seg: Segment,
-         infos: dict[tuple[str, str], SessionInfo]) -> dict[str, str]:
+         infos: dict[tuple[str, str], SessionInfo],
+         loads: dict[str, DeviceLoad]) -> dict[str, str]:
     sids = _sessions_of(host, seg)
     known = [infos.get((host.host, sid), SessionInfo(None, None)) for sid in sids]
     pue = _agreed([i.pue for i in known])
@@ -180,6 +241,8 @@ def _row(project: str, host: HostReport, seg: Segment,
         gpu_count=str(gpus) if gpus else "",
         tracking_mode="machine", pue=_num(pue),
     )
+    cpu_pct, gpu_pct = _load_pct(loads.get(host.host), seg)
+    row.update(cpu_utilization_percent=_num(cpu_pct), gpu_utilization_percent=_num(gpu_pct))
     for part in ("cpu", "gpu", "ram"):
         row[f"{part}_energy"] = _num(kwh.get(part))
         row[f"{part}_power"] = _num(power.get(part) if dur > 0 else None)
@@ -190,21 +253,26 @@ def _row(project: str, host: HostReport, seg: Segment,
 
 
 def codecarbon_rows(rep: Report, project: str = DEFAULT_PROJECT,
-                    infos: dict[tuple[str, str], SessionInfo] | None = None
+                    infos: dict[tuple[str, str], SessionInfo] | None = None,
+                    loads: dict[str, DeviceLoad] | None = None
                     ) -> Iterator[dict[str, str]]:
     """The rows (column -> cell text), host by host, segment by segment. ``infos``:
-    from :func:`session_infos` (read from ``rep.files`` when None)."""
+    from :func:`session_infos`, ``loads`` from :func:`device_loads` (each read from
+    ``rep.files`` when None)."""
     if infos is None:
         infos = session_infos(rep.files)
+    if loads is None:
+        loads = device_loads(rep.files)
     for host in rep.hosts:
         for seg in host.segments:
-            yield _row(project, host, seg, infos)
+            yield _row(project, host, seg, infos, loads)
 
 
-def to_codecarbon(rep: Report, project: str = DEFAULT_PROJECT) -> str:
+def to_codecarbon(rep: Report, project: str = DEFAULT_PROJECT,
+                  loads: dict[str, DeviceLoad] | None = None) -> str:
     """The CSV text: CodeCarbon's header, then :func:`codecarbon_rows`."""
     buf = io.StringIO()
     w = csv.DictWriter(buf, COLUMNS, lineterminator="\n")
     w.writeheader()
-    w.writerows(codecarbon_rows(rep, project))
+    w.writerows(codecarbon_rows(rep, project, loads=loads))
     return buf.getvalue()

@@ -66,6 +66,7 @@ class SessionWriter:
         self.closed = False
         self.good_bytes = 0  # the file's size after the last complete write
         self._described: dict[str, Domain] = {}  # domain rows written, by id
+        self._device_read: dict[str, float] = {}  # the device reading written, by domain id
         self._carbon: CarbonInfo | None = None  # the carbon settings in force in the file
 
     @classmethod
@@ -273,7 +274,29 @@ class SessionWriter:
                                             self.host, self.session_id))
             self._domain_rows(snap)
             self._point_rows(snap)
+            self._device_rows(snap)
         self._flush()
+
+    def _device_rows(self, snap: Snapshot) -> None:
+        """A ``device`` row per domain whose device readings are new since the file's last
+        (they are read every few seconds, so at most one row per read, not one per tick),
+        and the machine's CPU load of the tick (domain ``total``) where attribution gave
+        one."""
+        ts, el, iv = snap.timestamp, snap.elapsed_s, snap.interval_s
+        for d in snap.domains:
+            info = d.device
+            if info is None or self._device_read.get(d.domain.id) == info.t_s:
+                continue
+            self._device_read[d.domain.id] = info.t_s
+            readings = {k: getattr(info, k) for k in schema.DEVICE_READINGS
+                        if getattr(info, k, None) is not None}
+            if readings:
+                self._put(schema.device_row(d.domain.id, d.domain.source, readings, ts, el, iv,
+                                            self.host, self.session_id))
+        if snap.cpu_busy_ratio is not None:
+            self._put(schema.device_row("total", "attribution",
+                                        {"util_pct": 100.0 * snap.cpu_busy_ratio}, ts, el, iv,
+                                        self.host, self.session_id))
 
     def _point_rows(self, snap: Snapshot) -> None:
         """The tick's derived rows, rendered from :func:`~tuimeter.points.points`: a

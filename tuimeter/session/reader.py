@@ -34,10 +34,9 @@ import re
 from typing import Iterator, NamedTuple
 
 from ..text import safe_text
-from .schema import (CARBON, COLUMNS, DOMAIN, IN_TOTAL, LOST, MARKER, MAX_NUMBER, N_COLUMNS,
-                     SAMPLE, SAMPLE_PROVENANCES, SESSION, SETTINGS, TREE, BadRow, Row, _new_row,
-                     number,
-                     parse_row)
+from .schema import (CARBON, COLUMNS, DEVICE, DOMAIN, IN_TOTAL, LOST, MARKER, MAX_NUMBER,
+                     N_COLUMNS, SAMPLE, SAMPLE_PROVENANCES, SESSION, SETTINGS, TREE, BadRow,
+                     Row, _new_row, number, parse_row)
 
 __all__ = ["BadRow", "Row", "SessionFormatError", "SessionReader", "check_header",
            "find_sessions", "number", "parse_row"]
@@ -47,7 +46,7 @@ MAX_PROBLEMS_LISTED = 5
 #: the row kinds read by default (the report and the replay need no others)
 READ_KINDS = frozenset({SESSION, SETTINGS, DOMAIN, CARBON, SAMPLE, MARKER})
 #: kinds never taken by the inline checks: their JSON label is checked by parse_row
-_SLOW_KINDS = frozenset({SETTINGS, DOMAIN, TREE, CARBON})
+_SLOW_KINDS = frozenset({SETTINGS, DOMAIN, TREE, CARBON, DEVICE})
 
 
 class SessionFormatError(Exception):

@@ -18,7 +18,7 @@ import json
 import sys
 
 from ..text import safe_text, spreadsheet_cell
-from .codecarbon import DEFAULT_PROJECT, to_codecarbon
+from .codecarbon import DEFAULT_PROJECT, device_loads, to_codecarbon
 from .owners import OWNER_KINDS, UNOWNED
 from .report import J_PER_WH, Report, avg_w, build_report, load_file
 from ..cli_help import help_text
@@ -221,8 +221,9 @@ def _grid(head: tuple, cells: list[tuple], md: bool) -> list[str]:
     return [fmt(head)] + [fmt(r) for r in cells]
 
 
-def render(rep: Report, fmt: str, project: str = DEFAULT_PROJECT) -> str:
-    """``rep`` in ``fmt``; with ``rep.by`` set, each segment's owners too."""
+def render(rep: Report, fmt: str, project: str = DEFAULT_PROJECT, loads=None) -> str:
+    """``rep`` in ``fmt``; with ``rep.by`` set, each segment's owners too. ``loads``:
+    codecarbon's :func:`~.codecarbon.device_loads` (read from ``rep.files`` when None)."""
     if fmt == "json":
         # strict JSON: the reader keeps nan and inf out, and a bare NaN is not JSON;
         # text from the files is escaped by JSON itself (\u001b, ASCII only)
@@ -230,7 +231,7 @@ def render(rep: Report, fmt: str, project: str = DEFAULT_PROJECT) -> str:
     if fmt == "csv":
         return to_csv(rep, rep.by)
     if fmt == "codecarbon":
-        return to_codecarbon(rep, project)
+        return to_codecarbon(rep, project, loads)
     return "\n".join(_table_lines(rep, md=fmt == "markdown")) + "\n"
 
 
@@ -255,6 +256,8 @@ def cmd_report(argv: list[str]) -> int:
     if args.by is not None and args.format == "codecarbon":
         p.error("--by is for --format table, markdown, json or csv")
     files = [load_file(path, args.by) for path in args.files]
+    # codecarbon's utilisation columns: the device rows, read before the warnings are listed
+    loads = device_loads(files) if args.format == "codecarbon" else None
     for f in files:
         if f.error:
             print(f"tuimeter: error: {f.error}", file=sys.stderr)
@@ -270,5 +273,5 @@ def cmd_report(argv: list[str]) -> int:
 
         text = plot_report(rep)
         print(text, file=sys.stdout if args.format in ("table", "markdown") else sys.stderr)
-    sys.stdout.write(render(rep, args.format, args.project or DEFAULT_PROJECT))
+    sys.stdout.write(render(rep, args.format, args.project or DEFAULT_PROJECT, loads))
     return 0

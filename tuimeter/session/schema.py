@@ -82,8 +82,11 @@ TREE = "tree"  # attribution: an owner tree (a process tree that marked, a rank 
 #: attribution per cgroup: the top cgroups of the tick (label: the cgroup path, or
 #: ``unknown``), then ``other cgroups`` and ``idle/system``; older readers pass over it
 CGROUP = "cgroup"
+#: a domain's own device readings when new (GPU busy %, memory, clocks: JSON in label), and
+#: the machine's CPU load each tick (domain ``total``); older readers pass over it
+DEVICE = "device"
 ROW_KINDS = frozenset({SESSION, SETTINGS, DOMAIN, CARBON, SAMPLE, TOTAL, MARKER, EVENT, JOB,
-                       PROCESS, TREE, CGROUP})
+                       PROCESS, TREE, CGROUP, DEVICE})
 #: the kinds that describe a session rather than measure it
 META_KINDS = frozenset({SESSION, SETTINGS, DOMAIN})
 
@@ -240,6 +243,8 @@ def parse_row(cells: list[str], line: int = 0) -> Row:
         tree_of(row)
     elif kind == CARBON:
         carbon_of(row)
+    elif kind == DEVICE:
+        device_of(row)
     return row
 
 
@@ -320,6 +325,43 @@ def tree_of(row: Row) -> TreeInfo:
                                  and rank.isascii() and rank.isdigit()):
         raise BadRow("a tree label whose rank is not a small number")
     return TreeInfo(_text(obj, "name", "tree"), rank, obj.get("job") is True)
+
+
+#: the readings a ``device`` row holds (units in the keys, as ``DeviceInfo``'s fields) and
+#: the values accepted for each; any other key (a later writer's) is passed over
+DEVICE_READINGS: dict[str, tuple[float, float]] = {
+    "util_pct": (0.0, 100.0), "mem_util_pct": (0.0, 100.0), "mem_used_b": (0.0, 2.0**64),
+    "mem_total_b": (0.0, 2.0**64), "temp_c": (-100.0, 500.0), "power_limit_w": (0.0, 1e6),
+    "clock_sm_mhz": (0.0, 1e6), "clock_mem_mhz": (0.0, 1e6), "freq_mhz": (0.0, 1e6)}
+
+
+def device_row(domain: str, source: str, readings: dict[str, float], wall: float,
+               elapsed: float, interval: float, host: str, session: str) -> Row:
+    """A ``device`` row: ``readings`` (keys of :data:`DEVICE_READINGS`) of ``domain``,
+    or of the machine (domain ``total``, source ``attribution``: its CPU load)."""
+    label = json.dumps(readings, separators=(",", ":"))
+    return Row(0, wall, elapsed, interval, host, session, DEVICE, domain, source, None,
+               None, None, None, str(Provenance.MEASURED), label, None)
+
+
+def device_of(row: Row) -> dict[str, float]:
+    """The readings of a ``device`` row; BadRow for no domain, a label that is not a JSON
+    object, or a known reading that is not a number within its bounds (a busy % of 150
+    is no reading)."""
+    if not row.domain:
+        raise BadRow("a device row with no domain")
+    obj = _json_object(row.label, "device")
+    out = {}
+    for key, (low, high) in DEVICE_READINGS.items():
+        if key not in obj:
+            continue
+        value = obj[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not low <= value <= high:
+            raise BadRow(f"a device label whose {key} {echo(str(value))} is not a number "
+                         f"from {low:g} to {high:g}")
+        out[key] = float(value)
+    return out
 
 
 class Settings(NamedTuple):
