@@ -279,13 +279,15 @@ class SessionWriter:
 
     def _device_rows(self, snap: Snapshot) -> None:
         """A ``device`` row per domain whose device readings are new since the file's last
-        (they are read every few seconds, so at most one row per read, not one per tick),
-        and the machine's CPU load of the tick (domain ``total``) where attribution gave
-        one."""
+        (they are read every few seconds, so at most one row per read, not one per tick)
+        and hold a utilisation (GPUs: a CPU package's frequency and temperature alone, which
+        no reader needs, would add a row every 2 s per package), and the machine's CPU load
+        of the tick (domain ``total``) where attribution gave one."""
         ts, el, iv = snap.timestamp, snap.elapsed_s, snap.interval_s
         for d in snap.domains:
             info = d.device
-            if info is None or self._device_read.get(d.domain.id) == info.t_s:
+            if info is None or info.util_pct is None \
+                    or self._device_read.get(d.domain.id) == info.t_s:
                 continue
             self._device_read[d.domain.id] = info.t_s
             readings = {k: getattr(info, k) for k in schema.DEVICE_READINGS
