@@ -47,8 +47,8 @@ session's ``device`` rows (:func:`device_loads`, a second pass over each file):
 ``cpu_utilization_percent`` is the machine's CPU load the attribution measured at each
 tick (the processes' CPU time over all CPUs' time), averaged over the segment's ticks by
 their length, empty for a session recorded without attribution; ``gpu_utilization_percent``
-the mean of every reading of every GPU (``gpuN``, ``amdgpuN``: the driver's busy %, read
-every few seconds) in the segment, empty where no GPU was read. ``tracking_mode`` is
+the mean of every reading of every GPU whose driver gives its busy % (NVML's, read every
+few seconds) in the segment, empty where none was read. ``tracking_mode`` is
 ``machine`` (tuimeter measures the whole machine); ``country_iso_code`` (ISO 3166
 alpha-3, as CodeCarbon) and ``country_name`` come from the carbon source the session
 recorded when it is a country of tuimeter's table; ``run_id`` is the session id (several,
