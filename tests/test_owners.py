@@ -296,7 +296,7 @@ def test_ranks_of_a_followed_job_are_found_in_their_environment():
         late = Attributor([])  # --pid of a job already running: its ranks are there
         late.follow(proc.pid)
         for a in (att, late):
-            _, _, job, owners, _ = a.attribute(1.0, (), 0.0)
+            _, _, job, owners, *_ = a.attribute(1.0, (), 0.0)
             ranks = sorted((o.rank, o.n_processes, o.in_job, o.marked) for o in owners)
             assert ranks == [("0", 2, True, False), ("1", 2, True, False)]
             assert job.n_processes == 5
