@@ -310,3 +310,51 @@ def test_cmd_mark_refuses_an_undecodable_argument(server, engine, capsys):
     assert err.count("\n") == 1 and "not valid UTF-8" in err
     engine.clock_.advance(1.0)
     assert engine.tick().new_markers == ()
+
+
+# -- pids where they enter (issue 22 item 5) ---------------------------------------------
+@pytest.mark.parametrize("pid", ["99999999999999999999", str(2**63), str(2**22 + 1), "0",
+                                 "-5", "9" * 5000])
+def test_cmd_mark_refuses_a_pid_no_kernel_gives(server, engine, pid):
+    """`tuimeter mark --pid 99999999999999999999 x` was "marked in 1 session", and the
+    reader then skipped the marker row as malformed (the phase vanished): now one line,
+    exit 2, and no session records it."""
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", "tuimeter", "mark", "--pid", pid, "x"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr.count("\n") == 1 and "process id" in res.stderr
+    assert res.stdout == ""
+    engine.clock_.advance(1.0)
+    assert engine.tick().new_markers == ()
+
+
+@pytest.mark.parametrize("pid", [2**63, 2**22 + 1, 0, -1, True, 1.5, "77"])
+def test_socket_refuses_a_pid_no_kernel_gives(server, engine, pid):
+    """The socket applies the same rule: 2**63 was accepted as readily as a real pid."""
+    msg = json.dumps({"op": "mark", "label": "phase", "source": "cli", "pid": pid})
+    reply = _raw(server.path, msg.encode() + b"\n")
+    assert reply is not None and reply["ok"] is False and "process id" in reply["error"]
+    engine.clock_.advance(1.0)
+    assert engine.tick().new_markers == ()
+
+
+def test_the_largest_pid_accepted_is_read_back(server, engine, tmp_path):
+    """The entry rule and the reader's agree: a marker about pid 2**22 (Linux's largest
+    pid_max) is recorded, written and read back by `report`'s reader with its pid."""
+    from tuimeter.session.csvfile import SessionWriter
+    from tuimeter.session.reader import SessionReader
+    from tuimeter.session.recorder import Recorder
+
+    rec = Recorder(SessionWriter.create(tmp_path / "s.csv", "h"))
+    rec.start(engine.snapshot)
+    assert mark_client.send_mark("edge", pid=2**22).delivered == 1
+    engine.clock_.advance(1.0)
+    rec(engine.tick())
+    rec.close()
+    reader = SessionReader(tmp_path / "s.csv")
+    rows = [r for r in reader if r.kind == "marker"]
+    assert reader.problems == []
+    assert [(r.label, r.pid) for r in rows] == [("edge", 2**22)]

@@ -65,6 +65,7 @@ import threading
 import time
 
 from ..labels import MAX_LABEL_CHARS, check_label  # noqa: F401 (part of this module's API)
+from ..model import PID_LIMIT, is_pid
 from ..points import points
 from .ids import new_session_id
 
@@ -249,7 +250,9 @@ def _handle(server: "MarkerServer", line: bytes,
         return {"ok": False, "error": str(exc)}
     source = msg.get("source") if msg.get("source") in SOURCES else "socket"
     pid = msg.get("pid")
-    pid = pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
+    if pid is not None and not is_pid(pid):
+        return {"ok": False, "error": f"pid {str(pid)[:24]} is not a process id "
+                                      f"(1 .. {PID_LIMIT})"}
     try:
         marker = server.engine.add_marker(label, source=source, pid=pid)
     except SessionEnded as exc:
