@@ -196,6 +196,10 @@ def resolve_live(source: str | None = None, zone: str | None = None,
     url_key = "electricitymaps_url" if name == ELECTRICITYMAPS else "uk_carbon_url"
     url, url_where = pick(url_key, None)
     url = DEFAULT_URLS[name] if url is None else check_value(url_key, url, url_where)
+    if token:
+        from .exposure import warn_secret_over_http
+
+        warn_secret_over_http(url, "the Electricity Maps token")
     return LiveSettings(name, checked_zone, None if token is None else str(token), url)
 
 

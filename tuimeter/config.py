@@ -183,6 +183,8 @@ KEYS: tuple[Key, ...] = (
     Key("theme", _text, "TUIMETER_THEME", "theme"),
 )
 KEY_NAMES: tuple[str, ...] = tuple(k.name for k in KEYS)
+#: the keys that hold a secret (a config file holding one should be private)
+SECRET_KEYS = ("influx_token", "electricitymaps_token")
 _BY_NAME = {k.name: k for k in KEYS}
 
 _warned_keys: set = set()
@@ -202,6 +204,11 @@ def read_table(path: str | os.PathLike) -> dict[str, Any]:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise CarbonError(f"cannot read config file {path}: {exc}") from None
+    secrets = [k for k in SECRET_KEYS if data.get(k)]
+    if secrets:
+        from .exposure import warn_readable_secret_file
+
+        warn_readable_secret_file(path, secrets)
     known = {}
     for key, value in data.items():
         if key in _BY_NAME:
