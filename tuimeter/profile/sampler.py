@@ -280,7 +280,7 @@ class FileSink:
     make that number an unlikely one for the program to be given."""
 
     def __init__(self, path, clock=time.monotonic):
-        self.path = path
+        self.path = path = os.path.abspath(path)  # opened again after a chdir too
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _OPEN, 0o600)
         self.fd = _high(fd)
         st = os.fstat(self.fd)
