@@ -322,8 +322,13 @@ def save_key(key: str, value: str, path: str | os.PathLike | None = None,
         _lock(dfd)
         for _ in range(SAVE_TRIES):
             old = _read_own(dfd, target)
-            new = _edited(target, old[0] if old else "", key, value)
-            if _replace(dfd, target, new, old):
+            try:
+                new = _edited(target, old[0] if old else "", key, value)
+            except BaseException:
+                if old is not None:
+                    os.close(old[2])
+                raise
+            if _replace(dfd, target, new, old):  # closes old's descriptor
                 return target
         raise ConfigError(f"{target}: not saved, it kept changing while {key} was saved "
                           f"(try again)")
@@ -474,6 +479,8 @@ def _replace(dfd: int, target: Path, new: str,
         if (now is None) != (old is None) or (now is not None and old is not None and (
                 now[0] != old[0] or now[1].st_ino != old[1].st_ino)):
             os.unlink(tmp, dir_fd=dfd)
+            if old is not None:
+                os.close(old[2])
             return False
         os.replace(tmp, target.name, src_dir_fd=dfd, dst_dir_fd=dfd)
     except BaseException:
