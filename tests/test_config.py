@@ -298,6 +298,17 @@ def test_save_key_refuses_another_users_config_and_changes_no_owner(tmp_path: Pa
         assert target.read_text() == "pue = 1.5\n"
 
 
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                    reason="needs root to give the file another group")
+def test_save_key_keeps_the_files_group(home: Path) -> None:
+    """The file is replaced by a new one: its group is carried over, never changed."""
+    path = write(home, "pue = 1.5\n")
+    os.chown(path, -1, 4242)
+    config.save_key("theme", "nord")
+    assert path.stat().st_gid == 4242 and path.stat().st_uid == os.geteuid()
+    assert path.read_text() == 'pue = 1.5\ntheme = "nord"\n'
+
+
 def test_a_line_appended_while_saving_is_kept(home: Path, monkeypatch) -> None:
     """Issue 22 item 3: a save read the file, changed one line and renamed over it: a
     line appended meanwhile (a user's `echo >>`, another program) was lost. The file is

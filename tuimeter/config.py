@@ -452,10 +452,17 @@ def _edited(target: Path, text: str, key: str, value: str) -> str:
     return new
 
 
-def _write_temp(dfd: int, name: str, text: str, mode: int) -> int:
-    """A new file ``name`` in the folder ``dfd`` holding ``text`` (synced); its inode."""
+def _write_temp(dfd: int, name: str, text: str, mode: int, gid: int | None = None) -> int:
+    """A new file ``name`` in the folder ``dfd`` holding ``text`` (synced), with the
+    group ``gid`` of the file it replaces (ConfigError when that group cannot be kept);
+    its inode."""
     fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600, dir_fd=dfd)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        if gid is not None and os.fstat(fh.fileno()).st_gid != gid:
+            try:
+                os.fchown(fh.fileno(), -1, gid)
+            except OSError:
+                raise ConfigError(f"its group (gid {gid}) could not be kept") from None
         fh.write(text)
         fh.flush()
         os.fchmod(fh.fileno(), mode)
@@ -472,7 +479,10 @@ def _replace(dfd: int, target: Path, new: str,
     mode = 0o600 if old is None else stat.S_IMODE(old[1].st_mode)
     tmp = f".config-{uuid.uuid4().hex[:12]}.toml"
     try:
-        ino = _write_temp(dfd, tmp, new, mode)
+        try:
+            ino = _write_temp(dfd, tmp, new, mode, None if old is None else old[1].st_gid)
+        except ConfigError as exc:
+            raise ConfigError(f"{target}: not saved, {exc}") from None
         now = _read_own(dfd, target)
         if now is not None:
             os.close(now[2])
