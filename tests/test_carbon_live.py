@@ -64,6 +64,7 @@ class CarbonApi:
         self.headers: dict[str, str] = {}
         self.requests: list[tuple[str, str | None]] = []
         self.hang = False
+        self.drip = False  # send the headers, then the body one byte at a time, for ever
         self.entered = threading.Event()  # a request reached the handler
         self._release = threading.Event()
         api_ = self
@@ -74,6 +75,8 @@ class CarbonApi:
                 api_.entered.set()
                 if api_.hang:
                     api_._release.wait(30)
+                if api_.drip:
+                    return self._drip()
                 status, body = api_.answer
                 data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 try:
@@ -85,6 +88,21 @@ class CarbonApi:
                     self.end_headers()
                     self.wfile.write(data)
                 except OSError:  # the client gave up (a timeout test)
+                    pass
+
+            def _drip(self):
+                """One byte every 20 ms (well inside any per-read timeout) of an answer
+                that never ends, until the client hangs up or the server closes."""
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", "100000")
+                    self.end_headers()
+                    self.wfile.flush()
+                    while not api_._release.wait(0.02):
+                        self.wfile.write(b" ")
+                        self.wfile.flush()
+                except OSError:  # the client gave up: what the deadline is for
                     pass
 
             def log_message(self, *args):
@@ -116,10 +134,11 @@ def server(monkeypatch):
     s.close()
 
 
-def live(server, source=ELECTRICITYMAPS, zone="DE", timeout_s=5.0, **kw) -> LiveCarbon:
+def live(server, source=ELECTRICITYMAPS, zone="DE", timeout_s=5.0, deadline_s=None,
+         **kw) -> LiveCarbon:
     """A LiveCarbon over ``server`` that warns into ``.warned`` (not started)."""
     settings = LiveSettings(source, zone, TOKEN if source == ELECTRICITYMAPS else None,
-                            server.url)
+                            server.url, *(() if deadline_s is None else (deadline_s,)))
     warned: list[str] = []
     lc = LiveCarbon(source, make_fetch(settings, timeout_s), TABLE, warn=warned.append, **kw)
     lc.warned = warned  # type: ignore[attr-defined]
@@ -270,6 +289,46 @@ def test_a_failed_refresh_keeps_a_recent_answer_then_falls_back(server):
     server.answer = (401, b"")
     lc.fetch_once()
     assert len(lc.warned) == 2
+
+
+def _fetch_ends(lc: LiveCarbon) -> None:
+    """Run one fetch on a thread and wait for it to finish (a fetch with no deadline
+    would never end: the test then fails here instead of hanging)."""
+    n = lc.answers + 1
+    threading.Thread(target=lc.fetch_once, daemon=True).start()
+    assert lc.wait_answers(n, timeout_s=30), "the fetch never ended"
+
+
+def test_a_server_that_drips_its_answer_meets_the_fetchs_deadline(server):
+    """Issue 22 item 6: a byte every few seconds passes every per-read timeout and held a
+    fetch open for ever, with no warning before any good answer. Each fetch now has a
+    deadline (DEADLINE_S; 0.4 s here, the per-read timeout staying at 5 s): the table
+    figure stands in, with one warning saying why."""
+    server.drip = True
+    lc = live(server, timeout_s=5.0, deadline_s=0.4)
+    _fetch_ends(lc)
+    assert lc.current().g_per_kwh == 56.0
+    assert lc.current().source.endswith(
+        "(electricitymaps failed: no complete answer within 0.4 s)")
+    assert len(lc.warned) == 1 and "no complete answer within 0.4 s" in lc.warned[0]
+
+
+def test_staleness_counts_from_the_last_good_answer_through_dripping_refreshes(server):
+    """After a good answer, refreshes that drip say "refresh failed" and keep the figure
+    while it is recent; once STALE_S has passed since that good answer, the table."""
+    clock = [0.0]
+    lc = live(server, timeout_s=5.0, deadline_s=0.4, clock=lambda: clock[0], stale_s=3600.0)
+    server.answer = (200, em_answer(300))
+    lc.fetch_once()
+    server.drip = True
+    clock[0] = 1800.0
+    _fetch_ends(lc)
+    assert lc.current().g_per_kwh == 300.0
+    assert lc.current().source.endswith("(refresh failed: no complete answer within 0.4 s)")
+    clock[0] = 3601.0
+    _fetch_ends(lc)
+    assert lc.current().g_per_kwh == 56.0
+    assert "electricitymaps failed: no complete answer" in lc.current().source
 
 
 # -- the engine, the file, the report ----------------------------------------------------

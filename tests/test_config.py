@@ -4,12 +4,14 @@ the Linux locations kept (README, "Configuration")."""
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from pathlib import Path
 
 import pytest
 
+from tests.test_hostile_files import other_user  # noqa: F401 (a fixture)
 from tuimeter import config
 from tuimeter.carbon import resolve_carbon
 from tuimeter.cli import _record_parser
@@ -232,14 +234,121 @@ def test_save_key_creates_the_file_and_folder_private(tmp_path: Path) -> None:
     assert path.stat().st_mode & 0o777 == 0o600
 
 
-def test_save_key_follows_a_link_to_the_file(home: Path, tmp_path: Path) -> None:
-    """A config.toml kept elsewhere (dotfiles) stays a link; its target is updated."""
-    real = tmp_path / "dotfiles.toml"
-    real.write_text("pue = 1.5\n")
+@pytest.mark.parametrize("planted", ["dangling", "to a file"])
+def test_save_key_refuses_a_link_and_leaves_it_alone(home: Path, tmp_path: Path,
+                                                     planted: str) -> None:
+    """Issue 22 item 2: a link planted at config.toml (dangling: root created its target;
+    to a file: that file was rewritten and became root's) is refused in one line; the
+    link and what it points at stay as they were, nothing is created."""
+    aim = tmp_path / "elsewhere" / "victim.conf"
+    aim.parent.mkdir()
+    if planted == "to a file":
+        aim.write_text("secret = 1\n")
+        aim.chmod(0o644)
     link = home / "cfg" / "tuimeter" / "config.toml"
-    link.symlink_to(real)
+    link.symlink_to(aim)
+    with pytest.raises(config.ConfigError, match="symbolic link") as exc:
+        config.save_key("theme", "nord")
+    assert "\n" not in str(exc.value) and "not saved" in str(exc.value)
+    assert os.readlink(link) == str(aim)
+    if planted == "to a file":
+        assert aim.read_text() == "secret = 1\n" and aim.stat().st_mode & 0o777 == 0o644
+    else:
+        assert not aim.exists()
+    assert sorted(p.name for p in link.parent.iterdir()) == ["config.toml"]
+
+
+def test_save_key_refuses_a_config_folder_that_is_a_link(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "tuimeter").symlink_to(real)
+    with pytest.raises(config.ConfigError, match="folder is a symbolic link"):
+        config.save_key("theme", "nord", tmp_path / "cfg" / "tuimeter" / "config.toml")
+    assert list(real.iterdir()) == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux users")
+@pytest.mark.parametrize("whose", ["file", "folder", "folder above a new one"])
+def test_save_key_refuses_another_users_config_and_changes_no_owner(tmp_path: Path,
+                                                                    other_user: int,
+                                                                    whose: str) -> None:
+    """Root with another user's config folder (sudo -E): their config.toml, their
+    config folder, or their ~/.config where tuimeter's folder does not exist yet, is not
+    saved into (it became root's before), one line saying whose it is; every owner,
+    mode and byte stays as it was and nothing is created."""
+    cfg = tmp_path / "home" / ".config"
+    folder = cfg / "tuimeter"
+    target = folder / "config.toml"
+    cfg.mkdir(parents=True)
+    if whose != "folder above a new one":
+        folder.mkdir(mode=0o755)
+        target.write_text("pue = 1.5\n")
+        target.chmod(0o644)
+    chowned = {"file": [target], "folder": [folder, target],
+               "folder above a new one": [cfg]}[whose]
+    for p in chowned:
+        os.chown(p, other_user, -1)
+    before = {p: (p.stat().st_uid, p.stat().st_mode) for p in cfg.rglob("*")}
+    with pytest.raises(config.ConfigError, match=f"uid {other_user}") as exc:
+        config.save_key("theme", "nord", target)
+    assert "\n" not in str(exc.value) and "not saved" in str(exc.value)
+    assert {p: (p.stat().st_uid, p.stat().st_mode) for p in cfg.rglob("*")} == before
+    if target.exists():
+        assert target.read_text() == "pue = 1.5\n"
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                    reason="needs root to give the file another group")
+def test_save_key_keeps_the_files_group(home: Path) -> None:
+    """The file is replaced by a new one: its group is carried over, never changed."""
+    path = write(home, "pue = 1.5\n")
+    os.chown(path, -1, 4242)
     config.save_key("theme", "nord")
-    assert link.is_symlink() and real.read_text() == 'pue = 1.5\ntheme = "nord"\n'
+    assert path.stat().st_gid == 4242 and path.stat().st_uid == os.geteuid()
+    assert path.read_text() == 'pue = 1.5\ntheme = "nord"\n'
+
+
+def test_a_line_appended_while_saving_is_kept(home: Path, monkeypatch) -> None:
+    """Issue 22 item 3: a save read the file, changed one line and renamed over it: a
+    line appended meanwhile (a user's `echo >>`, another program) was lost. The file is
+    read again before the rename; the change is taken in and the save done over it."""
+    path = write(home, "pue = 1.5\n")
+    real = config._write_temp
+    appended = []
+
+    def write_temp_while_someone_appends(*args):
+        if not appended:
+            with open(path, "a") as fh:  # between the save's read and its rename
+                fh.write("interval_s = 2\n")
+            appended.append(True)
+        return real(*args)
+
+    monkeypatch.setattr(config, "_write_temp", write_temp_while_someone_appends)
+    config.save_key("theme", "nord")
+    assert path.read_text() == 'pue = 1.5\ninterval_s = 2\ntheme = "nord"\n'
+    assert sorted(p.name for p in path.parent.iterdir()) == ["config.toml"]
+
+
+def test_a_file_that_keeps_changing_is_refused_not_clobbered(home: Path, monkeypatch) -> None:
+    path = write(home, "pue = 1.5\n")
+    real = config._write_temp
+    n = []
+
+    def always(*args):
+        n.append(1)
+        with open(path, "a") as fh:
+            fh.write(f"# edit {len(n)}\n")
+        return real(*args)
+
+    monkeypatch.setattr(config, "_write_temp", always)
+    fds = sorted(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+    with pytest.raises(config.ConfigError, match="kept changing"):
+        config.save_key("theme", "nord")
+    if fds is not None:  # every try closed what it opened
+        assert sorted(os.listdir("/proc/self/fd")) == fds
+    assert path.read_text() == "pue = 1.5\n" + "".join(f"# edit {i}\n" for i in range(1, 6))
+    assert sorted(p.name for p in path.parent.iterdir()) == ["config.toml"]
 
 
 @pytest.mark.parametrize("text", [

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -229,3 +230,67 @@ def test_a_command_marks_its_own_session_only(recorders):
     assert by_path.returncode == 0
     recorders.end(other)
     assert marker_labels(other_csv) == ["everyone", "by path"]
+
+
+# -- the socket before the sensors (issue 22) ----------------------------------------------
+SLOW_PYNVML = '''\
+"""A pynvml whose nvmlInit holds until the test removes a gate file (a probe that takes
+as long as the test wants, as a loaded machine's can), then finds no driver."""
+import os
+import threading
+
+
+class NVMLError(Exception):
+    pass
+
+
+class NVMLError_LibraryNotFound(NVMLError):
+    pass
+
+
+def nvmlInit():
+    gate = os.environ["TUIMETER_TEST_PROBE_GATE"]
+    while os.path.exists(gate):
+        threading.Event().wait(0.01)
+    raise NVMLError_LibraryNotFound("NVML Shared Library Not Found")
+'''
+
+
+def test_a_mark_sent_while_the_sensors_are_probed_reaches_the_session(recorders, tmp_path):
+    """Several recorders starting at once on busy cores took > 2.5 s to open their
+    sockets, and marks sent meanwhile found "no session is running". The socket is now
+    made first, before the sensors are probed: a mark sent while the probe is held
+    finds the session, waits in the socket's queue and is recorded once it answers."""
+    fakes = tmp_path / "slowfakes"
+    fakes.mkdir()
+    (fakes / "pynvml.py").write_text(SLOW_PYNVML)
+    gate = tmp_path / "probe-gate"
+    gate.write_text("held")
+    env = {**recorders.env, "PYTHONPATH": str(fakes), "TUIMETER_TEST_PROBE_GATE": str(gate)}
+    out = tmp_path / "slow.csv"
+    proc = subprocess.Popen(tuimeter("record", "-o", str(out), "-i", "0.2", "--no-attribution",
+                                     "-q"),
+                            env=env, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    recorders.procs.append(proc)
+    sockets = recorders.sockets
+    wait_for(lambda: sockets.is_dir() and any(p.name.startswith(f"{proc.pid}-")
+                                              for p in sockets.iterdir()),
+             what="the socket, while the GPU probe is held")
+    assert not out.exists() or count_totals(out) == 0  # still probing
+    (path,) = [p for p in sockets.iterdir() if p.name.startswith(f"{proc.pid}-")]
+    early = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # what `mark` sends, now
+    early.settimeout(90)
+    early.connect(str(path))
+    early.sendall(json.dumps({"op": "mark", "label": "early bird", "source": "cli",
+                              "pid": 1, "expires": time.time() + 90}).encode() + b"\n")
+    gate.unlink()  # the probe ends: the session answers what waited in its queue
+    reply = json.loads(early.makefile().readline())
+    early.close()
+    assert reply["ok"] is True, reply
+    r = subprocess.run(tuimeter("mark", "--timeout", PATIENCE, "later"), env=recorders.env,
+                       cwd=ROOT, capture_output=True, text=True, timeout=90)
+    assert r.returncode == 0 and "marked 'later' in 1 session" in r.stdout, r.stderr
+    wait_for(lambda: count_totals(out) >= 1, what="the first tick")
+    recorders.end(proc)
+    df = pd.read_csv(out)
+    assert list(df[df.kind == "marker"].label) == ["early bird", "later"]

@@ -137,6 +137,42 @@ def test_a_worker_thread_gets_the_energy_and_join_does_not(powered):
     assert f["Thread.join"]["total_s"] > 0.5  # it waited there all along: time, no energy
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="lists /proc/self/fd")
+def test_a_program_that_closes_every_descriptor_keeps_its_own_file(powered):
+    """Issue 22 item 1: a program closes every descriptor (as python-daemon does), then
+    opens its own file and gives it every number that was open before (dup2, so the
+    number the sampler had is the program's file whatever it was): the sampler wrote its
+    ``["S",...]`` lines into that file (10,758 bytes) and the profile came out empty.
+    Now the file holds only the program's lines and the profile is complete."""
+    env, tmp = powered
+    prog = script(tmp, "daemonish.py", """\
+        import os
+        import resource
+
+        held = [int(n) for n in os.listdir("/proc/self/fd") if int(n) > 2]  # the sampler's
+        os.closerange(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        out = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "own.txt"), "w")
+        for n in held:  # every number open before is the program's file now
+            if n != out.fileno():
+                os.dup2(out.fileno(), n)
+
+        def work():
+            for i in range(20):
+                burn(0.03)
+                out.write(f"line {i}\\n")
+                out.flush()
+
+        work()
+        """)
+    r, data = profile(env, tmp, "--", sys.executable, str(prog))
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    assert (tmp / "own.txt").read_text() == "".join(f"line {i}\n" for i in range(20))
+    f = funcs(data)
+    assert f["work"]["samples"] >= 5 and f["work"]["total_energy_j"] > 0
+    assert not any("end" in n and "missing" in n for n in data.get("notes", []))
+
+
 def test_a_module_runs_with_its_arguments_and_its_exit_status_is_kept(powered):
     env, tmp = powered
     pkg = tmp / "mypkg"

@@ -104,3 +104,58 @@ def test_find_sessions_gives_offsets_to_start_reading_at(tmp_path):
     got = list(SessionReader(f, session="b", start=(offset, before)))
     assert [(r.session, r.kind, r.line) for r in got] == [
         ("b", "session", 6), ("b", "sample", 7), ("b", "sample", 8)]
+
+
+def _with_a_huge_cell(src, dst, kind: str) -> int:
+    """``src`` with, half way through, a copy of its first ``kind`` row whose label is
+    200 KiB (over the csv module's 128 KiB field limit); the line number of that row."""
+    from pathlib import Path
+
+    lines = Path(src).read_text(encoding="utf-8").splitlines(keepends=True)
+    model = next(next(csv.reader([ln])) for ln in lines if f",{kind}," in ln)
+    model[13] = "x" * (200 << 10)
+    at = len(lines) // 2
+    Path(dst).write_text("".join(lines[:at]) + _line(model) + "".join(lines[at:]),
+                         encoding="utf-8")
+    return at + 1
+
+
+@pytest.mark.parametrize("kind", ["marker", "total"])
+def test_a_cell_over_128_kib_skips_its_row_not_the_rest_of_the_file(tmp_path, kind):
+    """Issue 22: one cell over the csv field limit made `report` and `--replay` skip the
+    rest of the file (its energy gone). Now that row alone is skipped, named by line:
+    the report is the one of the file without it, and the replay plays to the end."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.fakes.scripted import FakeClock
+    from tests.helpers import ROOT, tuimeter
+    from tests.test_schema import DEMO_2
+    from tuimeter.replay_engine import make_replay
+
+    bad = tmp_path / "huge.csv"
+    line = _with_a_huge_cell(DEMO_2, bad, kind)
+    reports = []
+    for path in (DEMO_2, bad):
+        res = subprocess.run(tuimeter("report", "--format", "json", str(path)), cwd=ROOT,
+                             capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr
+        hosts = json.loads(res.stdout)["hosts"]
+        for h in hosts:
+            h.pop("files")
+        reports.append((hosts, res.stderr))
+    assert reports[1][0] == reports[0][0]
+    assert f"line {line}: malformed row (a cell over 128 KiB); skipped" in reports[1][1]
+    assert "the rest of the file is skipped" not in reports[1][1]
+    totals = []
+    for path in (DEMO_2, bad):
+        clock = FakeClock()
+        engine, _ = make_replay(str(path), clock=clock, cpu_clock=lambda: 0.0)
+        engine.open()
+        for _ in range(200):
+            clock.advance(1.0)
+            snap = engine.tick()
+        totals.append(snap.total.total_energy_j)
+        engine.close()
+    assert totals[1] == pytest.approx(totals[0]) and totals[0] > 0

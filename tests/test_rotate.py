@@ -210,3 +210,33 @@ def test_a_part_that_cannot_be_created_ends_the_recording_cleanly(tmp_path):
     (res,) = [load_file(str(tmp_path / "run.csv"))]
     assert not res.problems and not res.error
     assert os.listdir(tmp_path) == ["run.csv"]
+
+
+def test_a_link_at_the_next_parts_name_is_skipped_and_the_recording_goes_on(tmp_path):
+    """Issue 22 item 4: anyone who can write the output folder plants symbolic links at the
+    next parts' names (one dangling, one to a file they want overwritten, one folder): a
+    real ``record --rotate`` skips each name as taken, never follows, replaces or deletes
+    what is there, and keeps recording into the next free names."""
+    out = tmp_path / "out"
+    out.mkdir()
+    victim = tmp_path / "passwd"
+    victim.write_text("root:x:0:0::/root:/bin/sh\n")
+    (out / "run.1.csv").symlink_to(tmp_path / "nowhere.csv")  # dangling
+    (out / "run.2.csv").symlink_to(victim)
+    (out / "run.3.csv").mkdir()
+    with LivePowercap(tmp_path / "pc") as pc:
+        proc = start_record(pc.root, out / "run.csv", "--rotate", "3K", interval_s=0.1)
+        try:
+            wait_for(lambda: (record_alive(proc) or True) and (out / "run.5.csv").exists(),
+                     60, "two parts past the planted names")
+        finally:
+            err = stop_record(proc)
+    assert proc.returncode == 0, err
+    assert os.readlink(out / "run.1.csv") == str(tmp_path / "nowhere.csv")
+    assert not (tmp_path / "nowhere.csv").exists()
+    assert os.readlink(out / "run.2.csv") == str(victim)
+    assert victim.read_text() == "root:x:0:0::/root:/bin/sh\n"
+    assert (out / "run.3.csv").is_dir() and not list((out / "run.3.csv").iterdir())
+    for name in ("run.csv", "run.4.csv", "run.5.csv"):
+        first = (out / name).read_text().splitlines()[1]
+        assert ",session," in first  # each part is a whole session file

@@ -23,7 +23,8 @@ Settings, first match wins (as every setting, tuimeter.config): the argument
 :class:`LiveCarbon` fetches at start, then again when the answer says (Cache-Control
 ``max-age``; the end of the UK half-hour), else every :data:`REFRESH_S`. Sampling never
 waits for it: the engine asks :meth:`LiveCarbon.current` each tick, which returns what
-is known now. No network, a refused token (HTTP 401/403), no answer within the timeout,
+is known now. No network, a refused token (HTTP 401/403), no answer within the timeout
+(:data:`TIMEOUT_S` for each read, :data:`DEADLINE_S` for the whole fetch),
 an answer that is not the JSON expected, or an impossible figure (negative, NaN, above
 :data:`~tuimeter.carbon.MAX_INTENSITY_G_PER_KWH`): one warning per run of failures, and
 the table figure stands in, its source saying why (``FRA France: ... (electricitymaps
@@ -78,6 +79,9 @@ RETRY_S = 60.0
 STALE_S = 3600.0
 #: the longest one fetch may wait for the server, s (a socket timeout per operation)
 TIMEOUT_S = 10.0
+#: the longest one fetch may take in all, s: connecting, the headers and the body (a
+#: server that sends a byte every few seconds passes every per-read timeout)
+DEADLINE_S = 20.0
 #: the largest answer read, bytes (the real ones are a few hundred)
 MAX_BODY_BYTES = 1 << 20
 
@@ -103,6 +107,8 @@ class LiveSettings:
     zone: str | None
     token: str | None
     url: str
+    #: the longest one fetch may take, s (tests give a short one)
+    deadline_s: float = DEADLINE_S
 
 
 @dataclass(frozen=True)
@@ -190,13 +196,106 @@ def resolve_live(source: str | None = None, zone: str | None = None,
     url_key = "electricitymaps_url" if name == ELECTRICITYMAPS else "uk_carbon_url"
     url, url_where = pick(url_key, None)
     url = DEFAULT_URLS[name] if url is None else check_value(url_key, url, url_where)
+    if token:
+        from .exposure import warn_secret_over_http
+
+        warn_secret_over_http(url, "the Electricity Maps token")
     return LiveSettings(name, checked_zone, None if token is None else str(token), url)
 
 
 # -- fetching ------------------------------------------------------------------------
-def get_json(url: str, headers: Mapping[str, str], timeout_s: float) -> tuple[Any, Any]:
+class _Deadline:
+    """Ends a fetch at its deadline: the sockets it opened are shut down then, so a read
+    under way returns at once, however slowly the server drips its answer."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.expired = False
+        self._socks: list[Any] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.name = "tuimeter-carbon-deadline"
+
+    def __enter__(self) -> "_Deadline":
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+    def track(self, sock: Any) -> Any:
+        with self._lock:
+            self._socks.append(sock)
+            if self.expired:
+                _shut(sock)
+        return sock
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self._socks:
+                _shut(sock)
+
+    def handlers(self) -> list[Any]:
+        """urllib handlers whose connections :meth:`track` their sockets (a TLS one
+        before its handshake, so a handshake that drips is bounded too)."""
+        import http.client
+        import socket
+        import urllib.request
+
+        deadline = self
+
+        def tracked(base: type) -> type:
+            class Conn(base):  # type: ignore[misc,valid-type]
+                def __init__(self, *args: Any, **kwargs: Any) -> None:
+                    super().__init__(*args, **kwargs)
+                    self._create_connection = lambda *a, **k: deadline.track(
+                        socket.create_connection(*a, **k))
+            return Conn
+
+        http_conn = tracked(http.client.HTTPConnection)
+        https_conn = tracked(http.client.HTTPSConnection)
+
+        class Http(urllib.request.HTTPHandler):
+            def http_open(self, req: Any) -> Any:
+                return self.do_open(http_conn, req)
+
+        class Https(urllib.request.HTTPSHandler):
+            def https_open(self, req: Any) -> Any:
+                return self.do_open(https_conn, req, context=self._context)
+
+        return [Http(), Https()]
+
+
+def _shut(sock: Any) -> None:
+    import socket
+
+    try:
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the descriptor's, under any TLS
+    except OSError:
+        pass
+
+
+def get_json(url: str, headers: Mapping[str, str], timeout_s: float,
+             deadline_s: float = DEADLINE_S) -> tuple[Any, Any]:
     """(the decoded JSON, the response headers) of ``GET url``; FetchError with a short
-    reason for anything else (a redirect too: the token is never sent elsewhere)."""
+    reason for anything else (a redirect too: the token is never sent elsewhere). Each
+    read waits at most ``timeout_s``, the whole fetch at most ``deadline_s``."""
+    with _Deadline(deadline_s) as deadline:
+        try:
+            answer = _get_json(url, headers, min(timeout_s, deadline_s), deadline.handlers())
+        except FetchError:
+            if deadline.expired:
+                raise FetchError(f"no complete answer within {deadline_s:g} s") from None
+            raise
+    if deadline.expired:
+        raise FetchError(f"no complete answer within {deadline_s:g} s")
+    return answer
+
+
+def _get_json(url: str, headers: Mapping[str, str], timeout_s: float,
+              handlers: list[Any]) -> tuple[Any, Any]:
     import http.client
     import socket
     import urllib.error
@@ -214,7 +313,8 @@ def get_json(url: str, headers: Mapping[str, str], timeout_s: float) -> tuple[An
                                                "User-Agent": f"tuimeter/{__version__}",
                                                **headers})
     try:
-        with urllib.request.build_opener(NoRedirect).open(req, timeout=timeout_s) as resp:
+        opener = urllib.request.build_opener(NoRedirect, *handlers)
+        with opener.open(req, timeout=timeout_s) as resp:
             body = resp.read(MAX_BODY_BYTES + 1)
             answer_headers = resp.headers
     except urllib.error.HTTPError as exc:
@@ -331,11 +431,12 @@ def make_fetch(settings: LiveSettings, timeout_s: float = TIMEOUT_S,
                f"{urllib.parse.urlencode({'zone': settings.zone})}")
         headers = {"auth-token": settings.token or ""}
         zone = settings.zone or ""
-        return lambda: parse_electricitymaps(*get_json(url, headers, timeout_s), zone)
+        return lambda: parse_electricitymaps(
+            *get_json(url, headers, timeout_s, settings.deadline_s), zone)
     path = ("/intensity" if settings.zone is None
             else f"/regional/postcode/{urllib.parse.quote(settings.zone)}")
-    return lambda: parse_uk(get_json(settings.url + path, {}, timeout_s)[0], settings.zone,
-                            wallclock())
+    return lambda: parse_uk(get_json(settings.url + path, {}, timeout_s, settings.deadline_s)[0],
+                            settings.zone, wallclock())
 
 
 # -- the background fetcher ---------------------------------------------------------------

@@ -100,18 +100,23 @@ def cmd_record(argv: list[str]) -> int:
     if problem:
         return fail(problem)
     from .export import ExportError
+    from .session.markers import listen_early
     from .session.measure import SetupError
 
     opts = measure_options(args)
     caught = Caught()  # from before the file exists: a signal never leaves a bare header
+    listening, listen_error = (None, None) if args.no_socket else listen_early()
     try:
         try:
             # make_attributor looked up here, at call time: tests replace it
             engine, recorder, exporters = open_measurement(args, opts, make_attributor)
         except (SetupError, ExportError) as exc:
+            if listening is not None:
+                listening.close()
             return fail(str(exc))
         live = LiveSession(engine, recorder, exporters, command=command,
-                           markers=not args.no_socket)
+                           markers=not args.no_socket, listening=listening,
+                           listen_error=listen_error)
         try:
             live.open()
         except StartError as exc:

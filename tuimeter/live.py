@@ -186,10 +186,15 @@ class LiveSession:
                  command: list[str] | None = None, log_base: str | None = None,
                  overwrite_log: bool = False, markers: bool = True,
                  replay: "ReplaySensor | None" = None,
-                 warn: Callable[[str], None] | None = None) -> None:
+                 warn: Callable[[str], None] | None = None,
+                 listening: "MarkerServer | None" = None,
+                 listen_error: OSError | None = None) -> None:
         """``log_base``: the command's output goes to ``BASE.log`` (None: it inherits our
         stdio); ``markers``: listen for markers; ``warn``: told why the marker socket
-        could not be made (default: a ``tuimeter: warning:`` line on stderr)."""
+        could not be made (default: a ``tuimeter: warning:`` line on stderr).
+        ``listening``: the marker socket, made before the sensors were probed
+        (:func:`~tuimeter.session.markers.listen_early`), or ``listen_error``: why it
+        could not be; :meth:`open` serves this session on it."""
         self.engine = engine
         self.recorder = recorder
         self.exporters = list(exporters)
@@ -199,6 +204,8 @@ class LiveSession:
         self.markers = markers
         self.warn = warn
         self.server: MarkerServer | None = None
+        self._listening = listening
+        self._listen_error = listen_error
         self.child: subprocess.Popen | None = None
         self.log_path: str | None = None
         self.replay = replay
@@ -220,6 +227,8 @@ class LiveSession:
             self.engine.open()
         if self.markers:
             self._start_marker_server()
+        elif self._listening is not None:
+            self._listening.close()
         if self.command:
             self._start_command()
         if self.recorder is not None:
@@ -233,7 +242,9 @@ class LiveSession:
         from .session.markers import start_marker_server
 
         try:
-            self.server = start_marker_server(self.engine, self.recorder)
+            if self._listen_error is not None:
+                raise self._listen_error
+            self.server = start_marker_server(self.engine, self.recorder, self._listening)
         except OSError as exc:
             if self.warn is not None:
                 self.warn(str(exc))

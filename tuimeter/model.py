@@ -17,6 +17,34 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 
+#: the largest process id a kernel gives: Linux's ``pid_max`` is at most PID_MAX_LIMIT,
+#: 2**22 (macOS and the BSDs stop at 99,999). A larger number is no process.
+PID_LIMIT = 1 << 22
+
+
+def is_pid(value: object) -> bool:
+    """Whether ``value`` can name a process: an int (not a bool), 1 .. :data:`PID_LIMIT`.
+
+    The one rule for a pid that enters tuimeter (``--pid``, ``tuimeter mark --pid``, the
+    marker socket's ``pid``); the session reader takes back the same range (and 0, the
+    kernel_task of macOS's process rows), so a marker that was accepted is never a row the
+    reader then skips as malformed."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= PID_LIMIT
+
+
+def parse_pid(text: str) -> int:
+    """A pid typed on a command line, checked by :func:`is_pid`; ValueError (one line)."""
+    try:
+        value = int(text) if len(text) <= 32 else None
+    except ValueError:
+        value = None
+    if value is None:
+        raise ValueError(f"not a process id: {text[:40]!r}")
+    if not is_pid(value):
+        raise ValueError(f"no process with PID {text} (a process id is 1 .. {PID_LIMIT})")
+    return value
+
+
 class Provenance(str, enum.Enum):
     MEASURED = "measured"
     ESTIMATED = "estimated"

@@ -90,15 +90,14 @@ def interval(text: str) -> float:
 
 
 def pid(text: str) -> int:
-    """``--pid``: a process id, 1 .. 2**31-1 (larger numbers are no process; psutil would
-    raise OverflowError on them)."""
+    """``--pid``: a process id, 1 .. 2**22 (:func:`tuimeter.model.is_pid`, the rule of
+    every pid that enters tuimeter: larger numbers are no process)."""
+    from .model import parse_pid
+
     try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a process id: {text!r}") from None
-    if not 0 < value < 2 ** 31:
-        raise argparse.ArgumentTypeError(f"no process with PID {text}")
-    return value
+        return parse_pid(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(safe_text(str(exc))) from None
 
 
 def _carbon_check(check: Callable[[str, str], float]) -> Callable[[str], float]:

@@ -123,3 +123,23 @@ async def test_the_palettes_theme_picker_saves_the_choice(tmp_path):
         assert app.theme == "textual-light" and cfg.read_text() == 'theme = "textual-light"\n'
         assert any("theme textual-light saved in" in n for n in notes(app))
         await pilot.press("q")
+
+
+@pytest.mark.asyncio
+async def test_a_theme_is_not_saved_through_a_link_and_is_kept_for_this_run(tmp_path):
+    """Issue 22 item 2 in the UI: config.toml is a link planted by someone else: the
+    theme switch changes the theme, says in one notice why it is not remembered, and
+    leaves the link and its (dangling) target alone."""
+    cfg = tmp_path / "cfg" / "config.toml"
+    cfg.parent.mkdir()
+    cfg.symlink_to(tmp_path / "planted.conf")
+    app, clock, size = await started(tmp_path, config_path=cfg)
+    async with app.run_test(size=size) as pilot:
+        await tick(pilot, clock)
+        app.theme = "textual-light"
+        assert await wait_for(pilot, lambda: any("not remembered" in n for n in notes(app)))
+        (note,) = [n for n in notes(app) if "not remembered" in n]
+        assert "kept for this run" in note and "symbolic link" in note
+        assert app.theme == "textual-light"
+        await pilot.press("q")
+    assert cfg.is_symlink() and not (tmp_path / "planted.conf").exists()

@@ -77,7 +77,7 @@ class _Proc:
 
     __slots__ = ("pid", "start", "ppid", "name", "stat", "cpu_s", "children_s", "in_job",
                  "cpu_j", "gpu_j", "used_s", "tick_cpu_j", "tick_gpu_j", "display", "trees",
-                 "cmdline", "uid")
+                 "cmdline", "uid", "sure")
 
     def __init__(self, pid: int, start: float, ppid: int, name: str):
         self.pid, self.start, self.ppid, self.name = pid, start, ppid, name
@@ -94,6 +94,9 @@ class _Proc:
         self.trees: tuple[Tree, ...] = ()  # the owner trees it belongs to (usually none)
         self.cmdline = ""  # set with display and uid, once it is shown
         self.uid: int | None = None
+        #: seen by a scan that began after its start tick: (pid, start) is its alone
+        #: (procscan, "Identity"); until then its share carries no start (k/K refuse)
+        self.sure = False
 
 
 def split_gpu(sensor: GpuProcessSource, index: int, now_us: int | None = None) -> dict[int, float]:
@@ -130,6 +133,8 @@ class Attributor:
                  scanner=None, top_n: int = TOP_N,
                  wallclock: Callable[[], float] = time.time, cgroups: bool = True):
         self.scanner = scanner or make_scanner()
+        #: whether a start is the process's alone (a scanner that does not say: always)
+        self._sure = getattr(self.scanner, "sure", None) or (lambda start: True)
         self.cgroups = (CgroupTally(self.scanner.root)
                         if cgroups and isinstance(self.scanner, ProcFsScanner) else None)
         self.carbon = carbon
@@ -266,9 +271,12 @@ class Attributor:
             _trees_mod.leave(g)
         changed: list[tuple[_Proc, float, bool]] = []
         born: list[_Proc] = []
+        sure = self._sure
         for pid, st in table.items():
             p = procs.get(pid)
             if p is not None and p.stat is st:
+                if not p.sure:
+                    p.sure = sure(p.start)
                 continue
             is_new = p is None or p.start != st.start
             if is_new:
@@ -282,6 +290,8 @@ class Attributor:
                     p.cpu_s, p.children_s = st.cpu_s, st.children_s
             elif p.stat is None:  # registered by follow() since the last scan: born then
                 is_new = True
+            if not p.sure:
+                p.sure = sure(p.start)
             p.used_s = max(st.cpu_s - p.cpu_s, 0.0)
             d_children = max(st.children_s - p.children_s, 0.0)
             p.stat, p.ppid, p.cpu_s, p.children_s = st, st.ppid, st.cpu_s, st.children_s
@@ -355,7 +365,8 @@ class Attributor:
                 gpu_share=p.tick_gpu_j / gpu_j if gpu_j > 0 else 0.0,
                 power_w=e / interval_s, energy_j=e, total_energy_j=p.cpu_j + p.gpu_j,
                 cpu_energy_j=p.cpu_j, gpu_energy_j=p.gpu_j, in_job=p.in_job, ppid=p.ppid,
-                cmdline=p.cmdline, uid=p.uid, start=p.start if p.start >= 0 else None)
+                cmdline=p.cmdline, uid=p.uid,
+                start=p.start if p.start >= 0 and p.sure else None)
 
         shares = [share(p) for p in top]
         members: tuple[ProcessShare, ...] = ()

@@ -14,13 +14,23 @@ Elsewhere (macOS, BSD) :class:`PsutilScanner` does the same through psutil; it i
 and its ``children`` times are 0 where the OS does not report them.
 
 All times are **seconds** of CPU (user + system), cumulative since the process started.
+
+**Identity.** A process is (pid, start), the start in the kernel's clock ticks (10 ms).
+A pid reused within the tick its first owner started in has the same pair; but a process
+that took a pid after a scan saw the pid's owner alive started after that scan began. So a
+process seen by a scan that began in a later tick than its start is told apart from any
+later owner of its pid: :attr:`ProcFsScanner.scan_tick` is that tick (the boot clock,
+which the start times count in, read before the scan), and :meth:`ProcFsScanner.sure`
+says whether a start is before it.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sys
-from typing import NamedTuple
+import time
+from typing import Callable, NamedTuple
 
 PROC = "/proc"
 
@@ -44,13 +54,22 @@ class ProcFsScanner:
     ``/proc/stat``, in the same units as the per-process times.
     """
 
-    def __init__(self, root: str = PROC):
+    def __init__(self, root: str = PROC, boot_clock: Callable[[], float] | None = None):
         self.root = root
         try:
             self.tick_s = 1.0 / os.sysconf("SC_CLK_TCK")
         except (ValueError, OSError, AttributeError):
             self.tick_s = 0.01
         self._cache: dict[int, tuple[bytes, ProcStat]] = {}
+        #: seconds since boot, the clock /proc's start times count in (tests: injected)
+        self.boot_clock = boot_clock or _boot_clock
+        #: the boot-clock tick at which the last scan began (see "Identity" above)
+        self.scan_tick = -math.inf
+
+    def sure(self, start: float) -> bool:
+        """Whether a process with ``start`` (ticks) seen by the last scan is told apart
+        from any process that may take its pid later: it started before the scan's tick."""
+        return start < self.scan_tick
 
     def machine_cpu_s(self) -> float | None:
         try:
@@ -98,6 +117,7 @@ class ProcFsScanner:
         parse = self._parse
         open_, read, close, rdonly = os.open, os.read, os.close, os.O_RDONLY
         prefix = self.root + "/"
+        self.scan_tick = math.floor(self.boot_clock() / self.tick_s)
         try:
             names = os.listdir(self.root)
         except OSError:
@@ -129,8 +149,16 @@ class ProcFsScanner:
         return out
 
 
+def _boot_clock() -> float:
+    return time.clock_gettime(getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC))
+
+
 class PsutilScanner:
-    """The same through psutil, for systems without a Linux ``/proc``."""
+    """The same through psutil, for systems without a Linux ``/proc`` (their start times
+    are finer than a tick: every process seen is told apart)."""
+
+    def sure(self, start: float) -> bool:
+        return True
 
     def __init__(self) -> None:
         import psutil

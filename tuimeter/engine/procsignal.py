@@ -2,10 +2,19 @@
 
 A table row was drawn from a snapshot up to an interval old: since then its process may
 have exited and its pid been given to another. A row names its process by pid *and* start
-time (``ProcessShare.start``, as the scan reads it); :func:`send` signals only a process
-that still has both. On Linux it opens a pidfd first and checks the start time after, so
-the signal cannot reach a process that took the pid in between (``pidfd_send_signal``);
-elsewhere the check and ``kill`` are a few microseconds apart.
+time (``ProcessShare.start``, as the scan reads it, in the kernel's 10 ms ticks); :func:`send`
+signals only a process that still has both. The pair is the row's process alone: a row
+carries a start only once a scan that began in a later tick than that start saw the
+process (see :mod:`.procscan`, "Identity"), so a pid reused within the tick its first
+owner started in cannot pass for it (the row of a process seen only in its first tick has
+no start yet, and is refused, for one interval).
+
+On Linux (5.3+) :func:`send` opens a pidfd first, reads the start time, then checks that
+the pidfd's process is still alive (so what was read was that process's, not a later
+owner's of the pid) and signals through the pidfd (``pidfd_send_signal``): the process
+checked is the one signalled, with no window. Where there is no pidfd (older kernels,
+macOS, a seccomp filter) it falls back to ``kill`` a few microseconds after the check, and
+:attr:`Target.exact` is False (the UI says so).
 
 Refused, with a one-line reason (:class:`Refused`), never an exception of another kind:
 pid 1 and anything below, tuimeter itself, a process that is gone or whose pid was reused,
@@ -35,6 +44,8 @@ class Target:
     pid: int
     name: str  # the kernel's short name (comm)
     user: str  # its owner's login name (its uid where it has none)
+    #: signalled through a pidfd opened before the check (False: ``kill`` after it)
+    exact: bool = True
 
 
 @functools.lru_cache(maxsize=256)
@@ -71,8 +82,9 @@ def check(pid: int, start: float | None, *, scanner=None) -> Target:
     if pid == os.getpid():
         raise Refused(f"pid {pid} is tuimeter itself (q quits)")
     if start is None:
-        raise Refused(f"pid {pid}: its start time is unknown, so it may not be the "
-                      f"process shown")
+        raise Refused(f"pid {pid}: its start time is unknown (or it started moments ago, "
+                      f"too recently to be told from a process that may reuse its pid: "
+                      f"try again in a second), so it may not be the process shown")
     st = (scanner or make_scanner()).read_one(pid)
     if st is None:
         raise Refused(f"pid {pid} has exited")
@@ -126,12 +138,15 @@ def send(pid: int, start: float | None, sig: int, *, scanner=None) -> Target:
     try:
         fd = _pidfd(pid)
         st = scanner.read_one(pid)  # after the pidfd: it holds the process checked here
+        if fd is not None:  # alive after the read: what was read was the pidfd's process
+            signal.pidfd_send_signal(fd, 0)
         if st is None or st.start != start:
             raise Refused(f"pid {pid} has exited")
         if fd is not None:
             signal.pidfd_send_signal(fd, sig)
         else:
             os.kill(pid, sig)
+            target = Target(target.pid, target.name, target.user, exact=False)
     except ProcessLookupError:
         raise Refused(f"pid {pid} has exited") from None
     except PermissionError:

@@ -479,6 +479,10 @@ def influx_target(url: str | None, db: str | None = None, org: str | None = None
     if parts.port is not None:
         netloc += f":{parts.port}"
     base = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+    if token or basic:
+        from ..exposure import warn_secret_over_http
+
+        warn_secret_over_http(base, "the InfluxDB token" if token else "the InfluxDB password")
     if bucket:  # the 2.x API
         missing = [name for name, v in (("--influx-org", org), ("--influx-token", token))
                    if not v]

@@ -380,10 +380,14 @@ def _settings(args) -> PrometheusSettings | None:
 def _start(engine, settings: PrometheusSettings, exporters: list) -> PrometheusExporter:
     host, port, cgroups = settings
     try:
-        return PrometheusExporter(engine, host, port, exporters, cgroups=cgroups)
+        exporter = PrometheusExporter(engine, host, port, exporters, cgroups=cgroups)
     except OSError as exc:
         raise ExportError(f"--prometheus: cannot listen on {host}:{port}: "
                           f"{exc.strerror or exc}") from None
+    from ..exposure import warn_all_interfaces
+
+    warn_all_interfaces(host, exporter.port, "--prometheus")
+    return exporter
 
 
 ENTRY = ExporterEntry("prometheus", _add_options, (), _settings, _start)

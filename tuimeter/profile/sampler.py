@@ -255,14 +255,37 @@ def encode_sample(record):
     return '["S",%.6f,%.6f,[%s],%.7f,%.7f]\n' % (t, dt, threads, other, ours)
 
 
+#: the sink's descriptor is moved at or above this number where the limit allows: a
+#: program that closes its descriptors and opens files gets the lowest free numbers
+HIGH_FD = 512
+_OPEN = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
 class FileSink:
     """Records as JSON lines in a file, written every :data:`FLUSH_EVERY_S` (a killed
     program keeps what was written). The lines wait in a list, not in a file object's
     buffer: a child made by ``os.fork`` drops its copy of them instead of writing them a
-    second time when it exits."""
+    second time when it exits.
+
+    The descriptor survives the program's descriptor hygiene (``os.closerange(3, ...)``,
+    python-daemon's ``DaemonContext``, servers that close what they did not open): it is
+    checked by device and inode (``fstat``) before every write and before it is closed.
+    When the number is no longer this file (closed, or now a file the program opened), it
+    is left alone, never written to or closed, and the file is opened again by its path
+    (appending, no link followed) and checked to be the same file; if it is not (removed
+    or replaced), the profile ends there and the program runs on. ``reopened`` counts
+    those. What remains is the instant between the ``fstat`` and the ``write``: another
+    thread of the program would have to close this descriptor and open a file that gets
+    its number in those microseconds; the descriptor sits at :data:`HIGH_FD` or above to
+    make that number an unlikely one for the program to be given."""
 
     def __init__(self, path, clock=time.monotonic):
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        self.path = path = os.path.abspath(path)  # opened again after a chdir too
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _OPEN, 0o600)
+        self.fd = _high(fd)
+        st = os.fstat(self.fd)
+        self._ident = (st.st_dev, st.st_ino)
+        self.reopened = 0
         self.clock = clock
         self._lines = []
         self._flushed = clock()
@@ -280,16 +303,46 @@ class FileSink:
             if record[0] == "S" and self.clock() - self._flushed >= FLUSH_EVERY_S:
                 self._flush()
 
+    def _is_ours(self, fd):
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino) == self._ident
+
+    def _own_fd(self):
+        """The descriptor of this sink's file, opened again if the program took the old
+        number; None when the file is gone (the profile ends)."""
+        if self.fd is not None and self._is_ours(self.fd):
+            return self.fd
+        self.fd = None  # the number is the program's now (or nothing): never touched
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | _OPEN)
+        except OSError:
+            return None
+        fd = _high(fd)
+        if not self._is_ours(fd):
+            os.close(fd)
+            return None
+        self.reopened += 1
+        self.fd = fd
+        return fd
+
     def _flush(self):
         data = "".join(self._lines).encode("utf-8", "surrogateescape")
         self._lines = []
         self._flushed = self.clock()
+        fd = self._own_fd()
         try:
-            while data:
-                data = data[os.write(self.fd, data):]
+            while data and fd is not None:
+                data = data[os.write(fd, data):]
         except OSError:  # the disk is full: the profile ends here, the program runs on
+            self._close_own()
+
+    def _close_own(self):
+        if self.fd is not None and self._is_ours(self.fd):
             os.close(self.fd)
-            self.fd = None
+        self.fd = None
 
     def _forget(self):
         self._lock = threading.Lock()  # held by another thread of the parent, maybe
@@ -300,9 +353,23 @@ class FileSink:
         with self._lock:
             if self.fd is not None:
                 self._flush()
-                if self.fd is not None:
-                    os.close(self.fd)
-                self.fd = None
+                self._close_own()
+
+
+def _high(fd):
+    """``fd`` moved to a number at or above :data:`HIGH_FD` (close-on-exec) where the
+    descriptor limit allows; ``fd`` itself otherwise."""
+    try:
+        import fcntl
+        import resource
+
+        if resource.getrlimit(resource.RLIMIT_NOFILE)[0] <= HIGH_FD:
+            return fd
+        high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, HIGH_FD)
+    except (ImportError, OSError, ValueError, AttributeError):
+        return fd
+    os.close(fd)
+    return high
 
 
 # -- the bootstrap ------------------------------------------------------------------

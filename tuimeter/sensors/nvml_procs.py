@@ -14,13 +14,12 @@ import ctypes
 from dataclasses import dataclass
 from typing import Any
 
+from ..model import PID_LIMIT  # the largest pid: a larger one is a misread struct
 from .capabilities import GpuProcess, GpuProcessUtil
 
 #: a utilisation sample stamped further than this ahead of the wall clock is junk (µs): kept,
 #: it would move ``last_seen`` into the future and hide every real sample until then
 FUTURE_SLACK_US = 10_000_000
-#: the largest pid Linux can give (PID_MAX_LIMIT, 2**22): a larger one is a misread struct
-PID_LIMIT = 1 << 22
 #: no GPU holds this much memory (256 TiB): a larger ``usedGpuMemory`` is a misread struct
 MEMORY_LIMIT_BYTES = 1 << 48
 # The running-process calls, newest first: nvidia-ml-py's unversioned call (the _v3 symbol in

@@ -29,14 +29,22 @@ import time
 from dataclasses import dataclass
 
 from ..labels import check_label
+from ..model import PID_LIMIT, is_pid, parse_pid
+from ..text import safe_text
 from .markers import SESSION_ENV, socket_dir
 from ..cli_help import help_text
 
 log = logging.getLogger(__name__)
 
 #: how long a client tries to reach the sessions (seconds); a session reading the
-#: message later refuses it
+#: message later refuses it. The API's default (``tuimeter.mark()``, ``Meter.mark``: a
+#: program's marker must never stall it for long when a session is stopped; a live one
+#: answers in milliseconds)
 CLIENT_TIMEOUT_S = 1.0
+#: ``tuimeter mark``'s default: a command run by hand or by a script can wait, and on a
+#: loaded machine (2 busy cores, 3 recorders, 100 marks at once) 1 s reached every session
+#: for about half of the marks; a stopped session costs it this long
+CLI_TIMEOUT_S = 5.0
 #: how much longer the client waits for the reply of a session that read it in time
 REPLY_GRACE_S = 1.0
 #: the longest ``tuimeter mark --timeout``
@@ -206,8 +214,11 @@ class MarkResult:
 
 def send_mark(label: str, source: str = "cli", pid: int | None = None,
               target: str | None = FROM_ENV, timeout_s: float | None = None) -> MarkResult:
-    """Mark every running session (or ``target``). Raises ValueError on a bad label."""
+    """Mark every running session (or ``target``). Raises ValueError on a bad label or
+    a ``pid`` that is no process id (:func:`tuimeter.model.is_pid`)."""
     label = check_label(label)
+    if pid is not None and not is_pid(pid):
+        raise ValueError(f"pid {str(pid)[:24]} is not a process id (1 .. {PID_LIMIT})")
     target = _resolve(target)
     answers = exchange({"op": "mark", "label": label, "source": source,
                         "pid": os.getpid() if pid is None else pid}, timeout_s, target)
@@ -233,13 +244,13 @@ def cmd_mark(argv: list[str]) -> int:
                     "session marked, 3 some did not answer or refused, 1 none marked, 2 bad "
                     "input.")
     p.add_argument("label", nargs="+", help="marker label (words are joined by spaces)")
-    p.add_argument("--pid", type=int, help="process the marker is about (default: this one)")
+    p.add_argument("--pid", help="process the marker is about (default: this one)")
     p.add_argument("--session", metavar="ID|PATH",
                    help=f"only this session: its id (the CSV's session column) or its CSV "
                         f"file (default: ${SESSION_ENV} if set, else every session)")
     p.add_argument("--timeout", type=float, metavar="S",
                    help=f"how long the sessions have to take it, in seconds (default "
-                        f"{CLIENT_TIMEOUT_S:g}; replies may take {REPLY_GRACE_S:g} s more)")
+                        f"{CLI_TIMEOUT_S:g}; replies may take {REPLY_GRACE_S:g} s more)")
     args = p.parse_args(argv)
     if args.timeout is not None and not 0 < args.timeout <= MAX_TIMEOUT_S:
         print(f"tuimeter: error: --timeout must be > 0 and <= {MAX_TIMEOUT_S:g} seconds",
@@ -247,10 +258,12 @@ def cmd_mark(argv: list[str]) -> int:
         return EXIT_BAD_INPUT
     label = " ".join(args.label)
     try:
-        result = send_mark(label, source="cli", pid=args.pid, timeout_s=args.timeout,
+        pid = None if args.pid is None else parse_pid(args.pid)
+        result = send_mark(label, source="cli", pid=pid,
+                           timeout_s=CLI_TIMEOUT_S if args.timeout is None else args.timeout,
                            target=args.session if args.session is not None else FROM_ENV)
     except ValueError as exc:
-        print(f"tuimeter: error: {exc}", file=sys.stderr)
+        print(f"tuimeter: error: {safe_text(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print_result(label, result)
     return result.exit_status

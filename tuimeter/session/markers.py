@@ -65,6 +65,7 @@ import threading
 import time
 
 from ..labels import MAX_LABEL_CHARS, check_label  # noqa: F401 (part of this module's API)
+from ..model import PID_LIMIT, is_pid
 from ..points import points
 from .ids import new_session_id
 
@@ -249,7 +250,9 @@ def _handle(server: "MarkerServer", line: bytes,
         return {"ok": False, "error": str(exc)}
     source = msg.get("source") if msg.get("source") in SOURCES else "socket"
     pid = msg.get("pid")
-    pid = pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
+    if pid is not None and not is_pid(pid):
+        return {"ok": False, "error": f"pid {str(pid)[:24]} is not a process id "
+                                      f"(1 .. {PID_LIMIT})"}
     try:
         marker = server.engine.add_marker(label, source=source, pid=pid)
     except SessionEnded as exc:
@@ -270,10 +273,15 @@ class MarkerServer:
 
     ``session_id`` / ``path``: the session's id and CSV (see the module docstring: a
     client can target them); without an id the server makes up a random one.
+
+    ``engine`` None: the socket is made and listens now, and serving starts at
+    :meth:`attach` (the command line listens first thing, before the sensors are probed,
+    which takes seconds on a loaded machine: a ``mark`` sent meanwhile finds the session
+    and waits in the listen queue, within its own deadline, instead of finding none).
     """
 
-    def __init__(self, engine, directory: str | None = None, *, session_id: str | None = None,
-                 path: str | None = None):
+    def __init__(self, engine=None, directory: str | None = None, *,
+                 session_id: str | None = None, path: str | None = None):
         self.engine = engine
         self.session_id = session_id or new_session_id()
         self.csv_path = os.path.abspath(path) if path else None
@@ -301,6 +309,17 @@ class MarkerServer:
         self._meters: dict[str, int] = {}  # attached meters started, not ended: id -> pid
         self._meters_changed = threading.Condition()
         self._closed = False
+        self._thread: threading.Thread | None = None
+        if engine is not None:
+            self.attach(engine, session_id, path)
+
+    def attach(self, engine, session_id: str | None = None, path: str | None = None) -> None:
+        """Serve ``engine`` (the session ``session_id``, CSV ``path``) from now on: the
+        messages that waited in the listen queue are read first."""
+        self.engine = engine
+        self.session_id = session_id or self.session_id
+        self.csv_path = os.path.abspath(path) if path else None
+        self._csv_real = os.path.realpath(path) if path else None
         self._thread = threading.Thread(target=self._run, name="tuimeter-markers", daemon=True)
         self._thread.start()
 
@@ -427,7 +446,7 @@ class MarkerServer:
             self._wake_w.send(b"x")
         except OSError:
             pass
-        if self._thread is not threading.current_thread():
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=2.0)
         for conn in list(self._conns):
             conn.close()
@@ -441,13 +460,27 @@ class MarkerServer:
             pass
 
 
-def start_marker_server(engine, recorder=None) -> MarkerServer:
+def start_marker_server(engine, recorder=None,
+                        listening: MarkerServer | None = None) -> MarkerServer:
     """Listen for markers for ``engine``; raises OSError if the socket cannot be made.
 
-    With ``recorder``, the server answers to its session id and file (targeting)."""
+    With ``recorder``, the server answers to its session id and file (targeting).
+    ``listening``: a server made earlier by :func:`listen_early`, which serves from now."""
     writer = getattr(recorder, "writer", None)
-    return MarkerServer(engine, session_id=getattr(writer, "session_id", None),
-                        path=getattr(writer, "path", None))
+    session_id, path = getattr(writer, "session_id", None), getattr(writer, "path", None)
+    if listening is not None:
+        listening.attach(engine, session_id, path)
+        return listening
+    return MarkerServer(engine, session_id=session_id, path=path)
+
+
+def listen_early() -> tuple[MarkerServer | None, OSError | None]:
+    """A marker socket made and listening now, served once an engine exists
+    (:meth:`MarkerServer.attach`); (None, why) when it cannot be made."""
+    try:
+        return MarkerServer(), None
+    except OSError as exc:
+        return None, exc
 
 
 #: the environment variable naming the session a command run by tuimeter belongs to

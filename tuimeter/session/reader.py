@@ -18,6 +18,7 @@ What is wrong with a file is reported, never hidden, and never stops what can be
   problem line each (the first few, then a count), naming file and line;
 * a last line cut short (a recorder killed mid-write leaves no final newline): skipped,
   with a problem that says so;
+* a cell longer than the csv module's limit (128 KiB): that row is skipped, with a problem;
 * a NUL byte or broken quoting: the rest of the file is skipped, with a problem.
 
 Problems echo the file's content only through :func:`~tuimeter.text.safe_text`: they go
@@ -228,7 +229,7 @@ class SessionReader:
         wall = elapsed = interval = 0.0
         passed = 0  # rows of other kinds or sessions (counted as read, not returned)
         try:
-            for cells in reader:
+            for cells in self._whole_rows(reader, base):
                 if len(cells) != N_COLUMNS:
                     if cells:  # a blank line is nothing
                         self._bad_row(base + reader.line_num,
@@ -289,6 +290,21 @@ class SessionReader:
         finally:
             self.rows += passed
 
+    def _whole_rows(self, reader, base: int) -> Iterator[list[str]]:
+        """The rows of ``reader``; a row with a cell over the csv module's field limit is
+        skipped as malformed (the reader goes on at the next line), where any other
+        csv.Error ends the file."""
+        while True:
+            try:
+                yield next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                if "field larger than field limit" not in str(exc):
+                    raise
+                self._bad_row(base + reader.line_num,
+                              f"a cell over {csv.field_size_limit() // 1024} KiB")
+
     def _finish(self, last_line: int, ends_nl: bool) -> None:
         pending = self._pending
         if pending is not None and pending[0] == last_line and not ends_nl:
@@ -329,7 +345,10 @@ def find_sessions(path: str | os.PathLike, stop_at: str | None = None
                 start = buf.rfind(b"\n", 0, pos) + 1
                 stop = buf.find(b"\n", pos, end)
                 stop = end if stop < 0 else stop
-                cells = next(csv.reader([buf[start:stop].decode("utf-8", "replace")]), [])
+                try:
+                    cells = next(csv.reader([buf[start:stop].decode("utf-8", "replace")]), [])
+                except csv.Error:  # a cell over the field limit: no session row
+                    cells = []
                 if len(cells) == N_COLUMNS and cells[5] == SESSION and cells[4] not in seen:
                     seen.add(cells[4])
                     found.append((cells[4], offset + start, lines + buf.count(b"\n", 0, start)))

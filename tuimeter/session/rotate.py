@@ -8,7 +8,10 @@ tick is written whole into exactly one file, so nothing is counted twice or lost
 boundary. ``tuimeter report`` over all the files gives what it gives for one file.
 
 **Names.** Files never replace anything (even with a restart): each part takes the next
-name that does not exist yet, in order, so the order of the names is the order of time.
+name that does not exist yet, in order, so the order of the names is the order of time. A
+name that is taken by anything (a file, a folder, a symbolic link, dangling or not) is
+skipped: it is never opened, followed or removed, and the recording goes on at the next
+free name (a link planted in the output folder cannot end a recorder that runs for months).
 
 * ``SIZE`` (``500K``, ``100M``, ``1G``; powers of 1024; a bare number is bytes):
   ``run.csv``, then ``run.1.csv``, ``run.2.csv``, ... A new file starts before the tick
@@ -34,6 +37,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..model import Snapshot
+from . import files
 from .csvfile import SessionWriteError, SessionWriter
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -98,6 +102,11 @@ class RotatingWriter:
     ``paths`` lists the files written so far, in order. ``create`` makes one file (it
     must refuse an existing one with FileExistsError: the next name is tried then) and
     ``now`` gives the wall clock for the first daily file's day; both are for tests.
+
+    The name the user gave (``-o run.csv``, the first part of a size rotation) goes
+    through :meth:`SessionWriter.create`, which refuses a link or a device there in one
+    line, as an unrotated ``-o`` does; every other name is created with
+    ``O_CREAT|O_EXCL|O_NOFOLLOW`` (:func:`_create_part`), so whatever holds it is skipped.
     """
 
     def __init__(self, path: str | os.PathLike, host: str, policy: RotatePolicy, *,
@@ -106,7 +115,7 @@ class RotatingWriter:
         self.base = os.fspath(path)
         self.host = host
         self.policy = policy
-        self._create = create or SessionWriter.create
+        self._create = create
         self._header: tuple[Snapshot, str] | None = None
         self._ticks = 0  # ticks in the current part
         self.paths: list[str] = []
@@ -129,8 +138,10 @@ class RotatingWriter:
         after = 0 if self.policy.daily else self._index + 1  # a new day starts at 0
         last_exc: OSError | None = None
         for i, name in part_names(self.base, self.policy, after, self._day):
+            create = self._create or (SessionWriter.create if name == self.base
+                                      else _create_part)
             try:
-                w = self._create(name, self.host, session_id=session_id)
+                w = create(name, self.host, session_id=session_id)
             except FileExistsError as exc:
                 last_exc = exc
                 continue
@@ -193,6 +204,13 @@ class RotatingWriter:
         (removed only if this run created it)."""
         self.closed = True
         self._w.discard()
+
+
+def _create_part(path: str, host: str, session_id: str | None = None) -> SessionWriter:
+    """A new part at ``path``, which must be free: FileExistsError for any name that is
+    taken, a link (dangling or not), a folder or a FIFO included (``O_EXCL`` never follows
+    a link), so :meth:`RotatingWriter._open_part` skips it."""
+    return SessionWriter.open_new(files.create_new(path), host, session_id)
 
 
 def open_rotating_recorder(path: str, host: str, policy: RotatePolicy):

@@ -43,7 +43,7 @@ import re
 from typing import NamedTuple
 
 from ..carbon import CarbonError, check_intensity, check_pue
-from ..model import CarbonInfo, Domain, DomainKind, Provenance, Snapshot
+from ..model import PID_LIMIT, CarbonInfo, Domain, DomainKind, Provenance, Snapshot
 from ..text import safe_text
 
 COLUMNS = (
@@ -103,8 +103,6 @@ IN_TOTAL = {"1": True, "0": False, "1.0": True, "0.0": False}
 #: the largest number a cell may hold (W, J, g, s): no machine comes near a terawatt or a
 #: terajoule in one interval, and sums of millions of such cells stay finite
 MAX_NUMBER = 1e12
-#: a process id is below this (Linux allows 2**22; 32 bits are enough everywhere)
-MAX_PID = 2**32
 #: cell text echoed in a problem is cut to this many characters
 ECHO_MAX = 40
 #: a JSON label longer than this is not read (a domain's description is a few dozen bytes)
@@ -194,11 +192,14 @@ def wall_s(text: str) -> float:
 
 
 def pid_of(text: str) -> int | None:
-    """An empty cell or a process id (``77``, or ``77.0`` as pandas writes it)."""
+    """An empty cell or a process id (``77``, or ``77.0`` as pandas writes it): 0 ..
+    :data:`~tuimeter.model.PID_LIMIT`, the range :func:`~tuimeter.model.is_pid` lets in
+    (and 0, macOS's kernel_task)."""
     if text == "":
         return None
     digits = text[:-2] if text.endswith(".0") else text
-    if not (digits.isascii() and digits.isdigit()) or int(digits) >= MAX_PID:
+    if (not (digits.isascii() and digits.isdigit()) or len(digits) > 8
+            or int(digits) > PID_LIMIT):
         raise BadRow(f"pid {echo(text)} is not a process id")
     return int(digits)
 

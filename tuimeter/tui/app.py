@@ -453,7 +453,8 @@ class TuimeterApp(App[Snapshot | None]):
         try:
             path = config.save_key("theme", theme, self.config_path)
         except (config.ConfigError, OSError) as exc:
-            self.call_from_thread(self.say, f"theme not remembered: {exc}", severity="warning")
+            self.call_from_thread(self.say, f"theme kept for this run only, not remembered: {exc}",
+                                 severity="warning")
             return
         env = " (TUIMETER_THEME, set here, wins over it)" if os.environ.get(
             "TUIMETER_THEME") else ""

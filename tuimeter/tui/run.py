@@ -170,12 +170,22 @@ def _live_session(args: argparse.Namespace, command: list[str] | None
         temp_path = recorder.path if args.output is None else None
         return (LiveSession(engine, recorder, markers=False, replay=replay), "replay",
                 temp_path)
-    engine, recorder, exporters = open_measurement(args, measure_options(args))
+    from ..session.markers import listen_early
+
+    # the marker socket first, before the sensors are probed (seconds under load)
+    listening, listen_error = (None, None) if args.no_socket else listen_early()
+    try:
+        engine, recorder, exporters = open_measurement(args, measure_options(args))
+    except BaseException:
+        if listening is not None:
+            listening.close()
+        raise
     attribution = ("off" if args.no_attribution else
                    "on" if engine.attributor is not None else "unavailable")
     live = LiveSession(engine, recorder, exporters, command=command,
                        log_base=os.path.splitext(recorder.path)[0] if command else None,
-                       overwrite_log=args.overwrite, markers=not args.no_socket)
+                       overwrite_log=args.overwrite, markers=not args.no_socket,
+                       listening=listening, listen_error=listen_error)
     return live, attribution, None
 
 

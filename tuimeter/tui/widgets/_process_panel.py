@@ -383,11 +383,13 @@ class ProcessPanel(Vertical):
             if not confirmed:
                 return
             try:
-                procsignal.send(pid, row.start, sig)
+                sent = procsignal.send(pid, row.start, sig)
             except procsignal.Refused as exc:
                 self._refused(str(exc))
                 return
-            self.notify(safe_text(f"sent SIG{name} to pid {row.pid} ({row.name})"),
+            how = "" if sent.exact else (" (no pidfd here: checked a few µs before the "
+                                         "kill, not through the process's own handle)")
+            self.notify(safe_text(f"sent SIG{name} to pid {row.pid} ({row.name}){how}"),
                         markup=False)
 
         self.app.push_screen(SignalScreen(row, target, f"SIG{name}"), then)
