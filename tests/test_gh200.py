@@ -20,6 +20,7 @@ import pytest
 import tuimeter
 from tests.fakes.fake_pynvml import make_fake_pynvml
 from tests.fakes.nvml_record import ClockedGpu
+from tests.helpers import private_env
 
 MODULE_W = 450.0
 
@@ -33,12 +34,7 @@ def grace_hopper(tmp_path, monkeypatch, runtime_dir):
                      gpu_scope_power=False, module_power_mw=round(MODULE_W * 1000))
     monkeypatch.setitem(sys.modules, "pynvml", make_fake_pynvml([gpu]))
     (tmp_path / "powercap").mkdir()  # no RAPL zones here
-    monkeypatch.setenv("TUIMETER_POWERCAP_ROOT", str(tmp_path / "powercap"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    for k in ("TUIMETER_COUNTRY", "TUIMETER_CARBON_INTENSITY", "TUIMETER_PUE",
-              "TUIMETER_CARBON_SOURCE", "TUIMETER_CARBON_ZONE"):
-        monkeypatch.delenv(k, raising=False)
+    private_env(monkeypatch, tmp_path, tmp_path / "powercap")
     return gpu
 
 

@@ -21,6 +21,7 @@ import pytest
 
 import tuimeter
 from tests.fakes.powercap import FakePowercap
+from tests.helpers import private_env
 from tests.test_record_faults import ConstantDriver
 
 PACKAGE_W = 40.0
@@ -33,12 +34,7 @@ def machine(tmp_path, monkeypatch, runtime_dir):
     """A fake desktop (package-0 at PACKAGE_W, core inside it) that ``Meter()`` finds
     through ``$TUIMETER_POWERCAP_ROOT``; config and data folders of the test's own."""
     fake = FakePowercap(tmp_path / "sys").intel_desktop(psys=False)
-    monkeypatch.setenv("TUIMETER_POWERCAP_ROOT", str(fake.sensor_root))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    for k in ("TUIMETER_COUNTRY", "TUIMETER_CARBON_INTENSITY", "TUIMETER_PUE",
-              "TUIMETER_CARBON_SOURCE", "TUIMETER_CARBON_ZONE"):
-        monkeypatch.delenv(k, raising=False)
+    private_env(monkeypatch, tmp_path, fake.sensor_root)
     driver = ConstantDriver(fake, {"package-0": PACKAGE_W, "core": 0.6 * PACKAGE_W})
     driver.start()
     yield fake
