@@ -72,7 +72,7 @@ def check_phase(phase, cpu_s: float) -> None:
 
 def test_plain_meter_has_its_own_energy(machine):
     """``with tuimeter.Meter() as m: work()``: every phase and the meter have own energy."""
-    with tuimeter.Meter(interval_s=0.1, attach=False) as m:
+    with tuimeter.Meter() as m:  # as the README writes it: 1 s ticks, attach if it can
         cpu0 = time.process_time()
         burn()
         m.mark("second")
@@ -83,7 +83,8 @@ def test_plain_meter_has_its_own_energy(machine):
     assert first.own_energy_j > 0 and second.own_energy_j > 0, m.phases
     assert m.own_energy_j == pytest.approx(first.own_energy_j + second.own_energy_j)
     assert m.own_energy_j <= m.energy_j
-    assert {p.own_provenance for p in m.phases} == {"attributed"}
+    # a phase shorter than a 1 s tick is that tick's share by time: "interpolated"
+    assert {p.own_provenance for p in m.phases} <= {"attributed", "interpolated"}
     check_own(m.own_energy_j, m.energy_j, cpu_s)
 
 
