@@ -40,7 +40,7 @@ import pytest
 from tests.fakes.fake_pynvml import make_fake_pynvml
 from tests.fakes.nvml_record import ClockedGpu
 from tests.fakes.powercap import FakePowercap
-from tests.helpers import ROOT, private_env
+from tests.helpers import ROOT, private_env, wait_for
 from tests.test_record_faults import ConstantDriver
 
 SKIP = re.compile(r"<!--\s*doctest:\s*skip\b(.*?)-->")
@@ -203,6 +203,9 @@ def machine(tmp_path_factory):
                 _record(tuimeter, files / name)
             live = tuimeter.Meter(attach=False, interval_s=0.2, label="docs")
             live.start()
+            # the replies a block's meters get carry energy from the session's first tick
+            wait_for(lambda: live.engine.snapshot is not None
+                     and live.engine.snapshot.interval_s > 0, what="the session's first tick")
             try:
                 yield files
             finally:
