@@ -567,7 +567,7 @@ def _label(name: str, gpu: _Gpu) -> str:
             notes.append("power: the GPU alone")
     elif module_power:
         notes.append("power read for the whole module: includes the CPU")
-    if gpu.mig:
+    if gpu.mig and not gpu.module:  # a module's energy is split among none of them
         notes.append("MIG: energy split evenly over its processes, no per-process utilisation")
     return f"{name} ({'; '.join(notes)})" if notes else name
 
