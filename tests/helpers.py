@@ -76,6 +76,27 @@ def tuimeter(*args: str) -> list[str]:
     return [sys.executable, "-m", "tuimeter", *args]
 
 
+#: the environment variables that carry the developer's carbon settings and tokens
+CARBON_ENV = ("TUIMETER_COUNTRY", "TUIMETER_CARBON_INTENSITY", "TUIMETER_PUE",
+              "TUIMETER_CARBON_SOURCE", "TUIMETER_CARBON_ZONE",
+              "TUIMETER_ELECTRICITYMAPS_TOKEN", "TUIMETER_ELECTRICITYMAPS_URL",
+              "TUIMETER_UK_CARBON_URL")
+
+
+def private_env(monkeypatch, base: Path, powercap_root: Path | None = None) -> None:
+    """This process as a user would run tuimeter in it, kept inside ``base``: config and
+    data folders of its own, no carbon settings from the developer's shell, and RAPL read
+    from ``powercap_root`` when given (``$TUIMETER_POWERCAP_ROOT``). For tests that call
+    the public API in-process (``Meter()`` with nothing injected); ``env_for`` is the
+    same for a subprocess."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(base / "config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(base / "data"))
+    for k in CARBON_ENV:
+        monkeypatch.delenv(k, raising=False)
+    if powercap_root is not None:
+        monkeypatch.setenv("TUIMETER_POWERCAP_ROOT", str(powercap_root))
+
+
 def env_for(tmp_path: Path, fake=None) -> dict:
     """The environment of a ``tuimeter`` subprocess kept inside ``tmp_path``: runtime,
     config and data folders of its own, no carbon settings from the developer's shell, and
@@ -85,10 +106,7 @@ def env_for(tmp_path: Path, fake=None) -> dict:
     env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
     env["XDG_DATA_HOME"] = str(tmp_path / "data")
     (tmp_path / "run").mkdir(exist_ok=True)
-    for k in ("TUIMETER_COUNTRY", "TUIMETER_CARBON_INTENSITY", "TUIMETER_PUE",
-              "TUIMETER_CARBON_SOURCE", "TUIMETER_CARBON_ZONE",
-              "TUIMETER_ELECTRICITYMAPS_TOKEN", "TUIMETER_ELECTRICITYMAPS_URL",
-              "TUIMETER_UK_CARBON_URL"):
+    for k in CARBON_ENV:
         env.pop(k, None)
     if fake is not None:
         env["TUIMETER_POWERCAP_ROOT"] = str(fake.sensor_root)

@@ -582,15 +582,50 @@ def test_gpus_without_mig_or_with_it_off_are_not_labelled(install):
 
 def test_gh200_power_at_module_scope_when_gpu_scope_fails(install):
     """GH200: field 186 fails at GPU scope (scopeId 0) and answers at module scope (1): power
-    is read there, labelled as including the CPU; energy still from the GPU's counter."""
+    is read there; energy from the counter, which on GH200 covers the whole module too
+    (ml-energy/zeus PR #172): a module domain, labelled so."""
     gpu = FakeGpu(name="NVIDIA GH200 480GB", gpu_scope_power=False, module_power_mw=912_000)
     _, sensor = opened([gpu], install)
-    assert sensor.open()[0].label == (
-        "NVIDIA GH200 480GB (power read for the whole module: includes the CPU)")
+    (dom,) = sensor.open()
+    assert dom.kind is DomainKind.MODULE and dom.in_total
+    assert dom.label == (
+        "NVIDIA GH200 480GB (whole module: Grace CPU + GPU + memory; not split among processes)")
     gpu.advance(500.0, 1.0)
     r = sensor.read(1.0)[0]
     assert (r.power_w, r.status, r.energy_j) == (912.0, Status.OK, pytest.approx(500.0))
     assert sensor.power_source("gpu0") == "instant"
+
+
+def test_gh200_counter_is_the_module_even_where_power_answers_for_the_gpu(install):
+    """A GH200 whose power field answers at GPU scope: its energy counter is still the
+    module's (kind module), and the label says its power is the GPU's alone. An H200
+    beside it stays a GPU domain; the sensor says it covers the CPU (no CPU estimate)."""
+    gh, h = FakeGpu(name="NVIDIA GH200 120GB"), FakeGpu(name="NVIDIA H200")
+    install(gh, h)
+    sensor = NvmlSensor()
+    status = sensor.is_available()
+    assert status.available and sensor.covers_cpu and "1 GH200 module" in status.reason
+    a, b = sensor.open()
+    assert (a.kind, b.kind) == (DomainKind.MODULE, DomainKind.GPU)
+    assert a.label == ("NVIDIA GH200 120GB (whole module: Grace CPU + GPU + memory; not split "
+                       "among processes; power: the GPU alone)")
+    assert b.label == "NVIDIA H200"
+    sensor.close()
+
+
+def test_power_integrated_at_module_scope_is_module_energy(install):
+    """No energy counter, power only at module scope: the integral is the module's energy."""
+    gpu = FakeGpu(name="NVIDIA Grace Hopper", supports_energy=False, gpu_scope_power=False,
+                  module_power_mw=600_000)
+    _, sensor = opened([gpu], install)
+    (dom,) = sensor.open()
+    assert dom.kind is DomainKind.MODULE and "integrated from power" in dom.label
+
+
+def test_an_h200_does_not_cover_the_cpu(install):
+    install(FakeGpu())
+    sensor = NvmlSensor()
+    assert sensor.is_available().available and not sensor.covers_cpu
 
 
 # ---- running-process lists across binding/driver versions (item 11) --------------------------

@@ -92,6 +92,7 @@ class _Probe:
     """A sensor class for a test registry: available or not, as its entry says."""
 
     made: list[str] = []
+    covers_cpu = False  # as Sensor's: only its entry says whether it measures the CPU
 
     def __init__(self, name: str = "", ok: bool = True):
         self.name, self.ok = name, ok

@@ -61,20 +61,12 @@ def safely(problems: list[str], fn: Callable[..., Any], *args: Any, **kwargs: An
 
 
 def make_attributor(opts: "MeasureOptions", engine: "Engine | None" = None) -> Any:
-    """The process attributor, or None when attribution is off or unavailable.
+    """The process attributor, or None when attribution is off
+    (:func:`tuimeter.session.measure.attributor_for`, which every engine gets by default;
+    kept here as the one name the CLI looks up at call time, so tests can replace it)."""
+    from .session.measure import attributor_for
 
-    With ``engine``, the attributor finds its NVML sensor (GPU process split) among the
-    engine's sensors and uses its carbon settings for the job's CO2e.
-    """
-    from .engine.attribution import make_attributor as _make
-
-    if not opts.attribution:
-        return None
-    if engine is None:
-        return _make(opts)
-    # a live carbon source: the job's CO2e from its domains' (each tick's figure)
-    fixed = engine.carbon if engine.live_carbon is None else None
-    return _make(opts, engine.sensors, fixed)
+    return attributor_for(opts, engine)
 
 
 def open_measurement(args: argparse.Namespace, opts: "MeasureOptions",
@@ -87,7 +79,7 @@ def open_measurement(args: argparse.Namespace, opts: "MeasureOptions",
     from .export import start_exporters
     from .session.measure import make_engine
 
-    engine = make_engine(opts, attributor=None)
+    engine = make_engine(opts, attributor)
     exporters: list = []
     try:
         exporters = start_exporters(engine, args)
@@ -96,7 +88,6 @@ def open_measurement(args: argparse.Namespace, opts: "MeasureOptions",
         for e in exporters:
             e.close()
         raise
-    engine.attributor = attributor(opts, engine)
     return engine, recorder, exporters
 
 

@@ -64,6 +64,7 @@ class DomainKind(str, enum.Enum):
     DRAM = "dram"  # memory; NOT inside the package even though its zone nests there
     PSYS = "psys"  # the whole platform (contains package and dram)
     GPU = "gpu"
+    MODULE = "module"  # a whole module's counter: CPU + GPU + memory (GH200's NVML energy)
     ANE = "ane"  # Apple Neural Engine
     MEMORY = "memory"  # estimated memory power
     OTHER = "other"

@@ -28,9 +28,9 @@ class ClockedGpu(FakeGpu):
     """A :class:`FakeGpu` at a constant power on the monotonic clock, its processes from
     a file."""
 
-    def __init__(self, index: int, watts: float, pids_file: str, t0: float):
+    def __init__(self, index: int, watts: float, pids_file: str, t0: float, **kw):
         self._index, self._watts, self._pids_file, self._t0 = index, watts, pids_file, t0
-        super().__init__(power_mw=round(watts * 1000))
+        super().__init__(power_mw=round(watts * 1000), **kw)
 
     def pids(self) -> list[int]:
         try:
@@ -58,11 +58,20 @@ class ClockedGpu(FakeGpu):
     process_samples = property(_samples, _ignore)
 
 
-def main(argv: list[str]) -> int:
-    config = json.load(open(argv[0]))
+def install(config_path: str) -> None:
+    """Put the fake ``pynvml`` of CONFIG in ``sys.modules`` (before tuimeter opens NVML):
+    for ``main`` here, and for a program that samples on its own (a rank's ``Meter``).
+    The GPUs' counters run on the monotonic clock, which every process shares, so the
+    truth over a span does not depend on which process reads them."""
+    with open(config_path) as fh:
+        config = json.load(fh)
     t0 = time.monotonic()
     gpus = [ClockedGpu(i, w, config["pids_file"], t0) for i, w in enumerate(config["watts"])]
     sys.modules["pynvml"] = make_fake_pynvml(gpus)
+
+
+def main(argv: list[str]) -> int:
+    install(argv[0])
     from tuimeter.cli import main as tuimeter_main
 
     args = argv[argv.index("--") + 1:]

@@ -35,7 +35,9 @@ state by it, so all of a busy GPU's power goes to its processes. Where NVML has 
 per-process utilisation does not exist and the GPU's label says its energy is split
 evenly), the energy is split evenly over the compute processes on it (on MIG: those of every
 instance); with none, it is idle/system. Other in-total domains (Apple GPU, ANE) have no
-per-process use we can read: idle/system.
+per-process use we can read: idle/system. So has a *module* domain (a GH200's NVML counter,
+which covers the Grace CPU, the GPU and memory in one figure): its SM utilisation says
+nothing of the CPU's or the memory's part, so it is not split as if it were GPU energy.
 
 **Jobs.** :meth:`Attributor.follow` follows a process and all its descendants, including
 those started later (a process joins if its parent is in the job when it is first seen,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from ..live import (HANGUP_WAIT_S, Caught, Forward, LiveSession, StartError, make_attributor,
+from ..live import (HANGUP_WAIT_S, Caught, Forward, LiveSession, StartError,
                     wait_for_child)
 from .spread import SampleLog
 from .ticks import TickLog, make_profile
@@ -25,14 +25,13 @@ def open_engine(args: argparse.Namespace) -> tuple[Any, Any, TickLog]:
     from .cli import measure_args
 
     opts = measure_args(args)
-    engine = make_engine(opts, attributor=None)
+    engine = make_engine(opts)
     try:
         recorder = (open_recorder(args.session_output, engine.host, args.overwrite)
                     if args.session_output else NoFile())
     except BaseException:
         engine.close()
         raise
-    engine.attributor = make_attributor(opts, engine)
     ticks = TickLog()
     engine.subscribe(ticks)
     return engine, recorder, ticks

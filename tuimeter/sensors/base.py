@@ -43,6 +43,11 @@ class Sensor(abc.ABC):
     #: unavailable reasons that only mean "none of this hardware here" (shown in one short
     #: line without the fix: most machines have no GPU of a given vendor)
     absent_reasons: tuple[str, ...] = ()
+    #: set by :meth:`is_available` when this sensor measures the CPU side on this machine
+    #: although its registry entry does not say ``measures_cpu`` (a GH200's NVML counter
+    #: covers the Grace CPU): discovery then leaves the CPU estimate out, which would count
+    #: the CPU a second time
+    covers_cpu: bool = False
 
     @abc.abstractmethod
     def is_available(self) -> SensorStatus:

@@ -2,8 +2,9 @@
 
 The candidates are the entries of :mod:`tuimeter.sensors.registry` for this platform, in
 its order. Rule for the estimate (an entry marked ``fallback``): it only fills in for the
-CPU side when no available sensor measures it (no RAPL, no powermetrics): then CPU and
-memory are estimated. It never stands in for, or adds to, a measured CPU (a RAPL machine
+CPU side when no available sensor measures it (no RAPL, no powermetrics, no GH200 module
+counter, which covers the Grace CPU: ``Sensor.covers_cpu``): then CPU and memory are
+estimated. It never stands in for, or adds to, a measured CPU (a RAPL machine
 without a DRAM zone gets no memory estimate, so its total stays "measured"; README, "What
 adds up").
 """
@@ -49,7 +50,8 @@ def discover(powercap_root: str | None = None, *, gpu: bool = True, estimate: bo
     for entry in candidates:
         if entry.fallback or (entry.gpu_only and not gpu):
             continue
-        if _check(entry.build(options), found) and entry.measures_cpu:
+        sensor = entry.build(options)
+        if _check(sensor, found) and (entry.measures_cpu or sensor.covers_cpu):
             cpu_measured = True
     if estimate and not cpu_measured:
         for entry in candidates:

@@ -3,10 +3,21 @@
 One domain per GPU (``gpu0``, ``gpu1`` ... by NVML index), measured.
 
 Energy comes from ``nvmlDeviceGetTotalEnergyConsumption`` (int mJ since the driver loaded,
-Volta and newer): the hardware counter is exact where the power sensor only samples part of
-the time (about 25 % of runtime on A100/H100, Yang et al. SC24), so joules come from it
-whenever it exists. Older GPUs raise ``NVMLError_NotSupported``; their energy is then the
+Volta and newer) whenever it exists. What is known of that counter: Zeus and other tools
+prefer it to integrating power, because the power sensor samples only part of the time
+(about 25 % of runtime on A100/H100, Yang et al. SC24); it updates about every 100 ms (a
+shorter window reads 0; ~10-20 ms on older systems); no published meter study has
+validated it on A100/H100 (the SC24 study never read it). So it is our best reading, not
+a proven exact one. Older GPUs raise ``NVMLError_NotSupported``; their energy is then the
 trapezoid integral of the power read at each ``read`` (the domain's label says so).
+
+**What the counter covers.** On GH200 (Grace Hopper) it covers the whole module: the Grace
+CPU, the GPU and memory (ml-energy/zeus PR #172; SENSORS.md section 2), and so does a power
+field that answers only at module scope. Such a GPU is booked as a *module* domain
+(``DomainKind.MODULE``, a label saying what it holds): attribution does not share it among
+the GPU's processes by SM utilisation as if it were GPU energy, and :attr:`covers_cpu`
+keeps the CPU estimate (the only other reading of a Grace CPU here) from adding the CPU
+on top of it.
 
 Faults seen on real GPUs: one failed read (a field entry UNKNOWN, a call that timed out)
 is not a lost GPU. The power and the energy are read separately, so a failed power read
@@ -45,6 +56,9 @@ __all__ = ["GpuProcess", "GpuProcessUtil", "NvmlSensor"]  # the process types: c
 FI_DEV_POWER_INSTANT = 186
 #: field scopes: the GPU alone, or the whole module (GH200: GPU + Grace CPU + memory)
 SCOPE_GPU, SCOPE_MODULE = 0, 1
+#: models (as NVML names them, e.g. "NVIDIA GH200 480GB") whose energy counter covers the
+#: whole module, CPU and memory included (ml-energy/zeus PR #172)
+MODULE_COUNTER_MODELS = ("GH200",)
 #: the reason on a machine without the NVIDIA driver (most machines without a GPU)
 NO_DRIVER_REASON = "NVIDIA driver library libnvidia-ml.so.1 not found"
 #: NVML's success code.
@@ -84,6 +98,22 @@ class _Gpu:
         self.next_retry_s: float | None = None
         self.proc_last_seen_us: int | None = None
         self.name = ""  # the model as NVML names it
+
+    @property
+    def module(self) -> bool:
+        """Whether this GPU's energy is the whole module's (GH200): its counter, or a
+        power field integrated that answers only at module scope."""
+        if self.energy_mode == ENERGY_COUNTER:
+            return module_counter(self.name)
+        return (self.energy_mode == ENERGY_INTEGRATED and self.power_mode == POWER_INSTANT
+                and self.power_scope == SCOPE_MODULE)
+
+
+def module_counter(name: str) -> bool:
+    """Whether a GPU model's energy counter covers the whole module
+    (:data:`MODULE_COUNTER_MODELS`)."""
+    upper = name.upper()
+    return any(model in upper for model in MODULE_COUNTER_MODELS)
 
 
 class NvmlSensor(Sensor, GpuProcessSource, DeviceInfoSource):
@@ -126,8 +156,13 @@ class NvmlSensor(Sensor, GpuProcessSource, DeviceInfoSource):
             nv, count = _start_nvml()
         except SensorUnavailable as e:
             return SensorStatus(self.name, False, e.reason, e.fix)
+        modules = _module_gpus(nv, count)
         _quiet_shutdown(nv)  # init is reference-counted: give back what we took to look
-        return SensorStatus(self.name, True, f"{count} GPU{'s' if count != 1 else ''}")
+        self.covers_cpu = modules > 0
+        what = f"{count} GPU{'s' if count != 1 else ''}"
+        if modules:
+            what += f" ({modules} GH200 module{'s' if modules != 1 else ''}: CPU included)"
+        return SensorStatus(self.name, True, what)
 
     def open(self) -> Sequence[Domain]:
         """Initialise NVML and probe each GPU once: which energy and power calls work.
@@ -154,7 +189,7 @@ class NvmlSensor(Sensor, GpuProcessSource, DeviceInfoSource):
             _mark_lost(gpu, e, now_s=None)
             gpu.gpu_is_lost = isinstance(e, nv.NVMLError_GpuIsLost)
             return gpu
-        gpu.domain = _domain(index, _label(name, gpu), uuid)
+        gpu.domain = _domain(index, _label(name, gpu), uuid, gpu.module)
         return gpu
 
     def _probe(self, gpu: _Gpu, handle: Any) -> int | None:
@@ -487,8 +522,23 @@ def _nvml_errors(nv: Any) -> tuple[type[BaseException], ...]:
                              getattr(nv, "NVMLLibraryMismatchError", None)) if c is not None)
 
 
-def _domain(index: int, label: str, uuid: str) -> Domain:
-    return Domain(id=f"gpu{index}", name=f"gpu{index}", kind=DomainKind.GPU, source="nvml",
+def _module_gpus(nv: Any, count: int) -> int:
+    """How many of the ``count`` GPUs are models whose counter covers the module (a GPU
+    whose name cannot be read counts as none). Never raises an NVML error."""
+    n = 0
+    for i in range(count):
+        try:
+            n += module_counter(str(nv.nvmlDeviceGetName(nv.nvmlDeviceGetHandleByIndex(i))))
+        except _nvml_errors(nv):
+            continue
+    return n
+
+
+def _domain(index: int, label: str, uuid: str, module: bool = False) -> Domain:
+    """GPU ``index``'s domain; ``module``: its energy is the whole module's (GH200), a
+    domain of kind ``module`` that attribution does not split among GPU processes."""
+    return Domain(id=f"gpu{index}", name=f"gpu{index}",
+                  kind=DomainKind.MODULE if module else DomainKind.GPU, source="nvml",
                   provenance=Provenance.MEASURED, in_total=True, label=label, uuid=uuid,
                   index=index)
 
@@ -510,9 +560,14 @@ def _label(name: str, gpu: _Gpu) -> str:
         notes.append("energy integrated from power: no energy counter")
     elif gpu.energy_mode is None:
         notes.append("no power or energy reading")
-    if gpu.power_mode == POWER_INSTANT and gpu.power_scope == SCOPE_MODULE:
+    module_power = gpu.power_mode == POWER_INSTANT and gpu.power_scope == SCOPE_MODULE
+    if gpu.module:
+        notes.append("whole module: Grace CPU + GPU + memory; not split among processes")
+        if gpu.power_mode is not None and not module_power:
+            notes.append("power: the GPU alone")
+    elif module_power:
         notes.append("power read for the whole module: includes the CPU")
-    if gpu.mig:
+    if gpu.mig and not gpu.module:  # a module's energy is split among none of them
         notes.append("MIG: energy split evenly over its processes, no per-process utilisation")
     return f"{name} ({'; '.join(notes)})" if notes else name
 

@@ -12,6 +12,7 @@ import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 from ..carbon import resolve_carbon
 from ..config import default_data_dir
@@ -79,8 +80,31 @@ def validate_interval(interval_s: float) -> float:
     return value
 
 
-def make_engine(opts: MeasureOptions, attributor=None) -> Engine:
-    """Validate options, discover sensors and build an (unopened) engine.
+def attributor_for(opts: MeasureOptions, engine: Engine | None = None) -> Any:
+    """The process attributor of a measurement, or None when ``opts.attribution`` is off.
+
+    With ``engine``, the attributor finds its GPU sensors (the GPU process split) among
+    the engine's sensors and uses its carbon settings for the job's CO2e (none with a live
+    carbon source: the job's CO2e then comes from its domains', each tick's figure).
+    """
+    from ..engine.attribution import make_attributor
+
+    if not opts.attribution:
+        return None
+    if engine is None:
+        return make_attributor(opts)
+    fixed = engine.carbon if engine.live_carbon is None else None
+    return make_attributor(opts, engine.sensors, fixed)
+
+
+def make_engine(opts: MeasureOptions,
+                attributor: Callable[[MeasureOptions, Engine], Any] = attributor_for
+                ) -> Engine:
+    """Validate options, discover sensors and build an (unopened) engine, with the
+    attributor ``attributor(opts, engine)`` returns (:func:`attributor_for`: one unless
+    ``opts.attribution`` is off). Every caller (``record``, the UI, ``profile``, ``Meter``,
+    ``@measure``, ``%%tuimeter``) builds its engine here, so this is the one place that
+    decides whether an engine attributes: a plain ``Meter()`` has its own energy.
 
     Raises SetupError for bad input (interval, country, carbon intensity, PUE, carbon
     source). A live carbon source (``carbon_source``) is fetched from Engine.open() on.
@@ -97,8 +121,10 @@ def make_engine(opts: MeasureOptions, attributor=None) -> Engine:
         raise SetupError(str(exc)) from None
     found = discover(opts.powercap_root, gpu=opts.gpu)
     sensors = list(found.sensors) + list(opts.extra_sensors)
-    return Engine(sensors, carbon, interval, host=opts.host or socket.gethostname(),
-                  statuses=found.statuses, attributor=attributor, live_carbon=live)
+    engine = Engine(sensors, carbon, interval, host=opts.host or socket.gethostname(),
+                    statuses=found.statuses, live_carbon=live)
+    engine.attributor = attributor(opts, engine)
+    return engine
 
 
 def open_recorder(path: str | None, host: str, overwrite: bool = False,
