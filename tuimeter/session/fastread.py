@@ -39,8 +39,10 @@ from typing import Iterator, NamedTuple
 from .schema import (CGROUP, COLUMNS, IN_TOTAL, JOB, LOST, MARKER, MAX_NUMBER, PROCESS, SAMPLE,
                      SAMPLE_PROVENANCES, TREE, Row, _new_row)
 
-#: bytes per block handed to pyarrow (about 80,000 rows): memory is a few blocks
-BLOCK_BYTES = 8 << 20
+#: bytes read and parsed at a time (about 40,000 rows): memory is about one block
+BLOCK_BYTES = 4 << 20
+#: parse each block on all cores
+USE_THREADS = True
 #: number columns, parsed by pyarrow as float64 (empty cells are null)
 NUMBER_COLUMNS = ("elapsed_s", "interval_s", "power_w", "energy_j", "co2_g")
 _NUMBER_SET = frozenset(NUMBER_COLUMNS)
@@ -126,22 +128,40 @@ def shifted(run: SampleRun, offset_s: float) -> tuple[array, array, bool]:
     return doubles(ends), doubles(spans), bool(ordered)
 
 
-def _check_bytes(fh, start: int) -> None:
-    """Raise Fallback for a byte the csv module reads differently (NUL, CR); a scan at
-    memory speed (memchr: a gigabyte in a fraction of a second)."""
+def _chunks(fh, start: int) -> Iterator[bytes]:
+    """The file from byte ``start`` in pieces of about BLOCK_BYTES that end at a newline
+    (the last may not): memory of one piece, no read-ahead. Raises Fallback for a byte
+    the csv module reads differently (NUL, CR: memchr, at memory speed) or a line
+    longer than many blocks."""
     fh.seek(start)
+    carry = b""
     while True:
-        chunk = fh.read(1 << 22)
+        chunk = fh.read(BLOCK_BYTES)
+        buf = carry + chunk if carry else chunk
         if not chunk:
-            break
-        if b"\0" in chunk:
-            raise Fallback("a NUL byte")
-        if b"\r" in chunk:
-            raise Fallback("a carriage return")
-    fh.seek(start)
+            if buf:
+                yield _checked(buf)
+            return
+        end = buf.rfind(b"\n") + 1
+        if not end:
+            if len(buf) > 64 * BLOCK_BYTES:
+                raise Fallback("a line longer than a block")
+            carry = buf
+            continue
+        carry = buf[end:]
+        yield _checked(buf[:end] if carry else buf)
 
 
-def _reader(fh):
+def _checked(data: bytes) -> bytes:
+    if b"\0" in data:
+        raise Fallback("a NUL byte")
+    if b"\r" in data:
+        raise Fallback("a carriage return")
+    return data
+
+
+def _options():
+    """pyarrow's read, parse and convert options for session rows, made once."""
     import pyarrow as pa
     import pyarrow.csv as pcsv
 
@@ -152,12 +172,14 @@ def _reader(fh):
     def invalid(row) -> str:  # another number of cells: the Python reader's to judge
         return "error"
 
-    read = pcsv.ReadOptions(block_size=BLOCK_BYTES, column_names=list(COLUMNS))
+    # one block per piece: the piece is a little above BLOCK_BYTES at most
+    read = pcsv.ReadOptions(block_size=2 * BLOCK_BYTES + (1 << 16),
+                            column_names=list(COLUMNS), use_threads=USE_THREADS)
     parse = pcsv.ParseOptions(newlines_in_values=False, ignore_empty_lines=False,
                               invalid_row_handler=invalid)
     convert = pcsv.ConvertOptions(column_types=types, null_values=[""],
                                   strings_can_be_null=False, quoted_strings_can_be_null=False)
-    return pcsv.open_csv(fh, read_options=read, parse_options=parse, convert_options=convert)
+    return read, parse, convert
 
 
 def _walls(ts) -> tuple:
@@ -190,18 +212,26 @@ def blocks(fh, start: int, base: int, kinds: frozenset, session: str | None,
     can) and OSError."""
     import pyarrow as pa
     import pyarrow.compute as pc
+    import pyarrow.csv as pcsv
 
-    _check_bytes(fh, start)
     try:
-        reader = _reader(fh)
+        read, parse, convert = _options()
         line = base  # lines before the block's first row
         kind_set = pa.array(sorted(kinds))
         provs = pa.array(sorted(p for p in SAMPLE_PROVENANCES if p != LOST))
         totals = pa.array(sorted(IN_TOTAL))
         seen: set = set()  # (host, session) of the rows taken so far
-        for batch in reader:
-            yield _block(pa, pc, batch, line, kind_set, provs, totals, session, runs, seen)
-            line += batch.num_rows
+        for data in _chunks(fh, start):
+            lines = data.count(b"\n") + (not data.endswith(b"\n"))
+            table = pcsv.read_csv(pa.py_buffer(data), read_options=read, parse_options=parse,
+                                  convert_options=convert)
+            if table.num_rows != lines:  # a quoted newline (a blank line reads as a row)
+                raise Fallback("a row across lines")
+            for batch in table.to_batches():
+                yield _block(pa, pc, batch, line, kind_set, provs, totals, session, runs,
+                             seen)
+                line += batch.num_rows
+            del table, data
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError) as exc:
         raise Fallback(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
 

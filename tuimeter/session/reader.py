@@ -261,7 +261,6 @@ class SessionReader:
             ends_nl = self._ends_with_newline(raw)
             at, base = (at, 1) if self.start is None else self.start
             self.engine = "pyarrow"
-            self._raw = raw
             done = base  # lines read
             try:
                 for n, passed, items in fastread.blocks(raw, at, base, self.kinds,
@@ -270,12 +269,10 @@ class SessionReader:
                     self.rows += passed
                     yield from self._take(items)
             except fastread.Fallback:
-                self._raw = None
                 raw.close()
                 yield from self._python(_offset_of_line(self.path, done))
                 return
-            self._read_to = self.bytes_read
-            self._raw = None
+            self._read_to = raw.seek(0, os.SEEK_END)
         self._finish(done, ends_nl)
 
     def _take(self, items) -> Iterator[Row | list]:
