@@ -80,12 +80,19 @@ def _mixed_session(tmp_path) -> Path:
                     p[12], p[13], p[14] = "attributed", "python3", "4242"
                     rows.append(p)
     out = []
+    last_sample = rows[1]
     for n, row in enumerate(rows):
         out.append(row)
         if n == 700:  # a live source's figure from here on (schema 3)
             out.append([row[0], row[1], "0", row[3], row[4], "carbon", "", "table", "", "",
                         "", "", "", '{"g_per_kwh": 120.0, "pue": 1.0, "source": "x", '
                         '"provider": "table"}', ""])
+        if row[5] == "sample":
+            last_sample = row
+        if n in (500, 600):  # a date that does not exist; another form of ISO 8601 (good)
+            odd = list(last_sample)
+            odd[0] = "2026-02-30T00:00:01.000000+00:00" if n == 500 else odd[0][:19] + "Z"
+            out.append(odd)
         if n in (300, 301, 302, 900):  # bad: a provenance, a timestamp, a domain
             bad = list(row)
             if bad[5] == "sample":

@@ -182,19 +182,33 @@ def _options():
     return read, parse, convert
 
 
+#: the timestamps the writer writes (UTC, microseconds), in years whose microseconds
+#: since the epoch a double holds exactly: pyarrow parses these as Python would
+_CANONICAL_TS = r"^(19|20|21)[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}\+00:00$"
+
+
 def _walls(ts) -> tuple:
     """(dictionary-encoded timestamps, wall seconds of each distinct text, None where
-    it is not an ISO 8601 time): each distinct text parsed once, by Python's own parser,
-    exactly as :func:`~.schema.wall_s` does."""
+    it is not an ISO 8601 time). Each distinct text once: the writer's own form by
+    pyarrow (microseconds / 1e6, the same double as ``datetime.timestamp()``), any other
+    (and a block where pyarrow refuses one) by Python's parser, as :func:`~.schema.wall_s`."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     enc = pc.dictionary_encode(ts)
     if isinstance(enc, pa.ChunkedArray):
         enc = enc.combine_chunks()
+    texts = enc.dictionary
+    canonical = pc.match_substring_regex(texts, _CANONICAL_TS)
+    if pc.all(canonical).as_py():
+        try:
+            us = pc.cast(pc.cast(texts, pa.timestamp("us", tz="UTC")), pa.int64())
+            return enc, pc.divide(pc.cast(us, pa.float64()), 1e6).to_pylist()
+        except pa.ArrowInvalid:  # a date that does not exist: Python's to say
+            pass
     iso = _dt.datetime.fromisoformat
     walls = []
-    for text in enc.dictionary.to_pylist():
+    for text in texts.to_pylist():
         try:
             walls.append(iso(text).timestamp())
         except (ValueError, OverflowError, OSError):
@@ -222,10 +236,11 @@ def blocks(fh, start: int, base: int, kinds: frozenset, session: str | None,
         totals = pa.array(sorted(IN_TOTAL))
         seen: set = set()  # (host, session) of the rows taken so far
         for data in _chunks(fh, start):
-            lines = data.count(b"\n") + (not data.endswith(b"\n"))
             table = pcsv.read_csv(pa.py_buffer(data), read_options=read, parse_options=parse,
                                   convert_options=convert)
-            if table.num_rows != lines:  # a quoted newline (a blank line reads as a row)
+            # a quoted newline would make a row of two lines (a blank line reads as a row)
+            if b'"' in data and table.num_rows != data.count(b"\n") + \
+                    (not data.endswith(b"\n")):
                 raise Fallback("a row across lines")
             for batch in table.to_batches():
                 yield _block(pa, pc, batch, line, kind_set, provs, totals, session, runs,
