@@ -11,8 +11,9 @@ pure-Python reader cannot pass; this prints it beside each report, all from one 
   ``--python``, slow: a minute for 10 M rows).
 
 Each command runs in its own process: seconds, rows/s and its peak RSS (``ru_maxrss``);
-the load average is printed with the figures (a busy machine gives lower figures: compare
-each figure with the floor beside it). The session is written once (``--file``, kept for
+each report runs just after a floor run, and the load average is printed with the figures
+(a busy machine gives lower figures, and its load moves: compare each report with the
+floor just before it). The session is written once (``--file``, kept for
 later runs): 11 rows per 1-second tick (10 domains and the total), a marker an hour.
 Run: ``.venv/bin/python bench/bench_report_scale.py --file /tmp/s10m.csv [--rows 10000000]``.
 """
@@ -77,17 +78,17 @@ def main() -> int:
         rows = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 24), b"")) - 1
     print(f"{args.file}: {rows:,} rows, {os.path.getsize(args.file) / 1e6:.0f} MB; {load()}")
     py = sys.executable
-    s, rss, _ = run([py, "-c", FLOOR, args.file])
-    floor = rows / s
-    print(f"floor  bare csv.reader loop         {s:6.2f} s {floor / 1e6:5.2f} M rows/s "
-          f"{rss:4.0f} MB; {load()}")
     jobs = [(f"--format {f}", ["--format", f]) for f in args.formats.split(",") if f]
     if args.by:
         jobs.append(("--by process", ["--by", "process"]))
     readers = [("pyarrow", {})] + ([("python", {"TUIMETER_READER": "python"})]
                                    if args.python else [])
     for name, env in readers:
-        for what, extra in jobs:
+        for what, extra in jobs:  # each beside a floor run just before it: the load moves
+            s, rss, _ = run([py, "-c", FLOOR, args.file])
+            floor = rows / s
+            print(f"floor  bare csv.reader loop          {s:6.2f} s {floor / 1e6:5.2f} M rows/s "
+                  f"{rss:4.0f} MB; {load()}")
             s, rss, _ = run([py, "-m", "tuimeter", "report", args.file, *extra], env)
             print(f"report {name:7} {what:23} {s:6.2f} s {rows / s / 1e6:5.2f} M rows/s "
                   f"{rss:4.0f} MB ({rows / s / floor:.2f}x the floor; target 10 s, 300 MB); "

@@ -28,8 +28,10 @@ COMMITTED = sorted(SESSIONS.glob("*.csv"))
 
 @pytest.fixture(autouse=True)
 def small_blocks(monkeypatch):
-    """Blocks of 4 KiB: dozens per file, so runs, cuts and block edges are exercised."""
+    """Blocks of 4 KiB: dozens per file, so runs, cuts and block edges are exercised; the
+    columnar path for files of any size."""
     monkeypatch.setattr(fastread, "BLOCK_BYTES", 4096)
+    monkeypatch.setattr(fastread, "MIN_BYTES", 0)
 
 
 def _report(monkeypatch, reader: str, *argv: str) -> tuple[int, str, str]:
@@ -230,3 +232,13 @@ def test_header_only_and_foreign_files_are_judged_as_before(monkeypatch, tmp_pat
     for path in (empty, other):
         assert _report(monkeypatch, "fast", str(path)) == _report(monkeypatch, "python",
                                                                    str(path))
+
+
+def test_a_small_file_is_read_by_the_python_reader(monkeypatch, tmp_path):
+    """Below MIN_BYTES the Python reader reads (pyarrow's start would cost more than it
+    saves); at or above it, pyarrow does."""
+    path = record(tmp_path / "s.csv", ticks=5)
+    monkeypatch.setattr(fastread, "MIN_BYTES", Path(path).stat().st_size + 1)
+    assert _read(monkeypatch, "fast", path)[0] == "python"
+    monkeypatch.setattr(fastread, "MIN_BYTES", Path(path).stat().st_size)
+    assert _read(monkeypatch, "fast", path)[0] == "pyarrow"

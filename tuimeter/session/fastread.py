@@ -39,6 +39,10 @@ from typing import Iterator, NamedTuple
 from .schema import (CGROUP, COLUMNS, IN_TOTAL, JOB, LOST, MARKER, MAX_NUMBER, PROCESS, SAMPLE,
                      SAMPLE_PROVENANCES, TREE, Row, _new_row)
 
+#: files smaller than this are read by the Python reader: pyarrow's import and first
+#: calls cost about a second of CPU and 100 MB, which the Python reader spends on about
+#: 300,000 rows (about 32 MB of session) on the 2-core development VM
+MIN_BYTES = 32 << 20
 #: bytes read and parsed at a time (about 40,000 rows): memory is about one block
 BLOCK_BYTES = 4 << 20
 #: parse each block on all cores

@@ -206,8 +206,9 @@ class SessionReader:
             raise SessionFormatError(self.path, None, exc.strerror or str(exc)) from None
 
     def __iter__(self) -> Iterator[Row]:
-        """The good rows, in file order (through pyarrow where it is installed)."""
-        if self.columnar and fastread.available():
+        """The good rows, in file order (through pyarrow where it is installed, for a
+        file of :data:`~.fastread.MIN_BYTES` or more)."""
+        if self._columnar():
             return self._fast(runs=False)
         return self._python(self.start)
 
@@ -215,9 +216,20 @@ class SessionReader:
         """The good rows, where pyarrow reads the file with runs of plain samples as
         lists of :class:`~.fastread.SampleRun` (columns, for consumers that add them up
         whole), in file order; else all as rows (the Python reader)."""
-        if self.columnar and fastread.available():
+        if self._columnar():
             return self._fast(runs=True)
         return self._python(self.start)
+
+    def _columnar(self) -> bool:
+        """Read through pyarrow: asked for, a file big enough to repay pyarrow's start
+        (about a second and 100 MB, which a small session would not see back), installed."""
+        if not self.columnar:
+            return False
+        try:
+            size = os.stat(self.path).st_size
+        except OSError:
+            return False  # the Python reader says why
+        return size >= fastread.MIN_BYTES and fastread.available()
 
     def _python(self, start) -> Iterator[Row]:
         self.engine = "python"
