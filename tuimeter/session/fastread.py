@@ -43,8 +43,8 @@ from .schema import (CGROUP, COLUMNS, IN_TOTAL, JOB, LOST, MARKER, MAX_NUMBER, P
 #: calls cost about a second of CPU and 100 MB, which the Python reader spends on about
 #: 300,000 rows (about 32 MB of session) on the 2-core development VM
 MIN_BYTES = 32 << 20
-#: bytes read and parsed at a time (about 40,000 rows): memory is about one block
-BLOCK_BYTES = 4 << 20
+#: bytes read and parsed at a time (about 80,000 rows): memory is about one piece
+BLOCK_BYTES = 8 << 20
 #: parse each block on all cores
 USE_THREADS = True
 #: number columns, parsed by pyarrow as float64 (empty cells are null)
@@ -176,8 +176,9 @@ def _options():
     def invalid(row) -> str:  # another number of cells: the Python reader's to judge
         return "error"
 
-    # one block per piece: the piece is a little above BLOCK_BYTES at most
-    read = pcsv.ReadOptions(block_size=2 * BLOCK_BYTES + (1 << 16),
+    # two blocks per piece, parsed on two threads (pyarrow parallelizes by block; a row
+    # longer than a block is refused by pyarrow, and read by the Python reader)
+    read = pcsv.ReadOptions(block_size=max(BLOCK_BYTES // 2, 1 << 10),
                             column_names=list(COLUMNS), use_threads=USE_THREADS)
     parse = pcsv.ParseOptions(newlines_in_values=False, ignore_empty_lines=False,
                               invalid_row_handler=invalid)
