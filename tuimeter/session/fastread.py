@@ -16,15 +16,18 @@ How the rows stay the same as the Python reader's:
 * Every other row of the kinds asked for goes, as its cells, to
   :func:`~.schema.parse_row` (the definition), with its line number: bad ones are
   skipped and counted exactly as the Python reader does.
-* What this path cannot judge the way the ``csv`` module does sends the *whole file* back
-  to the Python reader (:class:`Fallback`, raised before a row is returned or kept): a NUL
+* What this path cannot judge the way the ``csv`` module does hands the file to the
+  Python reader from the block where it is (:class:`Fallback`, raised before any row of
+  that block is returned; the Python reader goes on from the block's first line): a NUL
   byte, a ``\\r``, bytes that are not UTF-8, a blank line, a row with another number of
-  cells (a quoted newline is one), a number cell pyarrow cannot parse, or one it parses
-  to a value a session never holds (``nan``, ``inf``, negative, above ``MAX_NUMBER``: the
-  Python reader's message quotes the cell as written, which this path no longer has).
-  Such a file is damaged or hostile; it is read correctly, at the Python reader's speed.
+  cells or across lines (a quoted newline), a row longer than a pyarrow block, a cell
+  over the ``csv`` module's field limit, a number cell pyarrow cannot parse, or one it
+  parses to a value a session never holds (``nan``, ``inf``, negative, above
+  ``MAX_NUMBER``: the Python reader's message quotes the cell as written, which this path
+  no longer has). Such a file is damaged or hostile; the rest of it is read correctly,
+  at the Python reader's speed.
 
-Line numbers: with no blank line and no quoted newline (both send the file back), row
+Line numbers: with no blank line and no quoted newline (both hand the file over), row
 *i* of the data is line *i + 2* (the header is line 1), or *i + 1* after the lines
 before a ``start`` offset.
 """
