@@ -13,7 +13,7 @@ from ``/proc/PID/stat`` at both ends; the load average is printed with each figu
 * ``record --no-attribution``: the same without the process scan.
 
 ``--sleepers N`` starts N sleeping processes first (the issue's "400 more sleeping
-processes"), kept for every run.
+processes"), kept for every run; ``--interval 0.1`` runs tuimeter at 0.1 s.
 
   python bench/bench_tracker_peer.py --codecarbon-python /tmp/ccvenv/bin/python
                                      [--seconds 20] [--sleepers 400]
@@ -81,6 +81,7 @@ def main() -> int:
     p.add_argument("--seconds", type=float, default=20.0)
     p.add_argument("--warmup", type=float, default=4.0)
     p.add_argument("--sleepers", type=int, default=0)
+    p.add_argument("--interval", default="1", help="tuimeter's interval, s (the peer's is 1 s)")
     args = p.parse_args()
     sleepers = [subprocess.Popen(["sleep", "3600"]) for _ in range(args.sleepers)]
     try:
@@ -94,8 +95,9 @@ def main() -> int:
                 pct = share([args.codecarbon_python, "-c", CODECARBON], os.environ.copy(),
                             args.warmup, args.seconds)
                 print(f"codecarbon tracker at 1 s        {pct:6.2f}% of a core; {load()}")
-            base = [sys.executable, "-m", "tuimeter", "record", "-i", "1", "-q", "--no-gpu"]
-            for what, extra in (("record at 1 s", []),
+            base = [sys.executable, "-m", "tuimeter", "record", "-i", args.interval, "-q",
+                    "--no-gpu"]
+            for what, extra in ((f"record at {args.interval} s", []),
                                 ("record --no-attribution", ["--no-attribution"])):
                 out = os.path.join(tmp, "s.csv")
                 pct = share(base + ["-o", out, "--overwrite", *extra], env, args.warmup,
