@@ -5,6 +5,8 @@ and ``--busy`` processes that wake every 10 ms (their CPU time changes every tic
 always do), then times each variant over ``--ticks`` ticks ``--gap`` seconds apart, with
 this process's CPU clock (the bench is single-threaded):
 
+* ``floor``: a bare loop that opens, reads and closes every ``/proc/<pid>/stat`` (timed
+  tick by tick in turn with ``scan``): what any full scan costs at least;
 * ``scan``: the /proc scanner alone (one read of /proc/<pid>/stat per process);
 * ``attribute``: the attributor's whole tick (scan, shares, job, top processes, and the
   energy per cgroup), and the same with cgroups off, the two timed tick after tick in turn;
@@ -55,6 +57,24 @@ WAKER = "import time\nwhile True: time.sleep(0.01)"
 def sensor() -> ScriptedSensor:
     return ScriptedSensor("rapl", [domain("package-0"), domain("package-0/dram", DomainKind.DRAM)],
                           {"package-0": 80.0, "package-0/dram": 10.0})
+
+
+def bare_proc_loop() -> None:
+    """The floor of any full scan: list /proc and open, read and close every
+    ``/proc/<pid>/stat``, doing nothing with the bytes (the kernel's generation of
+    those files is most of the cost)."""
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                fd = os.open(f"/proc/{name}/stat", os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                os.read(fd, 2048)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
 
 
 def timed(fn, ticks: int, gap: float) -> float:
@@ -149,8 +169,11 @@ def main() -> int:
         on_ms, off_ms = timed_together([lambda: fast.attribute(1.0, doms, 0.0),
                                         lambda: no_cg.attribute(1.0, doms, 0.0)],
                                        args.ticks, args.gap)
+        scan_ms, floor_ms = timed_together([scanner.scan, bare_proc_loop], args.ticks,
+                                           args.gap)
         rows = [
-            ("scan (/proc/<pid>/stat)", timed(scanner.scan, args.ticks, args.gap)),
+            ("floor: bare open/read/close of each /proc/<pid>/stat", floor_ms),
+            ("scan (/proc/<pid>/stat)", scan_ms),
             ("attribute (fast scanner, cgroups on)", on_ms),
             ("attribute (fast scanner, cgroups off)", off_ms),
             (f"attribute + {args.trees} owner trees", timed(

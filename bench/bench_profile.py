@@ -11,7 +11,8 @@ so the shares show the spreading model itself:
 * ``thread/join``: a worker thread burns while the main thread waits in ``join()``: the
   worker's and join's shares (join ~0).
 
-Overhead: a CPU-bound program timed by itself (a fixed amount of work), run plainly and
+Overhead: a CPU-bound program and an I/O-bound one (4 KiB pwrite/pread pairs), each timed
+by itself (a fixed amount of work), run plainly and
 under the sampler's bootstrap at 100 Hz and at 1000 Hz, alternating, median of ``--runs``
 (5) each: (median with - median without) / median without. The engine's own cost is not
 in it (it runs in tuimeter's process, a separate one). On a shared machine the wall
@@ -105,6 +106,31 @@ main()
 """
 
 
+#: an I/O-bound program: small writes and reads of a file, each a system call that lets
+#: go of the GIL (the sampler's thread can run in between without taking time from it)
+WORK_IO = """
+import os, sys, tempfile, time
+
+def work(n):
+    fd, path = tempfile.mkstemp()
+    try:
+        block = b"x" * 4096
+        for i in range(n):
+            os.pwrite(fd, block, (i % 256) * 4096)
+            os.pread(fd, 4096, ((i * 7) % 256) * 4096)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+
+def main():
+    t = time.perf_counter()
+    work(int(sys.argv[1]))
+    print(time.perf_counter() - t)
+
+main()
+"""
+
+
 class _Skip(Exception):
     pass
 
@@ -149,9 +175,9 @@ def sampler_cpu_share(path: Path) -> tuple[float, float]:
     return sum(s[4] for s in log.samples) / span, len(log.samples) / span
 
 
-def overhead(tmp: Path, runs: int, n: int) -> dict[str, float]:
+def overhead(tmp: Path, runs: int, n: int, body: str = WORK) -> dict[str, float]:
     prog = tmp / "work.py"
-    prog.write_text(WORK)
+    prog.write_text(body)
     boot = os.path.abspath(sampler.__file__)
     variants = {"plain": [sys.executable, str(prog), str(n)]}
     for hz in (100, 1000):
@@ -175,6 +201,8 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0, help="multiply the burn times")
     ap.add_argument("--only-overhead", action="store_true")
     ap.add_argument("--work", type=int, default=6_000_000, help="loop count of the overhead program")
+    ap.add_argument("--io-work", type=int, default=200_000,
+                    help="write+read pairs of the I/O-bound overhead program")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -212,13 +240,15 @@ def main() -> None:
             if driver is not None:
                 driver.halt.set()
                 driver.join()
-        med = overhead(tmp, a.runs, a.work)
-        base = med["plain"]
-        for k in ("100 Hz", "1000 Hz"):
-            print(f"overhead {k:>7}: {med[k]:.3f} s vs {base:.3f} s plain "
-                  f"({100 * (med[k] - base) / base:+.1f}%), median of {a.runs}; the "
-                  f"sampler's own CPU: {100 * med[k + ' cpu']:.2f}% of the run, "
-                  f"{med[k + ' got']:.0f} samples/s")
+        for what, body, n in (("CPU-bound", WORK, a.work), ("I/O-bound", WORK_IO, a.io_work)):
+            med = overhead(tmp, a.runs, n, body)
+            base = med["plain"]
+            for k in ("100 Hz", "1000 Hz"):
+                print(f"{what} overhead {k:>7}: {med[k]:.3f} s vs {base:.3f} s plain "
+                      f"({100 * (med[k] - base) / base:+.1f}%), median of {a.runs}; the "
+                      f"sampler's own CPU: {100 * med[k + ' cpu']:.2f}% of the run, "
+                      f"{med[k + ' got']:.0f} samples/s; load average "
+                      + " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
 if __name__ == "__main__":

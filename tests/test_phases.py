@@ -118,3 +118,42 @@ def test_provenance_rule():
     assert provenance(0, set(), lost=True) == "lost"
     assert combine({"measured", "estimated"}) == "estimated"
     assert combine({"estimated", "attributed"}) == "attributed"
+
+
+def _long_series(n: int, g: bool, overlap_at: int | None = None) -> Samples:
+    """``n`` one-second samples of varying power, some with their own carbon figure;
+    ``overlap_at``: that sample starts before the one before it starts."""
+    s = Samples(True, {"measured"}, 0.1)
+    for i in range(n):
+        t1, span = 100.0 + i + 1, 1.0
+        if i == overlap_at:
+            span = 2.5
+        s.add(t1, span, 10.0 + (i * 7919 % 13), g_per_j=(0.2 if g and i % 3 == 0 else None))
+    return s
+
+
+@pytest.mark.parametrize("g", [False, True])
+@pytest.mark.parametrize("overlap_at", [None, 150])
+def test_long_spans_add_their_inner_samples_as_a_slice_with_the_same_result(monkeypatch, g,
+                                                                             overlap_at):
+    """A span of thousands of samples adds the whole ones as one slice (report speed):
+    energy, CO2, whole ticks and provenance are those of the sample-by-sample loop, for
+    spans cut inside samples, on their edges, by a clip, and for samples out of order
+    (one that starts before the last ended: the loop is kept)."""
+    import tuimeter.phases as phases
+
+    s = _long_series(3000, g, overlap_at)
+    spans = [(100.0, 3100.0), (150.25, 2999.5), (151.0, 152.0), (99.0, 1500.0),
+             (2000.0, 5000.0), (140.3, 140.9), (149.7, 2100.2), (248.7, 400.0)]
+    for clip in (-float("inf"), 120.5):
+        s.clip = clip
+        fast = [energy_between({"d": s}, a, b) for a, b in spans]
+        monkeypatch.setattr(phases, "_SLICE_MIN", 10**9)
+        slow = [energy_between({"d": s}, a, b) for a, b in spans]
+        monkeypatch.undo()
+        for f, w in zip(fast, slow):
+            assert f.energy_j == pytest.approx(w.energy_j, rel=1e-12)
+            assert f.co2_g == pytest.approx(w.co2_g, rel=1e-12)
+            assert f.domains["d"].whole_ticks == w.domains["d"].whole_ticks
+            assert f.provenance == w.provenance
+    assert s.starts_in_order() is (overlap_at is None)

@@ -452,3 +452,27 @@ def test_ticks_after_a_time_are_those_that_end_after_it():
     assert ticks.ticks(after_s=1002.5) == [t for t in every if t.t1_s > 1002.5]
     assert ticks.ticks(after_s=1003.0) == every[3:]
     assert ticks.ticks(after_s=1005.0) == [] and ticks.ticks(after_s=0.0) == every
+
+
+@pytest.mark.parametrize("asked_hz, every_s, said", [(1000.0, 1 / 225, True),
+                                                     (100.0, 1 / 98, False)])
+def test_a_rate_the_sampler_could_not_reach_is_said_in_the_notes_and_the_json(asked_hz,
+                                                                              every_s, said):
+    """Asked for ``asked_hz``, the sampler took a sample every ``every_s``: the profile's
+    JSON gives the rate reached, and when it falls short of the asked rate (below 90%) a
+    note says so (1000 Hz once gave 156 samples/s, said nowhere)."""
+    log = log_of(*[(1000.0 + i * every_s, every_s, [(0, every_s)], 0.0, 0.0)
+                   for i in range(200)], begin=(999.9, 0.0))
+    log.rate_hz = asked_hz
+    clock = FakeClock(1000.0)
+    ticks = TickLog(clock=clock)
+    clock.advance(2.0)
+    ticks(snap(2.0, 2.0, 3.0))
+    prof = make_profile(log, ticks)
+    out = json.loads(dumps(prof))
+    assert out["rate_hz"] == asked_hz
+    assert out["reached_rate_hz"] == pytest.approx(1 / every_s)
+    notes = [n for n in out.get("notes", []) if "samples/s" in n]
+    assert bool(notes) is said
+    if said:
+        assert "asked for 1000 samples/s, reached 225/s" in notes[0]

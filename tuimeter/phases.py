@@ -18,7 +18,9 @@ This module is pure computation: no I/O, no engine, no UI.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
+import operator
 from array import array
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
@@ -47,7 +49,7 @@ class Samples:
     """
 
     __slots__ = ("t1", "iv", "e", "ticks", "g", "lost_t1", "lost_iv", "in_total", "provs",
-                 "g_per_j", "clip", "tail_w")
+                 "g_per_j", "clip", "tail_w", "_ordered")
 
     def __init__(self, in_total: bool = True, provs: Iterable[str] = (),
                  g_per_j: float = 0.0):
@@ -63,6 +65,7 @@ class Samples:
         self.g_per_j = g_per_j
         self.clip = -math.inf
         self.tail_w: float | None = None
+        self._ordered: tuple[int, bool] | None = None  # (samples, starts in order) cached
 
     def add(self, t1_s: float, span_s: float, energy_j: float,
             ticks: float | None = None, g_per_j: float | None = None) -> None:
@@ -111,7 +114,33 @@ class Samples:
         out.t1, out.iv, out.e, out.ticks, out.g = self.t1, self.iv, self.e, self.ticks, self.g
         out.lost_t1, out.lost_iv, out.tail_w = self.lost_t1, self.lost_iv, self.tail_w
         out.clip = clip
+        if len(self.t1) > _SLICE_MIN:  # checked once here, for every clipped copy
+            self.starts_in_order()
+        out._ordered = self._ordered
         return out
+
+    def note_appended(self, n0: int, in_order: bool) -> None:
+        """Samples from index ``n0`` on were appended in bulk, ``in_order`` among
+        themselves (the caller checked it, vectorized): the order check of
+        :meth:`starts_in_order` is extended to them without a pass over the rest."""
+        if n0 == 0:
+            before = True
+        elif self._ordered is not None and self._ordered[0] == n0:
+            before = self._ordered[1] and (self.t1[n0 - 1] - self.iv[n0 - 1]
+                                           <= self.t1[n0] - self.iv[n0])
+        else:  # not known: checked when needed
+            return
+        self._ordered = (len(self.t1), before and in_order)
+
+    def starts_in_order(self) -> bool:
+        """Each sample starts no earlier than the one before (as a recording's do): then
+        the samples wholly inside a span are one slice, which :func:`_integrate` adds in
+        C. Checked once per length (C-speed maps), not trusted."""
+        n = len(self.t1)
+        if self._ordered is None or self._ordered[0] != n:
+            starts = array("d", map(operator.sub, self.t1, self.iv))
+            self._ordered = (n, all(map(operator.le, starts, itertools.islice(starts, 1, None))))
+        return self._ordered[1]
 
     def drop_before(self, t: float) -> None:
         """Forget the samples and lost intervals that end at or before ``t``."""
@@ -123,6 +152,7 @@ class Samples:
         k = bisect.bisect_right(self.lost_t1, t)
         del self.lost_t1[:k]
         del self.lost_iv[:k]
+        self._ordered = None
 
 
 @dataclass
@@ -185,6 +215,33 @@ def provenance(whole_ticks: float, provs: Iterable[str], *, extrapolated: bool =
     return combine(provs)
 
 
+#: spans holding more samples than this add their inner samples as one slice
+_SLICE_MIN = 64
+
+
+def _inside(s: Samples, a: float, t1: float, i: int) -> tuple:
+    """(energy, co2, whole ticks, read, next index) of the samples from ``i`` that end
+    by ``t1``, starts in order (:meth:`Samples.starts_in_order`): those cut at ``a``
+    (a prefix) one by one, the rest as one slice; what :func:`_integrate`'s loop would
+    add, in C. Stops, as the loop does, at a sample that starts at or after ``t1``."""
+    t1s, ivs, es, gs = s.t1, s.iv, s.e, s.g
+    j = bisect.bisect_right(t1s, t1, lo=i)
+    while j > i and t1s[j - 1] - ivs[j - 1] >= t1:  # zero-length samples at t1 stop it
+        j -= 1
+    energy = co2 = 0.0
+    k = i
+    while k < j and t1s[k] - ivs[k] < a:  # cut at the start
+        part = es[k] * ((t1s[k] - a) / ivs[k])
+        energy += part
+        if gs is not None:
+            co2 += part * gs[k]
+        k += 1
+    energy += sum(es[k:j])
+    if gs is not None:
+        co2 += sum(map(operator.mul, es[k:j], gs[k:j]))
+    return energy, co2, float(j - k), j > i, j
+
+
 def _integrate(s: Samples, t0: float, t1: float, extrapolate: bool) -> tuple:
     """(energy J, CO2e g, whole ticks, lost s, extrapolated s, read) of ``s`` over
     [t0, t1]; ``read``: some sample overlaps the span."""
@@ -196,6 +253,8 @@ def _integrate(s: Samples, t0: float, t1: float, extrapolate: bool) -> tuple:
     energy = whole = co2 = 0.0
     read = False
     i = bisect.bisect_right(t1s, a)
+    if ticks is None and n - i > _SLICE_MIN and s.starts_in_order():
+        energy, co2, whole, read, i = _inside(s, a, t1, i)
     while i < n:
         end = t1s[i]
         iv = ivs[i]

@@ -91,6 +91,9 @@ class Profile:
     source: str = "tuimeter"  # tuimeter (in-process sampler) | py-spy
     pid: int | None = None
     notes: list[str] = field(default_factory=list)  # one line each, said after the table
+    #: samples per second the sampler reached (None: too few samples to say); below the
+    #: asked ``rate_hz`` a note says so
+    reached_hz: float | None = None
 
     def function(self, name: str) -> FunctionStat | None:
         """The first function with this qualified name (or a name ending in ``.name``)."""
@@ -102,7 +105,8 @@ class Profile:
     def as_dict(self) -> dict:
         out: dict = {"total_energy_j": self.total_energy_j, "cpu_energy_j": self.cpu_energy_j,
                "gpu_energy_j": self.gpu_energy_j, "duration_s": self.duration_s,
-               "rate_hz": self.rate_hz, "samples": self.samples,
+               "rate_hz": self.rate_hz, "reached_rate_hz": self.reached_hz,
+               "samples": self.samples,
                "provenance": self.provenance, "power_provenance": self.power_provenance,
                "source": self.source, "pid": self.pid, "min_samples": MIN_SAMPLES,
                "functions": [f.as_dict() for f in self.functions]}

@@ -82,6 +82,22 @@ class TickLog:
             return [(m.label, off + m.elapsed_s) for m in self.markers]
 
 
+#: a reached rate below this share of the asked one is said in the profile's notes
+RATE_SHORTFALL = 0.9
+#: samples needed before a rate is judged
+RATE_MIN_SAMPLES = 20
+
+
+def reached_hz(log: SampleLog) -> float | None:
+    """Samples per second between the first and the last sample (None below
+    RATE_MIN_SAMPLES samples)."""
+    n = len(log.samples)
+    if n < RATE_MIN_SAMPLES:
+        return None
+    span = log.samples[-1][0] - log.samples[0][0]
+    return (n - 1) / span if span > 0 else None
+
+
 def make_profile(log: SampleLog, ticks: TickLog) -> Profile:
     """The profile of a sampled run: the ticks' energy spread over the log's stacks.
 
@@ -97,6 +113,12 @@ def make_profile(log: SampleLog, ticks: TickLog) -> Profile:
                     cpu_energy_j=sum(t.cpu_j for t in tks),
                     gpu_energy_j=sum(t.gpu_j for t in tks),
                     power_provenance=combine(ticks.power_provs) if ticks.power_provs else "")
+    profile.reached_hz = reached_hz(log)
+    if log.rate_hz and profile.reached_hz is not None \
+            and profile.reached_hz < RATE_SHORTFALL * log.rate_hz:
+        profile.notes.append(
+            f"asked for {log.rate_hz:g} samples/s, reached {profile.reached_hz:.0f}/s: each "
+            f"sample costs more than the period allows here (ask for a lower --rate)")
     if log.bad_lines:
         profile.notes.append(f"{log.bad_lines} malformed sample record(s) skipped")
     if log.begin_t is None:

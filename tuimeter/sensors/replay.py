@@ -210,8 +210,11 @@ class ReplaySensor(Sensor):
         except OSError as exc:
             raise ReplayError(f"cannot read {safe_text(self.path)}: "
                               f"{safe_text(exc.strerror or exc)}") from None
+        # the Python path of the shared reader: a replay reads at its own pace, a row
+        # at a time (a pipe too), so a columnar reader's megabyte blocks gain nothing
         self._reader = SessionReader(self.path, kinds=READ_KINDS | {PROCESS, JOB},
-                                     session=session, start=self._start_of(session))
+                                     session=session, start=self._start_of(session),
+                                     columnar=False)
         self._rows = iter(self._reader)
         self._read_first_ticks()
 

@@ -35,6 +35,7 @@ import re
 from typing import Iterator, NamedTuple
 
 from ..text import safe_text
+from . import fastread
 from .schema import (CARBON, COLUMNS, DEVICE, DOMAIN, IN_TOTAL, LOST, MARKER, MAX_NUMBER,
                      N_COLUMNS, SAMPLE, SAMPLE_PROVENANCES, SESSION, SETTINGS, TREE, BadRow,
                      Row, _new_row, number, parse_row)
@@ -124,12 +125,16 @@ class SessionReader:
     set, rows of other sessions are passed over unparsed too; it may be set while
     iterating (a replay picks the first session it meets). ``start``: (byte offset,
     number of lines before it) to start reading at a row other than the first, e.g.
-    one found by :func:`find_sessions`; the header is still checked.
+    one found by :func:`find_sessions`; the header is still checked. ``columnar``:
+    read through pyarrow where it is installed (:mod:`.fastread`: the same rows, many
+    times faster, a block of megabytes at a time); False for a reader paced by its
+    consumer that must not read ahead (the replay).
     """
 
     def __init__(self, path: str | os.PathLike, kinds=READ_KINDS, session: str | None = None,
-                 start: tuple[int, int] | None = None):
+                 start: tuple[int, int] | None = None, columnar: bool = True):
         self.path = os.fspath(path)
+        self.columnar = columnar
         self.kinds = frozenset(kinds)
         self.session = session
         self.start = start
@@ -139,6 +144,8 @@ class SessionReader:
         self._raw = None
         self._read_to = 0  # bytes read, once the file is closed
         self._pending: tuple[int, str] | None = None  # the last bad row, not listed yet
+        #: which reader read the file: ``pyarrow`` or ``python`` (set when reading starts)
+        self.engine: str | None = None
 
     @property
     def bytes_read(self) -> int:
@@ -177,7 +184,7 @@ class SessionReader:
         except OSError:
             return True
 
-    def _open(self):
+    def _open(self, start):
         try:
             raw = open(self.path, "rb", buffering=0)
         except OSError as exc:
@@ -188,10 +195,10 @@ class SessionReader:
                 ends_nl = self._ends_with_newline(raw)
                 raw.seek(0)
             buffered = io.BufferedReader(raw, 1 << 16)
-            if self.start is None:
+            if start is None:
                 return raw, buffered, ends_nl, 0, None
             header = buffered.readline(1 << 20).decode("utf-8", "replace")
-            offset, lines_before = self.start
+            offset, lines_before = start
             buffered.seek(offset)
             return raw, buffered, ends_nl, lines_before, next(csv.reader([header]), None)
         except OSError as exc:
@@ -199,7 +206,34 @@ class SessionReader:
             raise SessionFormatError(self.path, None, exc.strerror or str(exc)) from None
 
     def __iter__(self) -> Iterator[Row]:
-        raw, buffered, ends_nl, base, header = self._open()
+        """The good rows, in file order (through pyarrow where it is installed, for a
+        file of :data:`~.fastread.MIN_BYTES` or more)."""
+        if self._columnar():
+            return self._fast(runs=False)
+        return self._python(self.start)
+
+    def items(self) -> Iterator[Row | list]:
+        """The good rows, where pyarrow reads the file with runs of plain samples as
+        lists of :class:`~.fastread.SampleRun` (columns, for consumers that add them up
+        whole), in file order; else all as rows (the Python reader)."""
+        if self._columnar():
+            return self._fast(runs=True)
+        return self._python(self.start)
+
+    def _columnar(self) -> bool:
+        """Read through pyarrow: asked for, a file big enough to repay pyarrow's start
+        (about a second and 100 MB, which a small session would not see back), installed."""
+        if not self.columnar:
+            return False
+        try:
+            size = os.stat(self.path).st_size
+        except OSError:
+            return False  # the Python reader says why
+        return size >= fastread.MIN_BYTES and fastread.available()
+
+    def _python(self, start) -> Iterator[Row]:
+        self.engine = "python"
+        raw, buffered, ends_nl, base, header = self._open(start)
         self._raw = raw
         text = io.TextIOWrapper(buffered, encoding="utf-8", errors="replace", newline="")
         with text:
@@ -217,6 +251,70 @@ class SessionReader:
             self._read_to = self.bytes_read
         self._raw = None
         self._finish(last_line, ends_nl)
+
+    def _fast(self, runs: bool) -> Iterator[Row | list]:
+        """The columnar path (:mod:`.fastread`); the Python reader takes over, from the
+        first block it cannot judge alike, for what that module lists."""
+        try:
+            raw = open(self.path, "rb")
+        except OSError as exc:
+            raise SessionFormatError(self.path, None, exc.strerror or str(exc)) from None
+        with raw:
+            try:
+                plain = raw.seekable() and \
+                    raw.readline(1 << 16).lstrip(b"\xef\xbb\xbf") == _HEADER_LINE
+            except OSError:
+                plain = False
+            if not plain:  # a pipe, or a header the Python reader must judge
+                raw.close()
+                yield from self._python(self.start)
+                return
+            at = raw.tell()  # just after the header
+            ends_nl = self._ends_with_newline(raw)
+            at, base = (at, 1) if self.start is None else self.start
+            self.engine = "pyarrow"
+            done = base  # lines read
+            try:
+                for n, passed, items in fastread.blocks(raw, at, base, self.kinds,
+                                                        self.session, runs):
+                    done += n
+                    self.rows += passed
+                    yield from self._take(items)
+            except fastread.Fallback:
+                raw.close()
+                yield from self._python(_offset_of_line(self.path, done))
+                return
+            self._read_to = raw.seek(0, os.SEEK_END)
+        self._finish(done, ends_nl)
+
+    def _take(self, items) -> Iterator[Row | list]:
+        """The block's items as the Python reader would give them: cells parsed (bad
+        ones skipped and counted), rows of another session (one set meanwhile) passed."""
+        for item in items:
+            cls = item.__class__
+            if cls is list:
+                if self._pending is not None:
+                    self._flush_pending()
+                self.rows += sum(len(r.at) for r in item)
+                yield item
+                continue
+            if cls is tuple:  # (line, cells): parse_row's to judge
+                line, cells = item
+                if self.session is not None and cells[4] != self.session:
+                    self.rows += 1
+                    continue
+                try:
+                    item = parse_row(cells, line)
+                except BadRow as exc:
+                    self._bad_row(line, str(exc))
+                    continue
+            elif self.session is not None and item.session != self.session:
+                self.rows += 1
+                continue
+            if self._pending is not None:
+                self._flush_pending()
+            self.rows += 1
+            yield item
 
     def _rows(self, reader, base: int) -> Iterator[Row]:
         """The good rows. The common row is checked inline (a million rows a minute of
@@ -315,6 +413,32 @@ class SessionReader:
         if self.bad > MAX_PROBLEMS_LISTED:
             self.problems.append(f"{safe_text(self.path)}: {self.bad - MAX_PROBLEMS_LISTED} "
                                  f"more malformed rows skipped")
+
+
+_HEADER_LINE = (",".join(COLUMNS) + "\n").encode()
+
+
+def _offset_of_line(path: str, lines: int) -> tuple[int, int]:
+    """(byte offset just after the first ``lines`` newlines, ``lines``): where the Python
+    reader takes over from the columnar one (which counted lines as rows: no quoted
+    newline before that point)."""
+    offset = 0
+    left = lines
+    with open(path, "rb") as fh:
+        while left:
+            chunk = fh.read(_CHUNK)
+            if not chunk:
+                break
+            n = chunk.count(b"\n")
+            if n < left:
+                left -= n
+                offset += len(chunk)
+                continue
+            pos = -1
+            for _ in range(left):
+                pos = chunk.index(b"\n", pos + 1)
+            return offset + pos + 1, lines
+    return offset, lines - left
 
 
 #: a session row holds this (its ``kind`` cell): what :func:`find_sessions` looks for

@@ -129,19 +129,17 @@ def load_file(path: str, by: str | None = None) -> FileResult:
     cur = None
     key = (None, None)
     try:
-        for row in rd:
+        for row in rd.items():
+            if row.__class__ is list:  # plain samples, whole columns (the columnar reader)
+                cur, key = _add_runs(sessions, row, path, cur, key)
+                continue
             if row.host != key[0] or row.session != key[1]:
                 key = (row.host, row.session)
-                cur = sessions.get(key)
-                if cur is None:
-                    cur = sessions[key] = SessionData(row.host, row.session, path,
-                                                      row.wall_s - row.elapsed_s)
+                cur = _session(sessions, key, path, row.wall_s - row.elapsed_s)
             kind = row.kind
             if kind == SAMPLE:
-                s = cur.series.get(row.domain)
-                if s is None:
-                    s = cur.series[row.domain] = _Series(row.in_total, (key, path))
-                    s.g_per_j = _g_per_j(cur)
+                s = cur.series.get(row.domain) or _new_series(cur, row.domain, row.in_total,
+                                                              key)
                 energy = row.energy_j
                 if energy is not None:
                     el = row.elapsed_s + cur.offset
@@ -182,6 +180,56 @@ def load_file(path: str, by: str | None = None) -> FileResult:
     if not res.error and not any(s.t1 for sess in res.sessions for s in sess.series.values()):
         res.problems.append(f"{safe_text(path)}: no samples (an empty session)")
     return res
+
+
+def _session(sessions: dict, key: tuple, path: str, offset_s: float) -> SessionData:
+    """The session ``key`` (host, id) of this file; made by its first row (whose
+    ``wall - elapsed_s`` is ``offset_s``)."""
+    cur = sessions.get(key)
+    if cur is None:
+        cur = sessions[key] = SessionData(key[0], key[1], path, offset_s)
+    return cur
+
+
+def _new_series(cur: SessionData, domain: str, in_total: bool, key: tuple) -> _Series:
+    """A domain's series, made by its first sample (in_total is that sample's)."""
+    s = cur.series[domain] = _Series(in_total, (key, cur.path))
+    s.g_per_j = _g_per_j(cur)
+    return s
+
+
+def _add_runs(sessions: dict, runs: list, path: str, cur, key):
+    """Plain samples in columns (:class:`~.fastread.SampleRun`, one list: the rows between
+    two other rows of the file), added as :func:`load_file` adds them one by one."""
+    from .fastread import doubles, shifted
+
+    first_g: dict = {}  # session -> (line, g CO2e/J) of its first row with an energy
+    for run in runs:  # in order of their first rows
+        if run.host != key[0] or run.session != key[1]:
+            key = (run.host, run.session)
+            cur = _session(sessions, key, path, run.wall0_s - run.elapsed0_s)
+        s = cur.series.get(run.domain) or _new_series(cur, run.domain, run.in_total, key)
+        if cur.g_now is not None:  # a live carbon source: each tick's own figure
+            for t, span, energy in zip(doubles(run.column("elapsed_s")),
+                                       doubles(run.column("interval_s")),
+                                       doubles(run.column("energy_j"))):
+                s.add(t + cur.offset, span, energy, g_per_j=cur.g_now)
+        else:  # as the hot path of load_file: end times, spans, energies appended
+            n0 = len(s.t1)
+            ends, spans, in_order = shifted(run, cur.offset)
+            s.e.extend(doubles(run.column("energy_j")))
+            s.t1.extend(ends)
+            s.iv.extend(spans)
+            s.note_appended(n0, in_order)
+        s.provs |= run.provs
+        s.last_prov = ""
+        if cur.g_per_j is None and run.first_line < first_g.get(key, (math.inf,))[0]:
+            g = run.g_first()
+            if g is not None and g[0] < first_g.get(key, (math.inf,))[0]:
+                first_g[key] = g
+    for k, (_, g) in first_g.items():
+        sessions[k].g_per_j = g
+    return cur, key
 
 
 def _add_owner(sess: SessionData, owner: str | None, row, sid: tuple) -> None:

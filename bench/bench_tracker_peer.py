@@ -1,0 +1,115 @@
+"""`tuimeter record` at 1 s beside CodeCarbon's tracker at 1 s, in one run: % of one core.
+
+Prints figures (not a test). Each command runs by itself for ``--seconds`` after a
+``--warmup`` (start-up is not counted), its CPU time (user + system, all threads) read
+from ``/proc/PID/stat`` at both ends; the load average is printed with each figure:
+
+* ``codecarbon``: ``OfflineEmissionsTracker(measure_power_secs=1)`` started in a Python
+  that has CodeCarbon (``--codecarbon-python``: a bench-only venv, e.g.
+  ``python3 -m venv /tmp/ccvenv && /tmp/ccvenv/bin/pip install codecarbon``); on a
+  machine without RAPL it estimates from CPU load, as here;
+* ``record``: ``tuimeter record -i 1`` with attribution (the default) over a fake powercap
+  tree (an Intel desktop whose counters do not move: reading them costs the same);
+* ``record --no-attribution``: the same without the process scan.
+
+``--sleepers N`` starts N sleeping processes first (the issue's "400 more sleeping
+processes"), kept for every run; ``--interval 0.1`` runs tuimeter at 0.1 s.
+
+  python bench/bench_tracker_peer.py --codecarbon-python /tmp/ccvenv/bin/python
+                                     [--seconds 20] [--sleepers 400]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.fakes.powercap import FakePowercap  # noqa: E402
+
+CODECARBON = """
+import logging, time
+from codecarbon import OfflineEmissionsTracker
+t = OfflineEmissionsTracker(measure_power_secs=1, country_iso_code="FRA", save_to_file=False,
+                            log_level="error")
+t.start()
+time.sleep(1e6)
+"""
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` (all its threads)."""
+    with open(f"/proc/{pid}/stat", "rb") as fh:
+        fields = fh.read().rsplit(b")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def share(cmd: list[str], env: dict, warmup_s: float, seconds: float) -> float:
+    """% of one core that ``cmd`` used over ``seconds`` after ``warmup_s``."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        time.sleep(warmup_s)
+        if proc.poll() is not None:
+            raise SystemExit(f"{cmd[:3]} ended early: {proc.stderr.read().decode()[-400:]}")
+        c0, t0 = cpu_s(proc.pid), time.monotonic()
+        time.sleep(seconds)
+        c1, t1 = cpu_s(proc.pid), time.monotonic()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return 100.0 * (c1 - c0) / (t1 - t0)
+
+
+def load() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--codecarbon-python", help="a Python with codecarbon installed")
+    p.add_argument("--seconds", type=float, default=20.0)
+    p.add_argument("--warmup", type=float, default=4.0)
+    p.add_argument("--sleepers", type=int, default=0)
+    p.add_argument("--interval", default="1", help="tuimeter's interval, s (the peer's is 1 s)")
+    args = p.parse_args()
+    sleepers = [subprocess.Popen(["sleep", "3600"]) for _ in range(args.sleepers)]
+    try:
+        with tempfile.TemporaryDirectory(prefix="tuimeter-bench-") as tmp:
+            fake = FakePowercap(Path(tmp) / "pc").intel_desktop(dram=True)
+            env = {**os.environ, "TUIMETER_POWERCAP_ROOT": str(fake.sensor_root)}
+            n_procs = sum(1 for d in os.listdir("/proc") if d.isdigit())
+            print(f"{n_procs} processes; {args.seconds:g} s each after {args.warmup:g} s; "
+                  f"{load()}")
+            if args.codecarbon_python:
+                pct = share([args.codecarbon_python, "-c", CODECARBON], os.environ.copy(),
+                            args.warmup, args.seconds)
+                print(f"codecarbon tracker at 1 s        {pct:6.2f}% of a core; {load()}")
+            base = [sys.executable, "-m", "tuimeter", "record", "-i", args.interval, "-q",
+                    "--no-gpu"]
+            for what, extra in ((f"record at {args.interval} s", []),
+                                ("record --no-attribution", ["--no-attribution"])):
+                out = os.path.join(tmp, "s.csv")
+                pct = share(base + ["-o", out, "--overwrite", *extra], env, args.warmup,
+                            args.seconds)
+                print(f"tuimeter {what:23} {pct:6.2f}% of a core; {load()}")
+    finally:
+        for s in sleepers:
+            s.terminate()
+        for s in sleepers:
+            s.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
