@@ -204,8 +204,10 @@ class Engine:
 
     # -- set-up -------------------------------------------------------------------
     def open(self) -> None:
-        """Open every sensor; take the first readings (the session starts now)."""
-        now = self.clock()
+        """Open every sensor; take the first readings (the session starts now: at those
+        readings, after the sensors opened, since opening one can take a while, e.g.
+        ``nvmlInit``, and a baseline stamped earlier would spread the first tick's energy
+        over time it was not measured in)."""
         for sensor in self.sensors:
             try:
                 domains = list(sensor.open())
@@ -224,6 +226,7 @@ class Engine:
                 st = _DomainState(d, sensor, self.history_len)
                 self._states.append(st)
                 self._by_id[d.id] = st
+        now = self.clock()
         self._poll_sensors(now)
         for st in self._states:
             st.tick_energy_j, st.span_t = st.last_energy_j, now
