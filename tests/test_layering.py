@@ -27,7 +27,7 @@ HEADLESS = [
     "tuimeter.grouping", "tuimeter.engine.cgroups", "tuimeter.export.cgroup_counters",
     "tuimeter.profile.cli", "tuimeter.profile.run", "tuimeter.profile.pyspy",
     "tuimeter.profile.inproc", "tuimeter.profile.live", "tuimeter.profile.attach",
-    "tuimeter.engine.procsignal",
+    "tuimeter.engine.procsignal", "tuimeter.work", "tuimeter.sync",
 ]
 PACKAGE = ROOT / "tuimeter"
 

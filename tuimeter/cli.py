@@ -312,6 +312,10 @@ def main(argv: list[str] | None = None) -> int:
         from .session.mark_client import cmd_mark
 
         return cmd_mark(argv[1:])
+    if first == "count":
+        from .session.mark_client import cmd_count
+
+        return cmd_count(argv[1:])
     if first == "doctor":
         from .doctor import cmd_doctor
 

@@ -12,6 +12,7 @@ import difflib
 SUBCOMMANDS = {
     "record": "record headless to a session CSV (batch jobs, SSH)",
     "mark": "add a phase marker to every running session of yours",
+    "count": "count work done (samples=64 tokens=32768) in running sessions",
     "report": "energy per phase (between markers) of session CSVs",
     "profile": "energy per Python function of a program (-- python SCRIPT)",
     "doctor": "list the sensors tuimeter finds, what is wrong and the fix",
@@ -37,12 +38,17 @@ examples:
 examples:
   tuimeter mark epoch 1
   tuimeter mark --session 12345 evaluation""",
+    "count": """\
+examples:
+  tuimeter count samples=64 tokens=32768
+  tuimeter count --session run.csv steps=1""",
     "report": """\
 examples:
   tuimeter report run.csv
   tuimeter report --format json node-*.csv
   tuimeter report --plot run.csv
-  tuimeter report --by cgroup run.csv""",
+  tuimeter report --by cgroup run.csv
+  tuimeter report --per samples --per tokens run.csv""",
     "profile": """\
 examples:
   tuimeter profile -- python train.py --epochs 3

@@ -49,6 +49,7 @@ from ..model import (
     Event,
     Link,
     Marker,
+    Work,
     Provenance,
     Reading,
     SensorStatus,
@@ -180,6 +181,7 @@ class Engine:
         self._open_sensors: list[Sensor] = []
         self._lock = threading.Lock()  # guards markers and listeners
         self._pending_markers: list[Marker] = []
+        self._pending_work: list[Work] = []
         self._taking_markers = True  # False once stop() took the last: it would never be written
         self._final_tick = False  # the tick being taken is stop()'s last one
         self._markers: collections.deque = collections.deque(maxlen=MAX_MARKERS_KEPT)
@@ -349,6 +351,23 @@ class Engine:
             self._pending_markers.append(marker)
         return marker
 
+    def add_work(self, units: dict[str, float], source: str = "api",
+                 pid: int | None = None) -> Work:
+        """Count work now (``units``: name -> a positive count, already checked by
+        :func:`tuimeter.work.check_units`). Thread-safe; appears in the next snapshot's
+        ``new_work``. Raises :class:`SessionEnded` as :meth:`add_marker` does."""
+        now = self.clock()
+        start = self._start_t if self._start_t is not None else now
+        wall = self.wallclock()
+        with self._lock:
+            if not self._taking_markers:
+                raise SessionEnded("the session has ended")
+            work = Work(units=tuple(units.items()), elapsed_s=max(0.0, now - start),
+                        timestamp=wall, source=source, pid=pid,
+                        after_markers=len(self._pending_markers))
+            self._pending_work.append(work)
+        return work
+
     @property
     def tracks_owners(self) -> bool:
         """Whether this engine's attributor can follow owner trees (:meth:`track_owner`)."""
@@ -469,6 +488,8 @@ class Engine:
         with self._lock:
             new_markers = tuple(self._pending_markers)
             self._pending_markers.clear()
+            new_work = tuple(self._pending_work)
+            self._pending_work.clear()
             if self._final_tick:
                 self._taking_markers = self._final_tick = False
             events = tuple(self._events)
@@ -490,7 +511,7 @@ class Engine:
                 log.exception("attribution failed")
                 events = events + (Event(now, "attribution", "", "error", str(exc)),)
         snap = self._build_snapshot(now, interval, new_markers, events, attribution,
-                                    monitor_pct, domains, factor)
+                                    monitor_pct, domains, factor, new_work)
         self._last_tick_t = now
         self._snapshot = snap
         return snap, listeners
@@ -515,7 +536,8 @@ class Engine:
         return tuple(out)
 
     def _build_snapshot(self, now, interval, new_markers, events, attribution, monitor_pct,
-                        domains: tuple[DomainSample, ...], factor: float) -> Snapshot:
+                        domains: tuple[DomainSample, ...], factor: float,
+                        new_work: tuple[Work, ...] = ()) -> Snapshot:
         """The snapshot of a tick (``interval`` > 0, which also adds it to the machine
         totals and their history) or of the session's start (``interval`` 0)."""
         counted = [d for d in domains if d.domain.in_total]
@@ -549,6 +571,7 @@ class Engine:
             sensors=tuple(self._statuses.values()),
             markers=tuple(self._markers),
             new_markers=tuple(new_markers),
+            new_work=new_work,
             events=tuple(events),
             processes=tuple(processes),
             idle_power_w=idle_w,
@@ -636,7 +659,8 @@ class Engine:
         if final_tick and self._start_t is not None:
             now = self.clock()
             with self._lock:
-                needed = bool(self._pending_markers) or now - self._last_tick() > 1e-3
+                needed = (bool(self._pending_markers or self._pending_work)
+                          or now - self._last_tick() > 1e-3)
                 self._final_tick = needed  # markers close when this tick takes them
             if needed:
                 return self.tick(now)

@@ -35,6 +35,7 @@ its energy over the time it was measured (duration - lost_s).
 
 from __future__ import annotations
 
+import bisect
 import math
 from array import array
 from dataclasses import dataclass, field
@@ -42,10 +43,11 @@ from dataclasses import dataclass, field
 from ..carbon import co2_g
 from ..phases import DomainEnergy, Samples, combine, energy_between
 from ..text import safe_text
+from ..work import EnergyPer, energy_per
 from .owners import OWNER_KINDS, owner_rows
 from .reader import READ_KINDS, SessionFormatError, SessionReader
-from .schema import (CARBON, MARKER, META_KINDS, SAMPLE, SessionMeta, bridged_span_s,
-                     carbon_of)
+from .schema import (CARBON, MARKER, META_KINDS, SAMPLE, WORK, SessionMeta, bridged_span_s,
+                     carbon_of, work_of)
 
 #: markers with the same label closer than this (s) on one host are one boundary
 MARKER_MERGE_S = 1.0
@@ -106,6 +108,7 @@ class SessionData:
     #: what the session's first rows say: carbon settings, domains (either schema)
     meta: SessionMeta = field(default_factory=SessionMeta)
     owners: dict = field(default_factory=dict)  # owner key -> _Series (``--by``)
+    work: list = field(default_factory=list)  # (t wall s, unit, count): ``work`` rows
 
 
 @dataclass
@@ -124,7 +127,8 @@ def load_file(path: str, by: str | None = None) -> FileResult:
     owner_kind = OWNER_KINDS[by] if by is not None else None
     owner_rows_kind = owner_kind.row_kind if owner_kind is not None else None
     res = FileResult(path)
-    rd = SessionReader(path, READ_KINDS | {owner_rows_kind} if owner_rows_kind else READ_KINDS)
+    kinds = READ_KINDS | {WORK}
+    rd = SessionReader(path, kinds | {owner_rows_kind} if owner_rows_kind else kinds)
     sessions: dict[tuple, SessionData] = {}
     cur = None
     key = (None, None)
@@ -163,7 +167,15 @@ def load_file(path: str, by: str | None = None) -> FileResult:
                     s.lost_t1.append(row.elapsed_s + cur.offset)
                     s.lost_iv.append(row.interval_s)
             elif kind == MARKER:
-                cur.markers.append((row.elapsed_s + cur.offset, row.label, row.source))
+                t = row.elapsed_s + cur.offset
+                cur.markers.append((t, row.label, row.source))
+                for i in range(len(cur.work) - 1, -1, -1):  # counted just before it, at the
+                    if cur.work[i][0] != t:  # same instant: it stays before it
+                        break
+                    cur.work[i] = (math.nextafter(t, -math.inf),) + cur.work[i][1:]
+            elif kind == WORK:
+                unit, n = work_of(row)
+                cur.work.append((row.elapsed_s + cur.offset, unit, n))
             elif kind == CARBON:  # the figure in force from this tick on
                 cur.g_now = co2_g(1.0, carbon_of(row))
             elif kind == owner_rows_kind and row.energy_j is not None:
@@ -255,6 +267,13 @@ class Segment(_Span):
     share: float  # of its host's energy, 0..1
     domains: dict  # domain -> DomainEnergy
     owners: list | None = None  # ``--by``: OwnerEnergy rows, unowned last (add up to energy_j)
+    work: dict = field(default_factory=dict)  # unit -> count in the segment (``work`` rows)
+
+    def energy_per(self, unit: str) -> EnergyPer | None:
+        """J per ``unit`` of the segment: the host's energy (``basis`` machine: a report
+        adds no own energy) over the work counted in it (every session of the host)."""
+        return energy_per(unit, self.work, self.duration_s, None, "", self.energy_j,
+                          self.provenance)
 
 
 @dataclass
@@ -394,17 +413,22 @@ def _host_report(host: str, sessions: list[SessionData], by: str | None = None) 
         start_t, end_t = min(t), max(t)
     host_e = sum(d.energy_j for d in dom_totals.values() if d.in_total)
     host_co2 = sum(d.co2_g for d in dom_totals.values() if d.in_total)
+    work: list[dict] = [{} for _ in labels]
+    for sess in sessions:
+        for t, unit, n in sess.work:  # segment k holds cuts[k] <= t < cuts[k + 1]
+            k = bisect.bisect_right(cuts, t) - 1
+            work[k][unit] = work[k].get(unit, 0.0) + n
     segments = []
     for k, pe in enumerate(per_seg):
         s0, s1 = max(cuts[k], start_t), min(cuts[k + 1], end_t)
-        if s1 - s0 < MIN_SEGMENT_S and pe.energy_j == 0:
+        if s1 - s0 < MIN_SEGMENT_S and pe.energy_j == 0 and not work[k]:
             continue
         owners = per_seg_owners[k]
         segments.append(Segment(host, len(segments) + 1, labels[k], s0, max(s0, s1),
                                 pe.energy_j, pe.co2_g, pe.provenance,
                                 pe.energy_j / host_e if host_e > 0 else 0.0, seg_domains[k],
                                 None if owners is None else
-                                owner_rows(owners, pe.energy_j, pe.co2_g)))
+                                owner_rows(owners, pe.energy_j, pe.co2_g), work[k]))
     counted = {d.provenance for d in dom_totals.values() if d.in_total}
     return HostReport(host, sorted({s.path for s in sessions}),
                       len({s.session for s in sessions}), start_t,
