@@ -28,6 +28,8 @@ HEADLESS = [
     "tuimeter.profile.cli", "tuimeter.profile.run", "tuimeter.profile.pyspy",
     "tuimeter.profile.inproc", "tuimeter.profile.live", "tuimeter.profile.attach",
     "tuimeter.engine.procsignal", "tuimeter.work", "tuimeter.sync",
+    "tuimeter.integrations", "tuimeter.integrations.mlflow", "tuimeter.integrations.wandb",
+    "tuimeter.integrations.huggingface", "tuimeter.integrations.lightning",
 ]
 PACKAGE = ROOT / "tuimeter"
 

@@ -150,8 +150,8 @@ def test_meter_counts_per_phase_file_report_and_pandas_agree(tmp_path):
                                                     str(out)))))
     totals = {r["label"]: r for r in table if r["domain"] == "total" and r["segment"]}
     assert float(totals["train"]["samples"]) == 192
-    assert float(totals["train"]["j_per_samples"]) == pytest.approx(135.0 / 192)
-    assert all(r["j_per_samples"] == "" for r in table if r["domain"] != "total")
+    assert float(totals["train"]["j_per_sample"]) == pytest.approx(135.0 / 192)
+    assert all(r["j_per_sample"] == "" for r in table if r["domain"] != "total")
     for fmt in ("table", "markdown"):
         text = _report("--per", "samples", "--format", fmt, str(out))
         assert "J/samples" in text.splitlines()[1]

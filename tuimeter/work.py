@@ -140,3 +140,11 @@ def energy_per(unit: str, work: Mapping[str, float], duration_s: float,
         return None
     rate = count / duration_s if duration_s > 0 else None
     return EnergyPer(unit, count, e, e / count, basis, prov, rate)
+
+
+def metric_name(unit: str) -> str:
+    """The J-per-unit name of a unit, singular as people write it: ``samples`` ->
+    ``j_per_sample``, ``tokens`` -> ``j_per_token``, ``mwh`` -> ``j_per_mwh``."""
+    single = unit[:-1] if len(unit) > 1 and unit.endswith("s") and not unit.endswith("ss") \
+        else unit
+    return f"j_per_{single}"

@@ -22,7 +22,7 @@ from .codecarbon import DEFAULT_PROJECT, device_loads, to_codecarbon
 from .owners import OWNER_KINDS, UNOWNED
 from .report import J_PER_WH, Report, avg_w, build_report, load_file
 from ..cli_help import help_text
-from ..work import check_unit
+from ..work import check_unit, metric_name
 
 FORMATS = ("table", "csv", "json", "markdown", "codecarbon")
 CSV_FIELDS = ("host", "segment", "label", "start", "duration_s", "domain", "in_total",
@@ -163,7 +163,7 @@ def _segments_by_key(rep: Report) -> dict:
 
 
 def _per_cells(seg, units: tuple) -> tuple:
-    """``UNIT`` (the count) and ``j_per_UNIT`` for each unit of ``--per``: a segment's
+    """``UNIT`` (the count) and its J per unit for each unit of ``--per``: a segment's
     total row has them, other rows leave them empty."""
     out: tuple = ()
     for unit in units:
@@ -178,12 +178,13 @@ def to_csv(rep: Report, by: str | None = None, per: tuple = ()) -> str:
     :func:`~tuimeter.text.spreadsheet_cell` safe (no formula runs when it is opened),
     numbers in full precision. With ``by``, an ``owner`` column and, after each
     segment's domains, a row per owner (domain ``(owner)``), ``unowned`` last. With
-    ``per``, the columns ``UNIT`` and ``j_per_UNIT`` for each unit, on each segment's
+    ``per``, the columns ``UNIT`` and ``j_per_UNIT`` (singular: ``samples`` ->
+    ``j_per_sample``, :func:`~tuimeter.work.metric_name`) for each unit, on each segment's
     total row (the host's energy over the work counted in it)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_FIELDS + (("owner",) if by else ())
-               + tuple(c for u in per for c in (u, f"j_per_{u}")))
+               + tuple(c for u in per for c in (u, metric_name(u))))
     cell = spreadsheet_cell
     segs = _segments_by_key(rep) if per else {}
     for row in _rows(rep):
