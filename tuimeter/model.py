@@ -396,6 +396,8 @@ class Snapshot:
     markers: tuple[Marker, ...] = ()  # every marker so far (bounded)
     new_markers: tuple[Marker, ...] = ()  # markers added since the previous tick
     new_work: tuple[Work, ...] = ()  # work counted since the previous tick
+    #: every unit of work counted since the session began: (unit, total), in first-seen order
+    work_totals: tuple[tuple[str, float], ...] = ()
     events: tuple[Event, ...] = ()  # events since the previous tick
     processes: tuple[ProcessShare, ...] = ()  # top processes by power (attribution)
     idle_power_w: float | None = None  # power no process used (attribution)

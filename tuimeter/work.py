@@ -148,3 +148,39 @@ def metric_name(unit: str) -> str:
     single = unit[:-1] if len(unit) > 1 and unit.endswith("s") and not unit.endswith("ss") \
         else unit
     return f"j_per_{single}"
+
+
+class WorkWindow:
+    """The current rate of work and J per unit, from cumulative figures: each
+    :meth:`update` takes the session time, the cumulative energy (the job's, else the
+    machine's) and the cumulative count per unit, and compares them with the oldest
+    point within ``window_s`` before (a viewer that skips a frame loses nothing: the
+    figures are totals). Used by the live view's job panel."""
+
+    def __init__(self, window_s: float = 10.0):
+        self.window_s = window_s
+        self._points: list[tuple[float, float, dict]] = []
+
+    def update(self, t_s: float, energy_j: float | None,
+               totals: Iterable[tuple[str, float]]) -> list[tuple[str, float, float | None]]:
+        """``[(unit, units_per_s, j_per_unit or None), ...]`` over the window, for each
+        unit that moved in it (empty until two points span some time)."""
+        now = dict(totals)
+        if not now:
+            return []
+        if self._points and t_s <= self._points[-1][0]:
+            self._points.pop()  # the same tick again (a redraw)
+        self._points.append((t_s, energy_j if energy_j is not None else math.nan, now))
+        while len(self._points) > 2 and self._points[1][0] <= t_s - self.window_s:
+            self._points.pop(0)
+        t0, e0, then = self._points[0]
+        span = t_s - t0
+        if span <= 0:
+            return []
+        de = (energy_j if energy_j is not None else math.nan) - e0
+        out = []
+        for unit, n in now.items():
+            moved = n - then.get(unit, 0.0)
+            if moved > 0:
+                out.append((unit, moved / span, de / moved if de == de else None))
+        return out

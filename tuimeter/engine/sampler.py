@@ -182,6 +182,7 @@ class Engine:
         self._lock = threading.Lock()  # guards markers and listeners
         self._pending_markers: list[Marker] = []
         self._pending_work: list[Work] = []
+        self._work_totals: dict[str, float] = {}  # unit -> counted since the start
         self._taking_markers = True  # False once stop() took the last: it would never be written
         self._final_tick = False  # the tick being taken is stop()'s last one
         self._markers: collections.deque = collections.deque(maxlen=MAX_MARKERS_KEPT)
@@ -496,6 +497,9 @@ class Engine:
             self._events.clear()
             listeners = list(self._listeners)
         self._markers.extend(new_markers)
+        for w in new_work:
+            for unit, n in w.units:
+                self._work_totals[unit] = self._work_totals.get(unit, 0.0) + n
         cpu_s = self.cpu_clock()
         monitor_pct = None
         if self._last_cpu_s is not None:
@@ -572,6 +576,7 @@ class Engine:
             markers=tuple(self._markers),
             new_markers=tuple(new_markers),
             new_work=new_work,
+            work_totals=tuple(self._work_totals.items()),
             events=tuple(events),
             processes=tuple(processes),
             idle_power_w=idle_w,
