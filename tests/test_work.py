@@ -372,3 +372,41 @@ def test_sync_without_torch_or_cupy_warns_once_and_torch_without_cuda_is_left_al
     assert log == []  # CUDA never initialised: nothing queued, and none initialised by us
     with pytest.raises(ValueError, match="sync must be"):
         api.Meter(sync="rocm")
+
+
+# -- short phases, honestly (item 4) ----------------------------------------------------
+def test_a_phase_shorter_than_three_nvml_updates_is_interpolated_with_the_period(tmp_path):
+    """NVML's energy counter updates every ~100 ms: a 0.2 s phase over 0.1 s ticks holds
+    two whole ticks but not three counter updates, so it is ``interpolated`` with
+    ``update_period_s`` 0.1, in the Meter and in the report of its file; a 0.4 s phase
+    is measured. RAPL (1 ms) alone never makes a tick-long phase short."""
+    from tests.fakes.scripted import ScriptedSensor, domain
+    from tuimeter.model import DomainKind
+
+    gpu = ScriptedSensor("nvml", [domain("gpu0", DomainKind.GPU, source="nvml")],
+                         {"gpu0": 300.0})
+    eng, clock = make_engine([gpu], interval_s=0.1)
+    out = tmp_path / "run.csv"
+    with api.Meter(output=str(out), label="blink", engine=eng, autostart=False) as meter:
+        for _ in range(2):
+            clock.advance(0.1)
+            eng.tick()
+        meter.mark("long")
+        for _ in range(4):
+            clock.advance(0.1)
+            eng.tick()
+    blink, long = meter.phases
+    assert blink.energy_j == pytest.approx(60.0)
+    assert (blink.provenance, blink.update_period_s) == ("interpolated", 0.1)
+    assert (long.provenance, long.update_period_s) == ("measured", None)
+    segs = {s["label"]: s for s in json.loads(_report("--format", "json", str(out)))["segments"]}
+    assert segs["blink"]["provenance"] == "interpolated"
+    assert segs["blink"]["update_period_s"] == 0.1
+    assert segs["long"]["provenance"] == "measured" and "update_period_s" not in segs["long"]
+    pkg = ScriptedSensor("rapl", [domain("package-0", source="rapl")], {"package-0": 40.0})
+    eng2, clock2 = make_engine([pkg], interval_s=0.01)
+    with api.Meter(engine=eng2, autostart=False) as m2:
+        for _ in range(2):
+            clock2.advance(0.01)
+            eng2.tick()
+    assert m2.phases[0].provenance == "measured"

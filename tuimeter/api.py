@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar, overload
 from .carbon import g_per_j
 from .engine.trees import rank_from_env
 from .labels import check_label
-from .phases import Samples, average_power_w, energy_between
+from .phases import Samples, average_power_w, energy_between, update_period_s
 from .work import EnergyPer, check_units, energy_per
 
 ATTRIBUTED = "attributed"
@@ -90,6 +90,9 @@ class Phase:
     own_co2_g: float | None = None
     own_provenance: str = "unknown"  # attributed | interpolated | unknown
     own_domains: dict = field(default_factory=dict)  # "cpu" / GPU domain id -> own J
+    #: set when the phase is ``interpolated`` for being shorter than a few updates of a
+    #: counted counter: that counter's update period (s; NVML's 0.1)
+    update_period_s: float | None = None
     #: the work counted in the phase (``Meter.count``, ``tuimeter count``): unit -> total
     work: dict = field(default_factory=dict)
 
@@ -393,8 +396,7 @@ class Meter:
         self.server = self._live.server
         snap = eng.snapshot
         self._g_per_j = g_per_j(snap.carbon)
-        self._samples = {d.id: Samples(d.in_total, {str(d.provenance)}, self._g_per_j)
-                         for d in eng.domains}
+        self._samples = {d.id: _domain_samples(d, self._g_per_j) for d in eng.domains}
         eng.subscribe(self._on_tick)
         self._own = True
         first = eng.add_marker(self.first_label, "api", os.getpid()).elapsed_s
@@ -588,8 +590,7 @@ class Meter:
             for d in snap.domains:
                 s = self._samples.get(d.domain.id)
                 if s is None:
-                    s = self._samples[d.domain.id] = Samples(
-                        d.domain.in_total, {str(d.domain.provenance)}, self._g_per_j)
+                    s = self._samples[d.domain.id] = _domain_samples(d.domain, self._g_per_j)
                 if d.energy_j is None:
                     s.add_lost(snap.elapsed_s, snap.interval_s)
                 else:  # a bridged reading spans the lost ticks before it
@@ -652,6 +653,13 @@ class Meter:
                          dict(self._work[ordinal]))
 
 
+def _domain_samples(domain, g_per_j: float) -> Samples:
+    """A domain's samples, with its counter's update period (short phases: phases.py)."""
+    s = Samples(domain.in_total, {str(domain.provenance)}, g_per_j)
+    s.update_s = update_period_s(domain.source)
+    return s
+
+
 def _add_work(into: dict[str, float], units) -> None:
     for unit, n in units:
         into[unit] = into.get(unit, 0.0) + n
@@ -673,7 +681,7 @@ def _to_phase(label: str, pe, own=None, work: dict | None = None) -> Phase:
                       own_domains={d: v.energy_j for d, v in own.domains.items()})
     return Phase(label, pe.t0_s, pe.t1_s - pe.t0_s, pe.energy_j, pe.co2_g, pe.provenance,
                  {d: v.energy_j for d, v in pe.domains.items()}, pe.lost_s, **own_kw,
-                 work=work or {})
+                 work=work or {}, update_period_s=pe.update_period_s)
 
 
 def _attached_phases(bounds: list, work: Sequence[dict] = ()) -> list[Phase]:
@@ -737,6 +745,7 @@ def _reply_samples(bounds: list, entries=_machine) -> dict[str, Samples]:
                 s = out[d["id"]] = Samples(d["in_total"], (), reply.get("co2_g_per_j", 0.0))
             s.provs = {d["provenance"]}
             s.in_total = d["in_total"]
+            s.update_s = update_period_s(d.get("source") or "")
             if prev is None:
                 s.add(reply["elapsed_s"], 0.0, 0.0, ticks=0)  # where the data starts
             else:

@@ -41,7 +41,7 @@ from array import array
 from dataclasses import dataclass, field
 
 from ..carbon import co2_g
-from ..phases import DomainEnergy, Samples, combine, energy_between
+from ..phases import DomainEnergy, Samples, combine, energy_between, update_period_s
 from ..text import safe_text
 from ..work import EnergyPer, energy_per
 from .owners import OWNER_KINDS, owner_rows
@@ -86,7 +86,7 @@ class _Series(Samples):
             getattr(out, name).extend(getattr(later, name))
         out.provs = self.provs | later.provs
         out.last_prov = later.last_prov
-        out.g_per_j = self.g_per_j
+        out.g_per_j, out.update_s = self.g_per_j, max(self.update_s, later.update_s)
         if self.g is not None or later.g is not None or self.g_per_j != later.g_per_j:
             out.g = array("d")
             for part in (self, later):
@@ -146,6 +146,7 @@ def load_file(path: str, by: str | None = None) -> FileResult:
                 if s is None:
                     s = cur.series[row.domain] = _Series(row.in_total, (key, path))
                     s.g_per_j = _g_per_j(cur)
+                    s.update_s = update_period_s(row.source)
                 energy = row.energy_j
                 if energy is not None:
                     el = row.elapsed_s + cur.offset
@@ -268,6 +269,8 @@ class Segment(_Span):
     domains: dict  # domain -> DomainEnergy
     owners: list | None = None  # ``--by``: OwnerEnergy rows, unowned last (add up to energy_j)
     work: dict = field(default_factory=dict)  # unit -> count in the segment (``work`` rows)
+    #: set when ``interpolated`` for being shorter than a few counter updates: the period
+    update_period_s: float | None = None
 
     def energy_per(self, unit: str) -> EnergyPer | None:
         """J per ``unit`` of the segment: the host's energy (``basis`` machine: a report
@@ -428,7 +431,8 @@ def _host_report(host: str, sessions: list[SessionData], by: str | None = None) 
                                 pe.energy_j, pe.co2_g, pe.provenance,
                                 pe.energy_j / host_e if host_e > 0 else 0.0, seg_domains[k],
                                 None if owners is None else
-                                owner_rows(owners, pe.energy_j, pe.co2_g), work[k]))
+                                owner_rows(owners, pe.energy_j, pe.co2_g), work[k],
+                                pe.update_period_s))
     counted = {d.provenance for d in dom_totals.values() if d.in_total}
     return HostReport(host, sorted({s.path for s in sessions}),
                       len({s.session for s in sessions}), start_t,

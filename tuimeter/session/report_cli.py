@@ -96,6 +96,8 @@ def to_json(rep: Report, per: tuple = ()) -> dict:
                       **_span(s),
                       "start": _iso(s.start_t), "end": _iso(s.end_t), "share": s.share,
                       "provenance": s.provenance, "domains": _domains(s.domains, s.duration_s),
+                      **({"update_period_s": s.update_period_s}
+                         if s.update_period_s is not None else {}),
                       **_owners_json(s, describe), **_per_json(s, per)}
                      for h in rep.hosts for s in h.segments],
         "files": [{"path": f.path, "rows": f.rows, "error": f.error, "problems": f.problems}
