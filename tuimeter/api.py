@@ -93,6 +93,11 @@ class Phase:
     #: set when the phase is ``interpolated`` for being shorter than a few updates of a
     #: counted counter: that counter's update period (s; NVML's 0.1)
     update_period_s: float | None = None
+    #: with a baseline (``tuimeter baseline``): the counted domains' idle power x the
+    #: time each was measured, and the rest; ``baseline`` says which one and when
+    idle_energy_j: float | None = None
+    dynamic_energy_j: float | None = None
+    baseline: str | None = None
     #: the work counted in the phase (``Meter.count``, ``tuimeter count``): unit -> total
     work: dict = field(default_factory=dict)
 
@@ -332,6 +337,7 @@ class Meter:
         #: a count and a mark read the same clock value)
         self._work: list[dict[str, float]] = []
         self._popped = 0  # own: bounds moved into _done so far (the ordinal of _bounds[0])
+        self._baseline: Any = None  # tuimeter.baseline.Baseline of this host, if stored
         self._g_per_j = 0.0
         self._end: float | None = None
         self._server_id = None
@@ -367,6 +373,7 @@ class Meter:
         self.attached = True
         self._server_id = replies[0].get("server")
         self._last_reply = (replies[0], _monotonic())
+        self._baseline = _load_baseline(replies[0].get("host"))
         self._bounds.append((self.first_label, replies[0]))
         self._work.append({})
         if self.output:
@@ -387,6 +394,7 @@ class Meter:
         if self.engine is None:
             self.engine = make_engine(self.measure_options())
         eng = self.engine
+        self._baseline = _load_baseline(eng.host)
         eng.quick_handoffs = True  # the program runs in the engine's process (handoff.py)
         if self.output:
             self.recorder = open_recorder(self.output, eng.host, self.overwrite, self.append)
@@ -558,7 +566,7 @@ class Meter:
         """Phases so far. Own mode: the open phase too, and parts not yet ticked are
         extrapolated from the last tick; attached: finished phases only."""
         if self.attached:
-            return _attached_phases(self._bounds, self._work)
+            return _attached_phases(self._bounds, self._work, self._baseline)
         with self._lock:
             return list(self._done) + self._pending_phases()
 
@@ -650,7 +658,17 @@ class Meter:
         if self._own_since is not None:
             own = energy_between(self._own_samples, t0, t1, extrapolate=True)
         return _to_phase(label, energy_between(self._samples, t0, t1, extrapolate=True), own,
-                         dict(self._work[ordinal]))
+                         dict(self._work[ordinal]), self._baseline)
+
+
+def _load_baseline(host: str | None):
+    """This host's stored baseline (``tuimeter baseline``), else None (none is normal)."""
+    from .baseline import BaselineError, default_path, load
+
+    try:
+        return load(default_path(), host)
+    except BaselineError:
+        return None
 
 
 def _domain_samples(domain, g_per_j: float) -> Samples:
@@ -671,7 +689,21 @@ def _sync() -> None:
     synchronize()
 
 
-def _to_phase(label: str, pe, own=None, work: dict | None = None) -> Phase:
+def _split(pe, baseline) -> dict:
+    """``idle_energy_j``, ``dynamic_energy_j`` and ``baseline`` of a phase (nothing
+    without a baseline, or with none for its counted domains)."""
+    if baseline is None:
+        return {}
+    counted = {d: v for d, v in pe.domains.items() if v.in_total}
+    parts = baseline.split({d: v.energy_j for d, v in counted.items()}, pe.t1_s - pe.t0_s,
+                           {d: v.lost_s for d, v in counted.items()})
+    if parts is None:
+        return {}
+    return dict(idle_energy_j=parts[0], dynamic_energy_j=parts[1],
+                baseline=baseline.describe())
+
+
+def _to_phase(label: str, pe, own=None, work: dict | None = None, baseline=None) -> Phase:
     """A :class:`Phase` from a :class:`~tuimeter.phases.PhaseEnergy`, and ``own``, this
     tree's (None: not followed; no domain yet: 0 J, nothing attributed to it so far)."""
     own_kw = {}
@@ -681,10 +713,11 @@ def _to_phase(label: str, pe, own=None, work: dict | None = None) -> Phase:
                       own_domains={d: v.energy_j for d, v in own.domains.items()})
     return Phase(label, pe.t0_s, pe.t1_s - pe.t0_s, pe.energy_j, pe.co2_g, pe.provenance,
                  {d: v.energy_j for d, v in pe.domains.items()}, pe.lost_s, **own_kw,
-                 work=work or {}, update_period_s=pe.update_period_s)
+                 work=work or {}, update_period_s=pe.update_period_s,
+                 **_split(pe, baseline))
 
 
-def _attached_phases(bounds: list, work: Sequence[dict] = ()) -> list[Phase]:
+def _attached_phases(bounds: list, work: Sequence[dict] = (), baseline=None) -> list[Phase]:
     """Phases from marker replies: samples between the markers (:func:`_reply_samples`),
     of the machine's domains and of this tree's own (``own`` in the replies)."""
     samples = _reply_samples(bounds, _machine)
@@ -704,7 +737,7 @@ def _attached_phases(bounds: list, work: Sequence[dict] = ()) -> list[Phase]:
         if _own(start) is not None and _own(end) is not None:
             own = energy_between(own_samples, t0, t1, extrapolate=True)
         out.append(_to_phase(label, energy_between(samples, t0, t1, extrapolate=True), own,
-                             done))
+                             done, baseline))
     return out
 
 

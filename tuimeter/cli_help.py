@@ -16,6 +16,7 @@ SUBCOMMANDS = {
     "report": "energy per phase (between markers) of session CSVs",
     "profile": "energy per Python function of a program (-- python SCRIPT)",
     "doctor": "list the sensors tuimeter finds, what is wrong and the fix",
+    "baseline": "measure each domain's idle power (for idle/dynamic splits)",
     "completion": "print a shell completion script (bash, zsh or fish)",
 }
 #: accepted, not listed
@@ -58,6 +59,10 @@ examples:
 examples:
   tuimeter doctor
   tuimeter doctor --json > sensors.json""",
+    "baseline": """\
+examples:
+  tuimeter baseline                 20 s on an idle machine
+  tuimeter baseline --seconds 60 --no-gpu""",
     "completion": """\
 examples:
   tuimeter completion bash > ~/.local/share/bash-completion/completions/tuimeter

@@ -77,13 +77,31 @@ def _per_json(seg, units: tuple) -> dict:
     return {"per": out}
 
 
-def to_json(rep: Report, per: tuple = ()) -> dict:
+def seg_split(seg, baseline) -> tuple[float, float] | None:
+    """(idle J, dynamic J) of a segment with ``baseline`` (None: none, another host's)."""
+    if baseline is None or seg.host != baseline.host:
+        return None
+    counted = {d: v for d, v in seg.domains.items() if v.in_total}
+    return baseline.split({d: v.energy_j for d, v in counted.items()}, seg.duration_s,
+                          {d: v.lost_s for d, v in counted.items()})
+
+
+def _split_json(seg, baseline) -> dict:
+    if baseline is None:
+        return {}
+    parts = seg_split(seg, baseline)
+    return {"idle_energy_j": None if parts is None else parts[0],
+            "dynamic_energy_j": None if parts is None else parts[1]}
+
+
+def to_json(rep: Report, per: tuple = (), baseline=None) -> dict:
     """The JSON document: ``total``, ``hosts``, ``segments`` (same fields), ``files``;
     with ``--by``, ``by`` (the owner kind) and each segment's ``owners``; with ``--per
     UNIT``, each segment's ``per.UNIT`` (:func:`_per_json`)."""
     describe = OWNER_KINDS[rep.by].describe if rep.by else None
     return {
         **({"by": rep.by} if rep.by else {}),
+        **({"baseline": baseline.describe()} if baseline is not None else {}),
         "total": {**_fields(rep.energy_j, rep.co2_g, rep.duration_s),
                   "lost_s": max((h.lost_s for h in rep.hosts), default=0.0),
                   "start": _iso(rep.start_t), "end": _iso(rep.end_t),
@@ -98,7 +116,8 @@ def to_json(rep: Report, per: tuple = ()) -> dict:
                       "provenance": s.provenance, "domains": _domains(s.domains, s.duration_s),
                       **({"update_period_s": s.update_period_s}
                          if s.update_period_s is not None else {}),
-                      **_owners_json(s, describe), **_per_json(s, per)}
+                      **_owners_json(s, describe), **_per_json(s, per),
+                      **_split_json(s, baseline)}
                      for h in rep.hosts for s in h.segments],
         "files": [{"path": f.path, "rows": f.rows, "error": f.error, "problems": f.problems}
                   for f in rep.files],
@@ -175,7 +194,7 @@ def _per_cells(seg, units: tuple) -> tuple:
     return out
 
 
-def to_csv(rep: Report, by: str | None = None, per: tuple = ()) -> str:
+def to_csv(rep: Report, by: str | None = None, per: tuple = (), baseline=None) -> str:
     """The long rows for spreadsheets: text from the files (host, label, domain) made
     :func:`~tuimeter.text.spreadsheet_cell` safe (no formula runs when it is opened),
     numbers in full precision. With ``by``, an ``owner`` column and, after each
@@ -186,13 +205,18 @@ def to_csv(rep: Report, by: str | None = None, per: tuple = ()) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_FIELDS + (("owner",) if by else ())
-               + tuple(c for u in per for c in (u, metric_name(u))))
+               + tuple(c for u in per for c in (u, metric_name(u)))
+               + (("idle_energy_j", "dynamic_energy_j") if baseline is not None else ()))
     cell = spreadsheet_cell
-    segs = _segments_by_key(rep) if per else {}
+    segs = _segments_by_key(rep) if per or baseline is not None else {}
     for row in _rows(rep):
         row, owner = _split_owner(row)
         host, seg, label, start, dur, dom, it, e, avg, co2, share, prov, lost = row
-        tail = _per_cells(segs.get((host, seg)) if dom == "total" else None, per)
+        this = segs.get((host, seg)) if dom == "total" else None
+        tail = _per_cells(this, per)
+        if baseline is not None:
+            parts = seg_split(this, baseline) if this is not None else None
+            tail += ("", "") if parts is None else (_full(parts[0]), _full(parts[1]))
         w.writerow((cell(host), seg, cell(label), start, _full(dur), cell(dom), it, _full(e),
                     _full(e / J_PER_WH), _full(avg), _full(co2), _full(share), prov,
                     _full(lost)) + ((cell(owner),) if by else ()) + tail)
@@ -210,10 +234,11 @@ def _num(x: float | None, spec: str) -> str:
     return "N/A" if x is None else format(x, spec)
 
 
-def _table_lines(rep: Report, md: bool, per: tuple = ()) -> list[str]:
+def _table_lines(rep: Report, md: bool, per: tuple = (), baseline=None) -> list[str]:
     head = ("segment", "duration s", "energy J", "Wh", "avg W", "g CO2e", "share",
-            *(c for u in per for c in (u, f"J/{u}")), "provenance")
-    lines = []
+            *(c for u in per for c in (u, f"J/{u}")),
+            *(("idle J", "dynamic J") if baseline is not None else ()), "provenance")
+    lines = [f"{safe_text(baseline.describe())}", ""] if baseline is not None else []
     for h in rep.hosts:
         lines.append(f"{'## ' if md else ''}host {safe_text(h.host)}: {len(h.files)} file(s), "
                      f"{h.sessions} session(s), {_iso(h.start_t)} .. {_iso(h.end_t)}")
@@ -235,7 +260,8 @@ def _table_lines(rep: Report, md: bool, per: tuple = ()) -> list[str]:
         body.append(("host total", h.duration_s, h.energy_j, avg_w(h.domains, h.duration_s),
                      h.co2_g, None, _prov(h.provenance, h.lost_s), None))
         cells = [(lab, f"{dur:.1f}", f"{e:.1f}", f"{e / J_PER_WH:.4f}", _num(avg, ".2f"),
-                  f"{co2:.4f}", "" if sh is None else f"{sh:.1%}", *_per_text(seg, per), prov)
+                  f"{co2:.4f}", "" if sh is None else f"{sh:.1%}", *_per_text(seg, per),
+                  *_split_text(seg, baseline), prov)
                  for lab, dur, e, avg, co2, sh, prov, seg in body]
         lines += _grid(head, cells, md)
         lines.append("")
@@ -258,6 +284,15 @@ def _per_text(seg, units: tuple) -> tuple:
     return out
 
 
+def _split_text(seg, baseline) -> tuple:
+    if baseline is None:
+        return ()
+    parts = seg_split(seg, baseline) if seg is not None else None
+    if parts is None:
+        return ("", "") if seg is None else ("N/A", "N/A")
+    return (f"{parts[0]:.1f}", f"{parts[1]:.1f}")
+
+
 def _md_cell(text: str) -> str:
     """Markdown drops leading spaces: a domain row under its segment gets an arrow."""
     cell = text.strip().replace("|", "\\|")
@@ -277,19 +312,20 @@ def _grid(head: tuple, cells: list[tuple], md: bool) -> list[str]:
 
 
 def render(rep: Report, fmt: str, project: str = DEFAULT_PROJECT, loads=None,
-           per: tuple = ()) -> str:
+           per: tuple = (), baseline=None) -> str:
     """``rep`` in ``fmt``; with ``rep.by`` set, each segment's owners too; ``per``: the
     units whose J per unit each segment gets (``--per``). ``loads``: codecarbon's
     :func:`~.codecarbon.device_loads` (read from ``rep.files`` when None)."""
     if fmt == "json":
         # strict JSON: the reader keeps nan and inf out, and a bare NaN is not JSON;
         # text from the files is escaped by JSON itself (\u001b, ASCII only)
-        return json.dumps(to_json(rep, per), indent=2, allow_nan=False) + "\n"
+        return json.dumps(to_json(rep, per, baseline), indent=2, allow_nan=False) + "\n"
     if fmt == "csv":
-        return to_csv(rep, rep.by, per)
+        return to_csv(rep, rep.by, per, baseline)
     if fmt == "codecarbon":
         return to_codecarbon(rep, project, loads)
-    return "\n".join(_table_lines(rep, md=fmt == "markdown", per=per)) + "\n"
+    return "\n".join(_table_lines(rep, md=fmt == "markdown", per=per,
+                                   baseline=baseline)) + "\n"
 
 
 def cmd_report(argv: list[str]) -> int:
@@ -308,6 +344,9 @@ def cmd_report(argv: list[str]) -> int:
     p.add_argument("--per", action="append", metavar="UNIT", default=[],
                    help="J per UNIT of work in each segment (counted with `tuimeter count`, "
                         "Meter.count): the host's energy over the work; repeatable")
+    p.add_argument("--dynamic", action="store_true",
+                   help="split each segment's energy into idle (the stored `tuimeter "
+                        "baseline` of its host) and dynamic")
     p.add_argument("--project", metavar="NAME",
                    help=f"project_name of --format codecarbon rows (default {DEFAULT_PROJECT})")
     args = p.parse_args(argv)
@@ -322,6 +361,17 @@ def cmd_report(argv: list[str]) -> int:
         per = tuple(dict.fromkeys(check_unit(u) for u in args.per))
     except ValueError as exc:
         p.error(f"--per: {exc}")
+    if args.dynamic and args.format == "codecarbon":
+        p.error("--dynamic is for --format table, markdown, json or csv")
+    baseline = None
+    if args.dynamic:
+        from ..baseline import BaselineError, default_path, load
+
+        try:
+            baseline = load(default_path(), any_host=True)
+        except BaselineError as exc:
+            print(f"tuimeter: error: {exc}", file=sys.stderr)
+            return 2
     files = [load_file(path, args.by) for path in args.files]
     # codecarbon's utilisation columns: the device rows, read before the warnings are listed
     loads = device_loads(files) if args.format == "codecarbon" else None
@@ -340,5 +390,9 @@ def cmd_report(argv: list[str]) -> int:
 
         text = plot_report(rep)
         print(text, file=sys.stdout if args.format in ("table", "markdown") else sys.stderr)
-    sys.stdout.write(render(rep, args.format, args.project or DEFAULT_PROJECT, loads, per))
+    if baseline is not None and baseline.host not in {h.host for h in rep.hosts}:
+        print(f"tuimeter: warning: the baseline is of host {safe_text(baseline.host)!r}; no "
+              f"segment of it here", file=sys.stderr)
+    sys.stdout.write(render(rep, args.format, args.project or DEFAULT_PROJECT, loads, per,
+                            baseline))
     return 0
