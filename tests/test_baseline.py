@@ -38,6 +38,7 @@ def test_baseline_command_stores_the_idle_power_of_a_fake_gpu(tmp_path):
     assert doc["domains"]["gpu0"]["idle_w"] == pytest.approx(80.0, rel=0.01)
     assert doc["domains"]["package-0"]["idle_w"] == 0.0
     assert doc["seconds"] == 1.5 and doc["taken_at"] and doc["method"]
+    assert 0 <= doc["cpu_busy_pct"] <= 100  # the machine's CPU use meanwhile (a warning > 20%)
     assert "stored in" in res.stdout and re.search(r"gpu0: (79\.\d|80\.\d)\d W idle", res.stdout)
 
 

@@ -94,6 +94,9 @@ def test_readme_training_loop_gives_j_per_sample_within_1_percent(tmp_path, monk
         if per.basis == "machine":
             assert phase.own_energy_j is None and per.energy_j == phase.energy_j
             truth = GPU_W * phase.duration_s / phase.work["samples"]
+            with capsys.disabled():  # the figure for the record (pytest -s)
+                print(f"\n{phase.label}: {per.j_per_unit:.6f} J/sample, truth {truth:.6f}, "
+                      f"{100 * (per.j_per_unit / truth - 1):+.3f}% ({phase.provenance})")
             assert per.j_per_unit == pytest.approx(truth, rel=0.01)
             assert per.provenance == phase.provenance
         else:  # a plain Meter that attributes its own energy (issue 21)

@@ -49,6 +49,8 @@ class Baseline:
     seconds: float
     idle_w: dict  # domain id -> W
     method: str = METHOD
+    #: the machine's CPU use during the baseline, % of all CPUs (None: not known)
+    cpu_busy_pct: float | None = None
 
     def describe(self) -> str:
         return f"baseline of {self.taken_at} on {self.host} ({self.seconds:g} s, {self.method})"
@@ -96,6 +98,7 @@ def save(baseline: Baseline, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     doc = {"schema": SCHEMA, "host": baseline.host, "taken_at": baseline.taken_at,
            "seconds": baseline.seconds, "method": baseline.method,
+           "cpu_busy_pct": baseline.cpu_busy_pct,
            "domains": {d: {"idle_w": w} for d, w in baseline.idle_w.items()}}
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),

@@ -11,6 +11,9 @@ from .baseline import DEFAULT_SECONDS, STEADY_TICKS, Baseline, default_path, idl
     now_iso, save
 from .cli_help import help_text
 
+#: the machine's CPU use during a baseline above which it was not idle (a warning), %
+BUSY_WARN_PCT = 20.0
+
 
 def cmd_baseline(argv: list[str]) -> int:
     from .options import Parser, positive_float
@@ -42,7 +45,10 @@ def cmd_baseline(argv: list[str]) -> int:
     except SetupError as exc:
         print(f"tuimeter: error: {exc}", file=sys.stderr)
         return 2
+    import psutil
+
     series: dict[str, list] = {}
+    psutil.cpu_percent(interval=None)  # from now on: the machine's CPU use in the window
     engine.open()
     try:
         wait = threading.Event()
@@ -53,12 +59,16 @@ def cmd_baseline(argv: list[str]) -> int:
                 series.setdefault(d.domain.id, []).append(d.power_w)
     finally:
         engine.close()
+    busy_pct = psutil.cpu_percent(interval=None)
     idle = idle_powers(series)
     if not idle:
         print("tuimeter: error: no domain could be measured (see `tuimeter doctor`)",
               file=sys.stderr)
         return 1
-    base = Baseline(engine.host, now_iso(), args.seconds, idle)
+    base = Baseline(engine.host, now_iso(), args.seconds, idle, cpu_busy_pct=busy_pct)
+    if busy_pct > BUSY_WARN_PCT:
+        print(f"tuimeter: warning: the CPUs were {busy_pct:.0f}% busy during the baseline "
+              f"(not idle): run it again with nothing else running", file=sys.stderr)
     path = default_path()
     try:
         save(base, path)
