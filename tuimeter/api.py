@@ -623,6 +623,8 @@ class Meter:
             s = self._own_samples.get(key)
             if s is None:
                 s = self._own_samples[key] = Samples(True, {ATTRIBUTED}, self._g_per_j)
+                machine = self._samples.get(key)  # a GPU's own share: that GPU's counter
+                s.update_s = machine.update_s if machine is not None else 0.0
             s.add(snap.elapsed_s, span, energies.get(key, 0.0), g_per_j=factor)
 
     def _finalize(self, force: bool = False) -> None:
