@@ -20,7 +20,7 @@ SAMPLING = dict(interval_s=0.5, gpu=False, powercap_root="/nonexistent/powercap"
                 country="FR", carbon_intensity=123.0, pue=1.3, host="node7",
                 carbon_source="uk-carbon-intensity", carbon_zone="RG10")
 #: the Meter's own keywords and a non-default value for each
-OWN = dict(attach=False, wait_attached_s=2.5, autostart=False)
+OWN = dict(attach=False, wait_attached_s=2.5, autostart=False, sync="cuda")
 
 
 @pytest.fixture(autouse=True)
@@ -126,7 +126,8 @@ def test_attribution_and_pid_are_not_keywords():
 def test_signatures_list_the_keywords_with_annotations():
     expected = {"output", "label", "interval_s", "overwrite", "append", "gpu", "powercap_root",
                 "country", "carbon_intensity", "pue", "carbon_source", "carbon_zone", "host",
-                "extra_sensors", "attach", "wait_attached_s", "engine", "autostart", "profile"}
+                "extra_sensors", "attach", "wait_attached_s", "engine", "autostart", "profile",
+                "sync"}
     for fn, skip in ((api.Meter, set()), (api.measure, {"func"})):
         params = inspect.signature(fn).parameters
         assert set(params) - skip == expected, fn

@@ -80,7 +80,8 @@ def test_rapl_zones_listed_with_range_unit_and_the_power_over_the_window(tmp_pat
     window.actions.append(lambda s: (pc.advance("package-0", 30.0),
                                      pc.advance("package-0/dram", 4.0)))
     report = doctor(window, env, powercap_root=str(pc.sensor_root))
-    assert window.slept == [2.0]
+    assert window.slept[0] == 2.0  # the window; then the short polls timing the counters
+    assert all(x < 1e-3 for x in window.slept[1:])
     z = zones(report)
     assert set(z) == {"package-0", "package-0/core", "package-0/uncore", "package-0/dram", "psys"}
     pkg = z["package-0"]
@@ -417,3 +418,46 @@ def test_doctor_help_loads_no_probe():
     assert res.returncode == 0, res.stderr
     assert "usage:" in res.stdout
     assert res.stdout.splitlines()[-1] == "[]"
+
+
+# ---- counter update periods (issue 28 item 4) ----------------------------------------------
+
+class _SteppingGpu(FakeGpu):
+    """A GPU at 250 W whose energy counter moves only every 100 ms of the clock, as NVML's
+    does (SENSORS.md: a window shorter than that reads 0)."""
+
+    def __init__(self, clock: FakeClock, period_s: float = 0.1):
+        self._clock, self._period = clock, period_s
+        super().__init__()
+
+    energy_mj = property(lambda self: 5_000_000 + 250 * 1000 * self._period * int(
+        self._clock() / self._period + 1e-9), lambda self, value: None)
+
+
+def test_doctor_measures_each_counters_update_period(tmp_path, window, env, monkeypatch):
+    """NVML's counter stepping every 100 ms and RAPL's every 1 ms (on the fake clock the
+    window advances; RAPL's files rewritten as the hardware would) are measured as such,
+    shown in the text; an idle zone's period is not seen, and says so."""
+    install_nvml(monkeypatch, _SteppingGpu(window.clock))
+    pc = FakePowercap(tmp_path / "pc").intel_desktop(dram=True)
+    ms = [int(window.clock() * 1000)]
+
+    def rapl_hardware(_s):
+        now = int(window.clock() * 1000 + 1e-6)
+        if now != ms[0]:  # the package counter steps once a millisecond, at 20 W
+            pc.advance("package-0", 0.02 * (now - ms[0]))
+            ms[0] = now
+
+    window.actions.append(rapl_hardware)
+    report = doctor(window, env, powercap_root=str(pc.sensor_root))
+    [g] = report["sensors"]["nvml"]["gpus"]
+    print("measured update periods:", g["update_period_s"],
+          {k: v.get("update_period_s") for k, v in zones(report).items()})
+    assert g["update_period_s"] == pytest.approx(0.1, rel=0.01)
+    z = zones(report)
+    assert z["package-0"]["update_period_s"] == pytest.approx(0.001, rel=0.05)
+    assert z["package-0/dram"]["update_period_s"] is None  # idle: it never moved
+    text = render_text(report)
+    assert "counter updates every 100 ms (measured)" in text
+    assert "counter updates every 1 ms (measured)" in text
+    assert "counter update period: not seen" in text

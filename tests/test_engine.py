@@ -320,3 +320,34 @@ def test_broken_reading_makes_its_interval_lost():
     pkg = eng.tick(clock.advance(1.0)).domain("package-0")
     assert (pkg.status, pkg.energy_j) == (Status.LOST, None)
     assert eng.tick(clock.advance(1.0)).domain("package-0").energy_j == pytest.approx(40.0)
+
+
+class _SlowToOpen(ScriptedSensor):
+    """A counter that runs on the clock itself (as NVML's and RAPL's do) and takes half a
+    second to open (``nvmlInit`` on a loaded machine)."""
+
+    def __init__(self, clock: FakeClock):
+        super().__init__("slow", [domain("gpu0", DomainKind.GPU)], {"gpu0": 250.0})
+        self.clock = clock
+
+    def open(self):
+        self.clock.advance(0.5)
+        return super().open()
+
+    def read(self, now_s: float):
+        return super().read(self.clock())  # the counter's value when it is read
+
+
+def test_the_first_tick_counts_from_the_first_reading_not_from_before_the_sensors_opened():
+    """Regression (issue 28's 1% J/sample test): the session's start was stamped before
+    the sensors opened, the baseline read after, so the first tick's energy was spread
+    over time it was not measured in (250 W read as 125 W here; a phase starting after
+    open got 1.2% too little over NVML)."""
+    clock = FakeClock()
+    eng, _ = make_engine([_SlowToOpen(clock)], clock=clock)
+    eng.open()
+    clock.advance(1.0)
+    snap = eng.tick()
+    (gpu,) = snap.domains
+    assert gpu.power_w == pytest.approx(250.0)
+    assert snap.interval_s == pytest.approx(1.0)

@@ -27,7 +27,10 @@ HEADLESS = [
     "tuimeter.grouping", "tuimeter.engine.cgroups", "tuimeter.export.cgroup_counters",
     "tuimeter.profile.cli", "tuimeter.profile.run", "tuimeter.profile.pyspy",
     "tuimeter.profile.inproc", "tuimeter.profile.live", "tuimeter.profile.attach",
-    "tuimeter.engine.procsignal",
+    "tuimeter.engine.procsignal", "tuimeter.work", "tuimeter.sync",
+    "tuimeter.integrations", "tuimeter.integrations.mlflow", "tuimeter.integrations.wandb",
+    "tuimeter.integrations.huggingface", "tuimeter.integrations.lightning",
+    "tuimeter.baseline", "tuimeter.baseline_cli",
 ]
 PACKAGE = ROOT / "tuimeter"
 

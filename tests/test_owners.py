@@ -361,3 +361,38 @@ def test_meter_html_shows_own_energy():
 
     html = phase_html(Phase("train", 0.0, 2.0, 96.0, 0.01, "measured", own_energy_j=24.0))
     assert "own J" in html and "24.000" in html
+
+
+def test_an_own_gpu_phase_shorter_than_three_nvml_updates_is_interpolated(monkeypatch):
+    """Issue 28 item 4, own energy too: this process uses the one GPU (NVML, counter
+    updates every ~100 ms); over 0.1 s ticks a 0.2 s phase's own share is
+    ``interpolated`` like the machine's, a 0.4 s phase's ``attributed``."""
+    import sys
+
+    import tuimeter
+    from tests.fakes.fake_pynvml import make_fake_pynvml
+    from tests.helpers import CARBON, make_engine
+    from tuimeter.engine.attribution import Attributor
+    from tuimeter.sensors.nvml import NvmlSensor
+
+    me = os.getpid()
+    gpu = FakeGpu(compute_processes=[(me, None)])
+    monkeypatch.setitem(sys.modules, "pynvml", make_fake_pynvml([gpu]))
+    sc = FakeScanner()
+    sc.run(me, 0.0)
+    nv = NvmlSensor()
+    att = Attributor([nv], CARBON, scanner=sc)
+    eng, clock = make_engine([nv], attributor=att, interval_s=0.1,
+                             wallclock=lambda: gpu.clock_us / 1e6)
+    with tuimeter.Meter(engine=eng, autostart=False, attach=False, label="blink") as m:
+        for i in range(6):
+            if i == 2:
+                m.mark("long")
+            gpu.advance(30.0, 0.1)
+            gpu.add_process_sample(me, 100)
+            tick(eng, clock, sc, dt=0.1)
+    blink, long = m.phases
+    assert blink.own_energy_j == pytest.approx(60.0, rel=0.01)
+    assert (blink.provenance, blink.own_provenance) == ("interpolated", "interpolated")
+    assert long.own_energy_j == pytest.approx(120.0, rel=0.01)
+    assert (long.provenance, long.own_provenance) == ("measured", "attributed")

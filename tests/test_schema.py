@@ -13,7 +13,7 @@ import pytest
 
 from tests.fakes.scripted import FakeClock, ScriptedSensor, domain
 from tuimeter.engine.sampler import Engine
-from tuimeter.model import CarbonInfo, DomainKind, Provenance
+from tuimeter.model import CarbonInfo, DomainKind, Provenance, Work
 from tuimeter.sensors.replay import ReplaySensor
 from tuimeter.session import schema
 from tuimeter.session.csvfile import SessionWriter
@@ -84,6 +84,8 @@ EVERY_KIND = [
          label=schema.tree_label("python train.py", "3", True), pid=78),
     schema.device_row("gpu0", "nvml", {"util_pct": 87.5, "mem_used_b": 8589934592},
                       T0 + 1.0, 2.0, 1.0, "h", "s1"),
+    *schema.work_rows(Work((("samples", 64.0), ("tokens", 0.5)), 2.5, T0 + 2.5, "cli", 4242),
+                      "h", "s1"),
 ]
 
 

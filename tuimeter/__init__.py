@@ -6,6 +6,7 @@ Public API (imported lazily, so ``import tuimeter`` stays light: no pandas, no I
     tuimeter.measure       decorator running a function under a Meter
     tuimeter.mark          mark every running tuimeter session of this user (or the one
                            in $TUIMETER_SESSION) -> MarkResult (true when all recorded it)
+    tuimeter.count         count work done (samples=64, tokens=...) in those sessions
     tuimeter.read_session  a session CSV as a pandas DataFrame (tuimeter.frames)
     tuimeter.read_report   the report of session files as a DataFrame (tuimeter.frames)
 
@@ -17,10 +18,10 @@ from typing import TYPE_CHECKING
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # type checkers see the lazily exported names and their signatures
-    from .api import Meter, Phase, mark, measure
+    from .api import Meter, Phase, count, mark, measure
     from .frames import read_report, read_session
 
-_API = ("Meter", "Phase", "measure", "mark")
+_API = ("Meter", "Phase", "measure", "mark", "count")
 _FRAMES = ("read_session", "read_report")
 __all__ = [*_API, *_FRAMES, "__version__"]
 

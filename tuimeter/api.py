@@ -50,7 +50,8 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar, overload
 from .carbon import g_per_j
 from .engine.trees import rank_from_env
 from .labels import check_label
-from .phases import Samples, average_power_w, energy_between
+from .phases import Samples, average_power_w, energy_between, update_period_s
+from .work import EnergyPer, check_units, energy_per
 
 ATTRIBUTED = "attributed"
 from .live import LiveSession
@@ -89,6 +90,24 @@ class Phase:
     own_co2_g: float | None = None
     own_provenance: str = "unknown"  # attributed | interpolated | unknown
     own_domains: dict = field(default_factory=dict)  # "cpu" / GPU domain id -> own J
+    #: set when the phase is ``interpolated`` for being shorter than a few updates of a
+    #: counted counter: that counter's update period (s; NVML's 0.1)
+    update_period_s: float | None = None
+    #: with a baseline (``tuimeter baseline``): the counted domains' idle power x the
+    #: time each was measured, and the rest; ``baseline`` says which one and when
+    idle_energy_j: float | None = None
+    dynamic_energy_j: float | None = None
+    baseline: str | None = None
+    #: the work counted in the phase (``Meter.count``, ``tuimeter count``): unit -> total
+    work: dict = field(default_factory=dict)
+
+    def energy_per(self, unit: str) -> EnergyPer | None:
+        """Joules per ``unit`` of work in this phase (``.j_per_unit``), from the phase's
+        own energy where the session attributes one (``.basis`` ``"own"``), else the
+        machine's (``"machine"``), with that energy's ``.provenance`` and ``.units_per_s``.
+        None when no ``unit`` was counted in the phase or its energy is unknown."""
+        return energy_per(unit, self.work, self.duration_s, self.own_energy_j,
+                          self.own_provenance, self.energy_j, self.provenance)
 
     @property
     def own_power_w(self) -> float | None:
@@ -111,7 +130,7 @@ class Phase:
 
 
 def mark(label: str, *, session: str | None = mark_client.FROM_ENV,
-         timeout_s: float | None = None) -> MarkResult:
+         timeout_s: float | None = None, sync: bool = False) -> MarkResult:
     """Mark every running tuimeter session of this user, or one: ``session`` is a session
     id or session CSV path; by default ``$TUIMETER_SESSION`` (set for a command run by
     ``tuimeter -- CMD`` / ``record -- CMD``: its own session), else every session.
@@ -124,17 +143,16 @@ def mark(label: str, *, session: str | None = mark_client.FROM_ENV,
     + 1 s when given), usually milliseconds. A bad label (not valid Unicode text, control or bidi override
     characters, empty, over 200 characters) is not sent: a RuntimeWarning and a false
     result with ``error`` set. No session running: a warning once per process; partly
-    delivered: a warning naming the sessions that did not record it.
+    delivered: a warning naming the sessions that did not record it. ``sync=True``: wait
+    for the GPU work already queued first (:mod:`tuimeter.sync`).
     """
     global _warned_none
-    try:
-        result = mark_client.send_mark(label, source="api", target=session, timeout_s=timeout_s)
-    except ValueError as exc:
-        warnings.warn(f"tuimeter.mark: {exc}; not sent", RuntimeWarning, stacklevel=2)
-        return MarkResult(error=str(exc))
-    except Exception as exc:  # the caller's program matters more than a marker
-        warnings.warn(f"tuimeter.mark failed: {exc}", RuntimeWarning, stacklevel=2)
-        return MarkResult(error=str(exc))
+    if sync:
+        _sync()
+    result = _send("tuimeter.mark", mark_client.send_mark, label, source="api",
+                   target=session, timeout_s=timeout_s)
+    if result.error is not None:
+        return result
     if result.missed():
         warnings.warn(f"tuimeter.mark: {result.delivered} session(s) marked; "
                       f"{result.missed()}", RuntimeWarning, stacklevel=2)
@@ -146,6 +164,38 @@ def mark(label: str, *, session: str | None = mark_client.FROM_ENV,
         warnings.warn("tuimeter.mark: no tuimeter session is running for this user; "
                       "markers are dropped", RuntimeWarning, stacklevel=2)
     return result
+
+
+def count(*, session: str | None = mark_client.FROM_ENV, timeout_s: float | None = None,
+          **units: float) -> MarkResult:
+    """Count work done in every running tuimeter session of this user, or one (``session``
+    as for :func:`mark`): ``tuimeter.count(samples=64, tokens=32768)``. Each count is a
+    positive finite number. Never raises: a bad unit or count is not sent (a
+    RuntimeWarning, a false result with ``error`` set); delivery is :func:`mark`'s."""
+    result = _send("tuimeter.count", mark_client.send_count, units, source="api",
+                   target=session, timeout_s=timeout_s)
+    if result.error is not None:
+        return result
+    if result.missed():
+        warnings.warn(f"tuimeter.count: {result.delivered} session(s) counted it; "
+                      f"{result.missed()}", RuntimeWarning, stacklevel=2)
+    elif not result.delivered:
+        warnings.warn("tuimeter.count: no tuimeter session took it; the work is not "
+                      "counted", RuntimeWarning, stacklevel=2)
+    return result
+
+
+def _send(what: str, send, *args, **kw) -> MarkResult:
+    """``send(*args, **kw)`` (a mark or a count), never raising: bad input (ValueError)
+    or any failure is a RuntimeWarning in the caller's code and a result with ``error``."""
+    try:
+        return send(*args, **kw)
+    except ValueError as exc:
+        warnings.warn(f"{what}: {exc}; not sent", RuntimeWarning, stacklevel=3)
+        return MarkResult(error=str(exc))
+    except Exception as exc:  # the caller's program matters more than a marker
+        warnings.warn(f"{what} failed: {exc}", RuntimeWarning, stacklevel=3)
+        return MarkResult(error=str(exc))
 
 
 @contextlib.contextmanager
@@ -232,6 +282,16 @@ class Meter:
       ``meter.profile`` holds a :class:`~tuimeter.profile.result.Profile` (``functions``,
       ``total_energy_j``, ``phases`` ...; README, "Which function costs the energy").
       The meter then always samples on its own (``attach`` does not apply).
+
+    Work and the GPU:
+
+    * ``sync`` (str | None, default None): ``"cuda"`` waits for the kernels already queued
+      on the current CUDA device before every phase edge (start, ``mark``, end), through
+      whichever of torch or cupy the program has imported (never importing them), so a
+      phase is charged its own kernels' energy (:mod:`tuimeter.sync`). A bad value is a
+      ValueError.
+    * :meth:`count` (``meter.count(samples=64, tokens=32768)``) counts work: each
+      phase's ``work`` and ``energy_per(unit)`` (README, "Energy per sample and per token").
     """
 
     def __init__(self, output: str | None = None, *, label: str = "start",
@@ -242,7 +302,10 @@ class Meter:
                  host: str | None = None, extra_sensors: Sequence[Sensor] | None = None,
                  attach: bool = True, wait_attached_s: float = WAIT_ATTACHED_S,
                  engine: Engine | None = None, autostart: bool = True,
-                 profile: bool = False) -> None:
+                 profile: bool = False, sync: str | None = None) -> None:
+        from .sync import check_sync
+
+        self.sync = check_sync(sync)
         self.output = output
         self.first_label = check_label(label)
         self.attach = attach
@@ -269,6 +332,12 @@ class Meter:
         self._own_since: float | None = None  # own: when the engine began following us
         self._last_tick_s = float("-inf")  # own: the end of the last tick
         self._done: list[Phase] = []  # own: phases whose end a tick has covered
+        #: the work counted in each phase, one dict (unit -> total) per bound ever added,
+        #: in order: a count goes to the phase current when it is made (exact, even when
+        #: a count and a mark read the same clock value)
+        self._work: list[dict[str, float]] = []
+        self._popped = 0  # own: bounds moved into _done so far (the ordinal of _bounds[0])
+        self._baseline: Any = None  # tuimeter.baseline.Baseline of this host, if stored
         self._g_per_j = 0.0
         self._end: float | None = None
         self._server_id = None
@@ -288,6 +357,8 @@ class Meter:
         self.stop()
 
     def start(self) -> None:
+        if self.sync:
+            _sync()
         with _entry_lock():
             if self.attach and self.engine is None and not self._profile_on \
                     and self._try_attach():
@@ -302,7 +373,9 @@ class Meter:
         self.attached = True
         self._server_id = replies[0].get("server")
         self._last_reply = (replies[0], _monotonic())
+        self._baseline = _load_baseline(replies[0].get("host"))
         self._bounds.append((self.first_label, replies[0]))
+        self._work.append({})
         if self.output:
             warnings.warn(f"tuimeter: a session is already running; phases are marked there "
                           f"and {self.output} is not written", RuntimeWarning, stacklevel=4)
@@ -321,6 +394,7 @@ class Meter:
         if self.engine is None:
             self.engine = make_engine(self.measure_options())
         eng = self.engine
+        self._baseline = _load_baseline(eng.host)
         eng.quick_handoffs = True  # the program runs in the engine's process (handoff.py)
         if self.output:
             self.recorder = open_recorder(self.output, eng.host, self.overwrite, self.append)
@@ -330,14 +404,14 @@ class Meter:
         self.server = self._live.server
         snap = eng.snapshot
         self._g_per_j = g_per_j(snap.carbon)
-        self._samples = {d.id: Samples(d.in_total, {str(d.provenance)}, self._g_per_j)
-                         for d in eng.domains}
+        self._samples = {d.id: _domain_samples(d, self._g_per_j) for d in eng.domains}
         eng.subscribe(self._on_tick)
         self._own = True
         first = eng.add_marker(self.first_label, "api", os.getpid()).elapsed_s
         if eng.track_owner(os.getpid(), first):
             self._own_since = first
         self._bounds.append((self.first_label, first))
+        self._work.append({})
         if self._profile_on:
             from .profile.inproc import InProcessProfiler
 
@@ -352,8 +426,11 @@ class Meter:
         """End the last phase; stop the own engine and close the file (idempotent)."""
         if self._end is not None:
             return
+        if self.sync and (self.attached or self._own):
+            _sync()
         if self.attached:
             self._bounds.append(("end", self._ask(self._message("end", "end"))))
+            self._work.append({})
             self._end = 0.0
             return
         if not self._own:
@@ -404,8 +481,9 @@ class Meter:
         return msg
 
     # -- phases ---------------------------------------------------------------------
-    def mark(self, label: str) -> None:
-        """End the current phase and start ``label``. A bad label warns and is ignored."""
+    def mark(self, label: str, *, sync: bool | None = None) -> None:
+        """End the current phase and start ``label``. A bad label warns and is ignored.
+        ``sync``: wait for queued GPU work first (None: as the meter's ``sync`` says)."""
         try:
             label = check_label(label)
         except ValueError as exc:
@@ -414,12 +492,58 @@ class Meter:
         if self._end is not None:
             warnings.warn("tuimeter: meter already stopped", RuntimeWarning, stacklevel=2)
             return
+        if sync or (sync is None and self.sync):
+            _sync()
         if self.attached:
             self._bounds.append((label, self._ask(self._message(label))))
+            self._work.append({})
         elif self._own:
             m = self.engine.add_marker(label, "api", os.getpid())
             with self._lock:
                 self._bounds.append((label, m.elapsed_s))
+                self._work.append({})
+
+    def count(self, **units: float) -> bool:
+        """Count work done now: ``meter.count(samples=64, tokens=32768)``; it goes to the
+        current phase (``Phase.work``), and to the session file as ``work`` rows. Each
+        count is a positive finite number; a bad one warns (one line) and nothing of it is
+        counted. Never raises. Returns whether it was counted."""
+        try:
+            checked = check_units(units)
+        except ValueError as exc:
+            warnings.warn(f"tuimeter: {exc}; not counted", RuntimeWarning, stacklevel=2)
+            return False
+        if self._end is not None:
+            warnings.warn("tuimeter: meter already stopped; not counted", RuntimeWarning,
+                          stacklevel=2)
+            return False
+        if self.attached:
+            return self._count_attached(checked)
+        if not self._own:
+            warnings.warn("tuimeter: meter not started; not counted", RuntimeWarning,
+                          stacklevel=2)
+            return False
+        from .engine.sampler import SessionEnded
+
+        try:
+            w = self.engine.add_work(checked, "api", os.getpid())
+        except SessionEnded:
+            warnings.warn("tuimeter: the session has ended; not counted", RuntimeWarning,
+                          stacklevel=2)
+            return False
+        with self._lock:
+            _add_work(self._work[-1], w.units)
+        return True
+
+    def _count_attached(self, units: dict) -> bool:
+        msg = {"op": "count", "units": units, "source": "api", "pid": os.getpid()}
+        for r in mark_client.request(msg):
+            if r.get("ok") and r.get("server") == self._server_id:
+                _add_work(self._work[-1], units.items())
+                return True
+        warnings.warn("tuimeter: the session this meter marks did not take the count; not "
+                      "counted", RuntimeWarning, stacklevel=3)
+        return False
 
     def _ask(self, message: dict) -> dict | None:
         """Mark the session; its reply, or (the session is gone) one extrapolated from
@@ -442,7 +566,7 @@ class Meter:
         """Phases so far. Own mode: the open phase too, and parts not yet ticked are
         extrapolated from the last tick; attached: finished phases only."""
         if self.attached:
-            return _attached_phases(self._bounds)
+            return _attached_phases(self._bounds, self._work, self._baseline)
         with self._lock:
             return list(self._done) + self._pending_phases()
 
@@ -474,8 +598,7 @@ class Meter:
             for d in snap.domains:
                 s = self._samples.get(d.domain.id)
                 if s is None:
-                    s = self._samples[d.domain.id] = Samples(
-                        d.domain.in_total, {str(d.domain.provenance)}, self._g_per_j)
+                    s = self._samples[d.domain.id] = _domain_samples(d.domain, self._g_per_j)
                 if d.energy_j is None:
                     s.add_lost(snap.elapsed_s, snap.interval_s)
                 else:  # a bridged reading spans the lost ticks before it
@@ -500,6 +623,8 @@ class Meter:
             s = self._own_samples.get(key)
             if s is None:
                 s = self._own_samples[key] = Samples(True, {ATTRIBUTED}, self._g_per_j)
+                machine = self._samples.get(key)  # a GPU's own share: that GPU's counter
+                s.update_s = machine.update_s if machine is not None else 0.0
             s.add(snap.elapsed_s, span, energies.get(key, 0.0), g_per_j=factor)
 
     def _finalize(self, force: bool = False) -> None:
@@ -508,11 +633,13 @@ class Meter:
         settled = min([self._last_tick_s] + [s.settled_to for s in self._samples.values()])
         while len(self._bounds) > 1 and (force or self._bounds[1][1] <= settled):
             (label, t0), (_l, t1) = self._bounds[0], self._bounds[1]
-            self._done.append(self._phase(label, t0, t1))
+            self._done.append(self._phase(label, t0, t1, self._popped))
             self._bounds.pop(0)
+            self._popped += 1
         if force and self._bounds and self._end is not None:
             label, t0 = self._bounds.pop(0)
-            self._done.append(self._phase(label, t0, max(t0, self._end)))
+            self._done.append(self._phase(label, t0, max(t0, self._end), self._popped))
+            self._popped += 1
         keep_from = self._bounds[0][1] if self._bounds else float("inf")
         for s in (*self._samples.values(), *self._own_samples.values()):
             s.drop_before(keep_from)
@@ -523,18 +650,62 @@ class Meter:
             self._bounds[-1][1] if self._bounds else 0)
         for i, (label, t0) in enumerate(self._bounds):
             t1 = self._bounds[i + 1][1] if i + 1 < len(self._bounds) else max(t0, end)
-            out.append(self._phase(label, t0, t1))
+            out.append(self._phase(label, t0, t1, self._popped + i))
         return out
 
-    def _phase(self, label: str, t0: float, t1: float) -> Phase:
-        """A phase from the ticks; parts not ticked yet at the last tick's power."""
+    def _phase(self, label: str, t0: float, t1: float, ordinal: int) -> Phase:
+        """A phase from the ticks; parts not ticked yet at the last tick's power.
+        ``ordinal``: which bound it starts at (its work)."""
         own = None
         if self._own_since is not None:
             own = energy_between(self._own_samples, t0, t1, extrapolate=True)
-        return _to_phase(label, energy_between(self._samples, t0, t1, extrapolate=True), own)
+        return _to_phase(label, energy_between(self._samples, t0, t1, extrapolate=True), own,
+                         dict(self._work[ordinal]), self._baseline)
 
 
-def _to_phase(label: str, pe, own=None) -> Phase:
+def _load_baseline(host: str | None):
+    """This host's stored baseline (``tuimeter baseline``), else None (none is normal)."""
+    from .baseline import BaselineError, default_path, load
+
+    try:
+        return load(default_path(), host)
+    except BaselineError:
+        return None
+
+
+def _domain_samples(domain, g_per_j: float) -> Samples:
+    """A domain's samples, with its counter's update period (short phases: phases.py)."""
+    s = Samples(domain.in_total, {str(domain.provenance)}, g_per_j)
+    s.update_s = update_period_s(domain.source)
+    return s
+
+
+def _add_work(into: dict[str, float], units) -> None:
+    for unit, n in units:
+        into[unit] = into.get(unit, 0.0) + n
+
+
+def _sync() -> None:
+    from .sync import synchronize
+
+    synchronize()
+
+
+def _split(pe, baseline) -> dict:
+    """``idle_energy_j``, ``dynamic_energy_j`` and ``baseline`` of a phase (nothing
+    without a baseline, or with none for its counted domains)."""
+    if baseline is None:
+        return {}
+    counted = {d: v for d, v in pe.domains.items() if v.in_total}
+    parts = baseline.split({d: v.energy_j for d, v in counted.items()}, pe.t1_s - pe.t0_s,
+                           {d: v.lost_s for d, v in counted.items()})
+    if parts is None:
+        return {}
+    return dict(idle_energy_j=parts[0], dynamic_energy_j=parts[1],
+                baseline=baseline.describe())
+
+
+def _to_phase(label: str, pe, own=None, work: dict | None = None, baseline=None) -> Phase:
     """A :class:`Phase` from a :class:`~tuimeter.phases.PhaseEnergy`, and ``own``, this
     tree's (None: not followed; no domain yet: 0 J, nothing attributed to it so far)."""
     own_kw = {}
@@ -543,10 +714,12 @@ def _to_phase(label: str, pe, own=None) -> Phase:
                       own_provenance=own.provenance if own.domains else ATTRIBUTED,
                       own_domains={d: v.energy_j for d, v in own.domains.items()})
     return Phase(label, pe.t0_s, pe.t1_s - pe.t0_s, pe.energy_j, pe.co2_g, pe.provenance,
-                 {d: v.energy_j for d, v in pe.domains.items()}, pe.lost_s, **own_kw)
+                 {d: v.energy_j for d, v in pe.domains.items()}, pe.lost_s, **own_kw,
+                 work=work or {}, update_period_s=pe.update_period_s,
+                 **_split(pe, baseline))
 
 
-def _attached_phases(bounds: list) -> list[Phase]:
+def _attached_phases(bounds: list, work: Sequence[dict] = (), baseline=None) -> list[Phase]:
     """Phases from marker replies: samples between the markers (:func:`_reply_samples`),
     of the machine's domains and of this tree's own (``own`` in the replies)."""
     samples = _reply_samples(bounds, _machine)
@@ -555,16 +728,18 @@ def _attached_phases(bounds: list) -> list[Phase]:
     for i in range(len(bounds) - 1):  # the open phase (no end marker yet) is left out
         label, start = bounds[i]
         end = bounds[i + 1][1]
+        done = dict(work[i]) if i < len(work) else {}
         if start is None or end is None or "domains" not in start or "domains" not in end:
             t0 = start.get("elapsed_s", 0.0) if start else 0.0
             dur = (end.get("elapsed_s", t0) - t0) if end and start else 0.0
-            out.append(Phase(label, t0, dur, None, None, "unknown", {}))
+            out.append(Phase(label, t0, dur, None, None, "unknown", {}, work=done))
             continue
         t0, t1 = start["elapsed_s"], end["elapsed_s"]
         own = None
         if _own(start) is not None and _own(end) is not None:
             own = energy_between(own_samples, t0, t1, extrapolate=True)
-        out.append(_to_phase(label, energy_between(samples, t0, t1, extrapolate=True), own))
+        out.append(_to_phase(label, energy_between(samples, t0, t1, extrapolate=True), own,
+                             done, baseline))
     return out
 
 
@@ -605,6 +780,7 @@ def _reply_samples(bounds: list, entries=_machine) -> dict[str, Samples]:
                 s = out[d["id"]] = Samples(d["in_total"], (), reply.get("co2_g_per_j", 0.0))
             s.provs = {d["provenance"]}
             s.in_total = d["in_total"]
+            s.update_s = update_period_s(d.get("source") or "")
             if prev is None:
                 s.add(reply["elapsed_s"], 0.0, 0.0, ticks=0)  # where the data starts
             else:
@@ -660,7 +836,7 @@ def measure(func: None = None, /, *, label: str | None = None, output: str | Non
             host: str | None = None, extra_sensors: Sequence[Sensor] | None = None,
             attach: bool = True, wait_attached_s: float = WAIT_ATTACHED_S,
             engine: Engine | None = None, autostart: bool = True,
-            profile: bool = False) -> Callable[[_F], _F]: ...
+            profile: bool = False, sync: str | None = None) -> Callable[[_F], _F]: ...
 
 
 def measure(func: _F | None = None, /, *, label: str | None = None, output: str | None = None,
@@ -671,7 +847,7 @@ def measure(func: _F | None = None, /, *, label: str | None = None, output: str 
             host: str | None = None, extra_sensors: Sequence[Sensor] | None = None,
             attach: bool = True, wait_attached_s: float = WAIT_ATTACHED_S,
             engine: Engine | None = None, autostart: bool = True,
-            profile: bool = False) -> Any:
+            profile: bool = False, sync: str | None = None) -> Any:
     """Decorator: run each call under a :class:`Meter` (one phase named after the function).
 
     Usable bare (``@measure``) or with keywords (``@measure(output="f.csv")``). The
@@ -681,7 +857,8 @@ def measure(func: _F | None = None, /, *, label: str | None = None, output: str 
     None), ``pue`` (None), ``carbon_source`` (None: table), ``carbon_zone`` (None),
     ``host`` (None), ``extra_sensors`` (None), ``attach`` (True),
     ``wait_attached_s`` (seconds, 30), ``engine`` (None), ``autostart`` (True),
-    ``profile`` (False: True puts energy per function in ``last_meter.profile``); except:
+    ``profile`` (False: True puts energy per function in ``last_meter.profile``), ``sync``
+    (None: ``"cuda"`` waits for queued GPU work at the phase's edges); except:
 
     * ``label`` (str | None, default None): the phase's label; None uses the function's
       qualified name (cut to 200 characters).
@@ -699,7 +876,7 @@ def measure(func: _F | None = None, /, *, label: str | None = None, output: str 
                     carbon_source=carbon_source, carbon_zone=carbon_zone, host=host,
                     extra_sensors=extra_sensors, attach=attach,
                     wait_attached_s=wait_attached_s, engine=engine, autostart=autostart,
-                    profile=profile)
+                    profile=profile, sync=sync)
 
     def decorate(f: _F) -> _F:
         @functools.wraps(f)

@@ -317,6 +317,14 @@ def main(argv: list[str] | None = None) -> int:
         from .session.mark_client import cmd_mark
 
         return cmd_mark(argv[1:])
+    if first == "count":
+        from .session.mark_client import cmd_count
+
+        return cmd_count(argv[1:])
+    if first == "baseline":
+        from .baseline_cli import cmd_baseline
+
+        return cmd_baseline(argv[1:])
     if first == "doctor":
         from .doctor import cmd_doctor
 

@@ -12,9 +12,11 @@ import difflib
 SUBCOMMANDS = {
     "record": "record headless to a session CSV (batch jobs, SSH)",
     "mark": "add a phase marker to every running session of yours",
+    "count": "count work done (samples=64 tokens=32768) in running sessions",
     "report": "energy per phase (between markers) of session CSVs",
     "profile": "energy per Python function of a program (-- python SCRIPT)",
     "doctor": "list the sensors tuimeter finds, what is wrong and the fix",
+    "baseline": "measure each domain's idle power (for idle/dynamic splits)",
     "completion": "print a shell completion script (bash, zsh or fish)",
 }
 #: accepted, not listed
@@ -37,12 +39,17 @@ examples:
 examples:
   tuimeter mark epoch 1
   tuimeter mark --session 12345 evaluation""",
+    "count": """\
+examples:
+  tuimeter count samples=64 tokens=32768
+  tuimeter count --session run.csv steps=1""",
     "report": """\
 examples:
   tuimeter report run.csv
   tuimeter report --format json node-*.csv
   tuimeter report --plot run.csv
-  tuimeter report --by cgroup run.csv""",
+  tuimeter report --by cgroup run.csv
+  tuimeter report --per samples --per tokens run.csv""",
     "profile": """\
 examples:
   tuimeter profile -- python train.py --epochs 3
@@ -52,6 +59,10 @@ examples:
 examples:
   tuimeter doctor
   tuimeter doctor --json > sensors.json""",
+    "baseline": """\
+examples:
+  tuimeter baseline                 20 s on an idle machine
+  tuimeter baseline --seconds 60 --no-gpu""",
     "completion": """\
 examples:
   tuimeter completion bash > ~/.local/share/bash-completion/completions/tuimeter

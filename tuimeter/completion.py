@@ -47,11 +47,13 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     from .cli import _record_parser
     from .doctor import cmd_doctor
     from .profile.cli import parser as profile_parser
-    from .session.mark_client import cmd_mark
+    from .baseline_cli import cmd_baseline
+    from .session.mark_client import cmd_count, cmd_mark
     from .session.report_cli import cmd_report
     from .tui.run import parser as ui_parser
 
     return {"": ui_parser(), "record": _record_parser(), "mark": _parser_of(cmd_mark),
+            "count": _parser_of(cmd_count), "baseline": _parser_of(cmd_baseline),
             "report": _parser_of(cmd_report), "doctor": _parser_of(cmd_doctor),
             "profile": profile_parser(), "completion": completion_parser()}
 

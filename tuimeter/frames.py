@@ -24,7 +24,7 @@ import warnings
 from typing import Iterable
 
 from .session.reader import MAX_PROBLEMS_LISTED, SessionReader
-from .session.schema import COLUMNS, MARKER, ROW_KINDS, SAMPLE, TOTAL, Row
+from .session.schema import COLUMNS, MARKER, ROW_KINDS, SAMPLE, TOTAL, WORK, Row
 
 EXTRA_HINT = "pip install 'tuimeter[pandas]'"
 #: every row kind of the session CSV (the reader passes over kinds not asked for)
@@ -127,7 +127,12 @@ def read_session(path: str | os.PathLike, *, wide: bool = False):
     ``host``, ``session``, ``elapsed_s``, ``interval_s``, ``phase``, then
     ``<domain>_power_w`` and ``<domain>_energy_j`` for every domain (e.g.
     ``package-0/dram_energy_j``; NaN where the domain was lost), then ``total_power_w``
-    and ``total_energy_j`` (the machine total as recorded). Domains that do not add into
+    and ``total_energy_j`` (the machine total as recorded), then ``work_<unit>`` for every
+    unit of work counted (``Meter.count``, ``tuimeter count``): the count that came in
+    the tick (a count belongs to the first tick of its session that ends at or after it;
+    0 where none), so ``df.total_energy_j.sum() / df.work_samples.sum()`` is J per
+    sample. In the long form a ``work`` row has the unit in ``domain`` and the count in
+    ``label`` (``df.label.astype(float)``). Domains that do not add into
     the total (a package's cores, psys) have columns too; ``df.attrs["in_total"]`` maps
     each domain to whether it does. ``phase`` is the label of the phase in force at the
     middle of the tick (markers of the tick's host, all its sessions in the file, as the
@@ -230,11 +235,40 @@ def _wide(pd, df):
     data = data.reindex(at).reset_index(drop=True)
     out = ticks[["timestamp", "host", "session", "elapsed_s", "interval_s"]].copy()
     out["phase"] = _phases(pd, df, ticks)
-    out = pd.concat([out, data], axis=1)
+    out = pd.concat([out, data, _work_columns(pd, df, ticks)], axis=1)
     firsts = samples.drop_duplicates("domain")
     out.attrs["in_total"] = {d: bool(it) if it is not pd.NA else False
                              for d, it in zip(firsts["domain"], firsts["in_total"])}
     return out
+
+
+def _work_columns(pd, df, ticks):
+    """``work_<unit>`` per tick: the counts of its session that came after the previous
+    tick's end, up to its own."""
+    import numpy as np
+
+    work = df[df["kind"] == WORK]
+    units = list(pd.unique(work["domain"]))
+    cols = {f"work_{u}": np.zeros(len(ticks)) for u in units}
+    if not units:
+        return pd.DataFrame(cols, index=ticks.index)
+    counts = work["label"].astype("float64").to_numpy()
+    for (host, session), idx in work.groupby(["host", "session"]).groups.items():
+        mine = ((ticks["host"] == host) & (ticks["session"] == session)).to_numpy(
+            dtype=bool, na_value=False)
+        where = np.flatnonzero(mine)
+        if not len(where):
+            continue
+        order = np.argsort(ticks["elapsed_s"].to_numpy()[where], kind="stable")
+        where = where[order]
+        ends = ticks["elapsed_s"].to_numpy()[where]
+        pos = work.index.get_indexer(idx)
+        k = np.searchsorted(ends, work["elapsed_s"].to_numpy()[pos], side="left")
+        keep = k < len(ends)  # after the last tick: no tick holds it
+        for unit, at, n in zip(work["domain"].to_numpy()[pos][keep], where[k[keep]],
+                               counts[pos][keep]):
+            cols[f"work_{unit}"][at] += n
+    return pd.DataFrame(cols, index=ticks.index)
 
 
 # -- reports -------------------------------------------------------------------------------

@@ -181,6 +181,23 @@ class Marker:
 
 
 @dataclass(frozen=True)
+class Work:
+    """Work a program counted (``Meter.count``, ``tuimeter count``): units at an instant.
+
+    ``units``: (name, how many) pairs, each a positive finite number (checked by
+    :func:`tuimeter.work.check_units` before it gets here)."""
+
+    units: tuple[tuple[str, float], ...]
+    elapsed_s: float
+    timestamp: float  # wall clock, seconds since epoch (UTC)
+    source: str = "api"  # "cli", "api", "socket"
+    pid: int | None = None
+    #: how many of the tick's new markers came before it: the file keeps that order, so
+    #: a count made just before a marker at the same clock reading stays before it
+    after_markers: int = 0
+
+
+@dataclass(frozen=True)
 class DeviceInfo:
     """What a device is doing besides drawing power: the readings a GPU or CPU monitor
     shows (nvitop, s-tui), measured by the driver and read on a slow cadence of their own
@@ -407,6 +424,9 @@ class Snapshot:
     sensors: tuple[SensorStatus, ...] = ()
     markers: tuple[Marker, ...] = ()  # every marker so far (bounded)
     new_markers: tuple[Marker, ...] = ()  # markers added since the previous tick
+    new_work: tuple[Work, ...] = ()  # work counted since the previous tick
+    #: every unit of work counted since the session began: (unit, total), in first-seen order
+    work_totals: tuple[tuple[str, float], ...] = ()
     events: tuple[Event, ...] = ()  # events since the previous tick
     processes: tuple[ProcessShare, ...] = ()  # top processes by power (attribution)
     idle_power_w: float | None = None  # power no process used (attribution)

@@ -31,6 +31,19 @@ INTERPOLATED = "interpolated"
 LOST = "lost"
 #: tolerance (s) when a bridged sample takes the lost intervals it covers
 _SPAN_EPS_S = 1e-6
+#: how often each source's energy counter updates, s (SENSORS.md: NVML's about every
+#: 100 ms, a window shorter than that reads 0; RAPL's about every 1 ms). ``tuimeter
+#: doctor`` measures it on a machine (``update_period_s``).
+UPDATE_PERIOD_S = {"nvml": 0.1, "rapl": 0.001}
+#: a phase shorter than this many updates of a counted domain's counter is
+#: ``interpolated``: the counter may not have moved inside it, or moved for time outside
+FEW_UPDATES = 3
+
+
+def update_period_s(source: str) -> float:
+    """The update period of a source's counter (0: none known; ``rapl:one-core`` is
+    RAPL's)."""
+    return UPDATE_PERIOD_S.get(source.split(":", 1)[0], 0.0)
 
 
 class Samples:
@@ -49,7 +62,7 @@ class Samples:
     """
 
     __slots__ = ("t1", "iv", "e", "ticks", "g", "lost_t1", "lost_iv", "in_total", "provs",
-                 "g_per_j", "clip", "tail_w", "_ordered")
+                 "g_per_j", "clip", "tail_w", "_ordered", "update_s")
 
     def __init__(self, in_total: bool = True, provs: Iterable[str] = (),
                  g_per_j: float = 0.0):
@@ -66,6 +79,8 @@ class Samples:
         self.clip = -math.inf
         self.tail_w: float | None = None
         self._ordered: tuple[int, bool] | None = None  # (samples, starts in order) cached
+        #: how often the domain's counter updates, s (0: unknown; :data:`UPDATE_PERIOD_S`)
+        self.update_s = 0.0
 
     def add(self, t1_s: float, span_s: float, energy_j: float,
             ticks: float | None = None, g_per_j: float | None = None) -> None:
@@ -113,7 +128,7 @@ class Samples:
         out = Samples(self.in_total, self.provs, self.g_per_j)
         out.t1, out.iv, out.e, out.ticks, out.g = self.t1, self.iv, self.e, self.ticks, self.g
         out.lost_t1, out.lost_iv, out.tail_w = self.lost_t1, self.lost_iv, self.tail_w
-        out.clip = clip
+        out.clip, out.update_s = clip, self.update_s
         if len(self.t1) > _SLICE_MIN:  # checked once here, for every clipped copy
             self.starts_in_order()
         out._ordered = self._ordered
@@ -166,6 +181,9 @@ class DomainEnergy:
     lost_s: float = 0.0  # time within the phase when this domain could not be read
     whole_ticks: float = 0.0  # ticks lying entirely inside the phase
     extrapolated_s: float = 0.0  # time past the end of the data, at its last power
+    #: the counter's update period when the phase is shorter than FEW_UPDATES of them
+    #: (then ``interpolated``), else None
+    short_of_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -179,6 +197,9 @@ class PhaseEnergy:
     provenance: str
     lost_s: float  # the longest a counted domain was lost within the phase
     domains: dict = field(default_factory=dict)  # domain id -> DomainEnergy
+    #: the longest update period of a counted counter the phase is too short for (then
+    #: ``interpolated``: fewer than FEW_UPDATES updates inside it), else None
+    update_period_s: float | None = None
 
 
 def average_power_w(energy_j: float | None, duration_s: float) -> float | None:
@@ -200,17 +221,19 @@ def combine(provs: Iterable[str]) -> str:
 
 
 def provenance(whole_ticks: float, provs: Iterable[str], *, extrapolated: bool = False,
-               lost: bool = False) -> str:
+               lost: bool = False, short: bool = False) -> str:
     """The one provenance rule for an energy over a span of time.
 
     ``lost`` when nothing was read in it (only lost time); ``interpolated`` when no
     whole tick lies inside it (a phase shorter than a tick, or one that straddles a tick
-    edge without holding a tick: its energy is apportioned from cut ticks) or when part
-    of it is extrapolated past the data; else :func:`combine` of the readings' kinds.
+    edge without holding a tick: its energy is apportioned from cut ticks), when part
+    of it is extrapolated past the data, or when it is ``short``: shorter than
+    :data:`FEW_UPDATES` updates of the counter (NVML's 100 ms); else :func:`combine` of
+    the readings' kinds.
     """
     if lost:
         return LOST
-    if whole_ticks <= 0 or extrapolated:
+    if whole_ticks <= 0 or extrapolated or short:
         return INTERPOLATED
     return combine(provs)
 
@@ -320,15 +343,20 @@ def energy_between(samples: Mapping[str, Samples | Sequence[Samples]], t0_s: flo
             whole, lost, extra, read = whole + w, lost + ls, extra + x, read or r
             provs |= s.provs
         is_lost = lost > 0 and not read and extra == 0
+        period = max(s.update_s for s in parts)
+        short = period if read and 0 < t1_s - t0_s < FEW_UPDATES * period else None
         d = domains[dom] = DomainEnergy(
             max(0.0, energy), max(0.0, co2), parts[0].in_total,
-            provenance(whole, provs, extrapolated=extra > 0, lost=is_lost), lost, whole, extra)
+            provenance(whole, provs, extrapolated=extra > 0, lost=is_lost,
+                       short=short is not None), lost, whole, extra, short)
         if d.in_total and not is_lost:
             kinds |= provs
     counted = [d for d in domains.values() if d.in_total]
+    short = max((d.short_of_s for d in counted if d.short_of_s is not None), default=None)
     prov = provenance(max((d.whole_ticks for d in counted), default=0.0), kinds,
                       extrapolated=any(d.extrapolated_s > 0 for d in counted),
-                      lost=bool(counted) and all(d.provenance == LOST for d in counted))
+                      lost=bool(counted) and all(d.provenance == LOST for d in counted),
+                      short=short is not None)
     return PhaseEnergy(t0_s, t1_s, sum(d.energy_j for d in counted),
                        sum(d.co2_g for d in counted), prov,
-                       max((d.lost_s for d in counted), default=0.0), domains)
+                       max((d.lost_s for d in counted), default=0.0), domains, short)

@@ -65,8 +65,8 @@ def run_doctor(seconds: float = DEFAULT_SECONDS, *, powercap_root: str | None = 
     from .rapl import RaplProbe
 
     env = os.environ if env is None else env
-    rapl = RaplProbe(powercap_root, clock) if platform.startswith("linux") else None
-    nv = NvmlProbe(clock) if gpu else None
+    rapl = RaplProbe(powercap_root, clock, sleep) if platform.startswith("linux") else None
+    nv = NvmlProbe(clock, sleep) if gpu else None
     pm = PowermetricsProbe(platform)
     est = EstimateProbe()
     co2 = CarbonProbe(env)

@@ -8,10 +8,16 @@ function in an old binding, an NVML error, a ``NVMLLibraryMismatchError`` alike.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable
 
 from ..sensors import nvml
 from ._common import Probe
+from .period import update_periods_s
+
+#: how long the doctor polls the energy counters to time their updates, s (about 100 ms
+#: each: six changes)
+PERIOD_BUDGET_S = 0.8
 
 #: (field id, name in nvml.h, unit of the value we report, scale from the raw value)
 FIELDS = (
@@ -46,9 +52,10 @@ def _code(exc: BaseException | None) -> int | None:
 class NvmlProbe(Probe):
     name = "nvml"
 
-    def __init__(self, clock: Callable[[], float]):
+    def __init__(self, clock: Callable[[], float], sleep: Callable[[float], None] = time.sleep):
         super().__init__()
         self.clock = clock
+        self.sleep = sleep
         self._nv: Any = None
         self._first: dict[int, tuple[int, float]] = {}  # gpu index -> (energy mJ, t_s)
         self._handles: dict[int, Any] = {}
@@ -209,6 +216,11 @@ class NvmlProbe(Probe):
             values, err = _call(nv.nvmlDeviceGetFieldValues, handle, [186])
             if err is None and int(values[0].nvmlReturn) == 0:
                 g["power_instant_w"] = int(values[0].value.uiVal) / 1000.0
+        reads = {i: (lambda h=self._handles[i]: nv.nvmlDeviceGetTotalEnergyConsumption(h))
+                 for i in self._first}
+        for index, period in update_periods_s(reads, self.clock, self.sleep,
+                                              PERIOD_BUDGET_S).items():
+            by_index[index]["update_period_s"] = period
 
     def close(self) -> None:
         if self._nv is not None:

@@ -9,20 +9,27 @@ errors behave here as they do in a recording.
 from __future__ import annotations
 
 import os
+import time
 from typing import Any, Callable
 
 from ..sensors import rapl
 from ..sensors.base import SensorUnavailable
 from ._common import Probe
+from .period import update_periods_s
+
+#: how long the doctor polls the zones to time their updates, s (about 1 ms each)
+PERIOD_BUDGET_S = 0.05
 
 
 class RaplProbe(Probe):
     name = "rapl"
 
-    def __init__(self, root: str | None, clock: Callable[[], float]):
+    def __init__(self, root: str | None, clock: Callable[[], float],
+                 sleep: Callable[[float], None] = time.sleep):
         super().__init__()
         self.root = rapl.resolve_root(root)
         self.clock = clock
+        self.sleep = sleep
         self._first: dict[str, tuple[int, float]] = {}  # zone -> (energy_uj, t_s)
         self._zones: list[Any] = []
 
@@ -115,3 +122,9 @@ class RaplProbe(Probe):
             if delta_uj < 0:
                 self.warning(f"{z.zone} ({z.name}): energy_uj went backwards during the "
                              "check", "run the check again; if it repeats, report it")
+        readable = [z for z in self._zones if z.zone in self._first and z.zone in by_zone]
+        reads = {z.zone: (lambda path=z.energy_path: int(rapl._read_text(path)))
+                 for z in readable}
+        for zone, period in update_periods_s(reads, self.clock, self.sleep,
+                                             PERIOD_BUDGET_S).items():
+            by_zone[zone]["update_period_s"] = period

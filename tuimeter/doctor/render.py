@@ -25,6 +25,14 @@ def _found(section: dict) -> str:
     return "found"
 
 
+def _period(period_s: float | None) -> str:
+    """The counter's measured update period (phases shorter than a few of them are
+    ``interpolated``)."""
+    if period_s is None:
+        return "counter update period: not seen (the counter hardly moved while polled)"
+    return f"counter updates every {period_s * 1e3:.3g} ms (measured)"
+
+
 def _rapl(s: dict, window_s: float) -> list[str]:
     lines = [f"RAPL (powercap at {_s(s.get('root'))}): {_found(s)}"]
     for z in s.get("zones", []):
@@ -37,6 +45,8 @@ def _rapl(s: dict, window_s: float) -> list[str]:
         if z.get("delta_j") is not None:
             lines.append(f"    {z['delta_j']:.3f} J in {window_s:g} s = {_w(z['power_w'])}"
                          f"{' (wrapped once)' if z.get('wrapped') else ''}")
+        if "update_period_s" in z:
+            lines.append(f"    {_period(z['update_period_s'])}")
     for note in s.get("notes", []):
         lines.append(f"  note: {_s(note)}")
     return lines
@@ -59,6 +69,8 @@ def _nvml(s: dict, window_s: float) -> list[str]:
             lines.append(f"    {g['energy_delta_j']:.3f} J in {window_s:g} s = "
                          f"{_w(g['power_from_energy_w'])} (instant power now "
                          f"{_w(g['power_instant_w'])})")
+        if "update_period_s" in g:
+            lines.append(f"    {_period(g['update_period_s'])}")
         pu = g.get("process_utilization") or {}
         lines.append(f"    process utilisation: {_s(pu.get('status'))}")
         lines.append(f"    MIG mode: {_s((g.get('mig_mode') or {}).get('status'))}")

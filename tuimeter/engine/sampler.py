@@ -49,6 +49,7 @@ from ..model import (
     Event,
     Link,
     Marker,
+    Work,
     Provenance,
     Reading,
     SensorStatus,
@@ -180,6 +181,8 @@ class Engine:
         self._open_sensors: list[Sensor] = []
         self._lock = threading.Lock()  # guards markers and listeners
         self._pending_markers: list[Marker] = []
+        self._pending_work: list[Work] = []
+        self._work_totals: dict[str, float] = {}  # unit -> counted since the start
         self._taking_markers = True  # False once stop() took the last: it would never be written
         self._final_tick = False  # the tick being taken is stop()'s last one
         self._markers: collections.deque = collections.deque(maxlen=MAX_MARKERS_KEPT)
@@ -204,8 +207,10 @@ class Engine:
 
     # -- set-up -------------------------------------------------------------------
     def open(self) -> None:
-        """Open every sensor; take the first readings (the session starts now)."""
-        now = self.clock()
+        """Open every sensor; take the first readings (the session starts now: at those
+        readings, after the sensors opened, since opening one can take a while, e.g.
+        ``nvmlInit``, and a baseline stamped earlier would spread the first tick's energy
+        over time it was not measured in)."""
         for sensor in self.sensors:
             try:
                 domains = list(sensor.open())
@@ -224,6 +229,7 @@ class Engine:
                 st = _DomainState(d, sensor, self.history_len)
                 self._states.append(st)
                 self._by_id[d.id] = st
+        now = self.clock()
         self._poll_sensors(now)
         for st in self._states:
             st.tick_energy_j, st.span_t = st.last_energy_j, now
@@ -346,6 +352,23 @@ class Engine:
             self._pending_markers.append(marker)
         return marker
 
+    def add_work(self, units: dict[str, float], source: str = "api",
+                 pid: int | None = None) -> Work:
+        """Count work now (``units``: name -> a positive count, already checked by
+        :func:`tuimeter.work.check_units`). Thread-safe; appears in the next snapshot's
+        ``new_work``. Raises :class:`SessionEnded` as :meth:`add_marker` does."""
+        now = self.clock()
+        start = self._start_t if self._start_t is not None else now
+        wall = self.wallclock()
+        with self._lock:
+            if not self._taking_markers:
+                raise SessionEnded("the session has ended")
+            work = Work(units=tuple(units.items()), elapsed_s=max(0.0, now - start),
+                        timestamp=wall, source=source, pid=pid,
+                        after_markers=len(self._pending_markers))
+            self._pending_work.append(work)
+        return work
+
     @property
     def tracks_owners(self) -> bool:
         """Whether this engine's attributor can follow owner trees (:meth:`track_owner`)."""
@@ -466,12 +489,17 @@ class Engine:
         with self._lock:
             new_markers = tuple(self._pending_markers)
             self._pending_markers.clear()
+            new_work = tuple(self._pending_work)
+            self._pending_work.clear()
             if self._final_tick:
                 self._taking_markers = self._final_tick = False
             events = tuple(self._events)
             self._events.clear()
             listeners = list(self._listeners)
         self._markers.extend(new_markers)
+        for w in new_work:
+            for unit, n in w.units:
+                self._work_totals[unit] = self._work_totals.get(unit, 0.0) + n
         cpu_s = self.cpu_clock()
         monitor_pct = None
         if self._last_cpu_s is not None:
@@ -487,7 +515,7 @@ class Engine:
                 log.exception("attribution failed")
                 events = events + (Event(now, "attribution", "", "error", str(exc)),)
         snap = self._build_snapshot(now, interval, new_markers, events, attribution,
-                                    monitor_pct, domains, factor)
+                                    monitor_pct, domains, factor, new_work)
         self._last_tick_t = now
         self._snapshot = snap
         return snap, listeners
@@ -512,7 +540,8 @@ class Engine:
         return tuple(out)
 
     def _build_snapshot(self, now, interval, new_markers, events, attribution, monitor_pct,
-                        domains: tuple[DomainSample, ...], factor: float) -> Snapshot:
+                        domains: tuple[DomainSample, ...], factor: float,
+                        new_work: tuple[Work, ...] = ()) -> Snapshot:
         """The snapshot of a tick (``interval`` > 0, which also adds it to the machine
         totals and their history) or of the session's start (``interval`` 0)."""
         counted = [d for d in domains if d.domain.in_total]
@@ -546,6 +575,8 @@ class Engine:
             sensors=tuple(self._statuses.values()),
             markers=tuple(self._markers),
             new_markers=tuple(new_markers),
+            new_work=new_work,
+            work_totals=tuple(self._work_totals.items()),
             events=tuple(events),
             processes=tuple(processes),
             idle_power_w=idle_w,
@@ -633,7 +664,8 @@ class Engine:
         if final_tick and self._start_t is not None:
             now = self.clock()
             with self._lock:
-                needed = bool(self._pending_markers) or now - self._last_tick() > 1e-3
+                needed = (bool(self._pending_markers or self._pending_work)
+                          or now - self._last_tick() > 1e-3)
                 self._final_tick = needed  # markers close when this tick takes them
             if needed:
                 return self.tick(now)

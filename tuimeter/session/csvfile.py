@@ -261,9 +261,14 @@ class SessionWriter:
     def write_snapshot(self, snap: Snapshot) -> None:
         """All rows of one tick, then flush: markers, events, a ``carbon`` row when the
         carbon settings changed since the file's last, domain rows, samples."""
-        for m in snap.new_markers:
+        work = list(snap.new_work)  # in the order they came, among the markers
+        for i, m in enumerate(snap.new_markers):
+            while work and work[0].after_markers <= i:
+                self._work_rows(work.pop(0))
             self._row(m.timestamp, m.elapsed_s, 0.0, MARKER, source=m.source, label=m.label,
                       pid=m.pid)
+        for w in work:
+            self._work_rows(w)
         for e in snap.events:
             self._row(snap.timestamp, snap.elapsed_s, 0.0, EVENT, domain=e.domain_id,
                       source=e.source, label=f"{e.kind}: {e.message}")
@@ -276,6 +281,10 @@ class SessionWriter:
             self._point_rows(snap)
             self._device_rows(snap)
         self._flush()
+
+    def _work_rows(self, work) -> None:
+        for row in schema.work_rows(work, self.host, self.session_id):
+            self._put(row)
 
     def _device_rows(self, snap: Snapshot) -> None:
         """A ``device`` row per domain whose device readings are new since the file's last

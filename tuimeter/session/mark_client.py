@@ -219,9 +219,28 @@ def send_mark(label: str, source: str = "cli", pid: int | None = None,
     label = check_label(label)
     if pid is not None and not is_pid(pid):
         raise ValueError(f"pid {str(pid)[:24]} is not a process id (1 .. {PID_LIMIT})")
+    return _deliver({"op": "mark", "label": label, "source": source,
+                     "pid": os.getpid() if pid is None else pid}, target, timeout_s)
+
+
+def send_count(units: dict, source: str = "cli", pid: int | None = None,
+               target: str | None = FROM_ENV, timeout_s: float | None = None) -> MarkResult:
+    """Count work (``units``: name -> a positive finite number) in every running session
+    (or ``target``), delivered as a marker is. Raises ValueError on a bad unit or count
+    (:func:`tuimeter.work.check_units`) or a bad ``pid``, before anything is sent."""
+    from ..work import check_units
+
+    units = check_units(units)
+    if pid is not None and not is_pid(pid):
+        raise ValueError(f"pid {str(pid)[:24]} is not a process id (1 .. {PID_LIMIT})")
+    return _deliver({"op": "count", "units": units, "source": source,
+                     "pid": os.getpid() if pid is None else pid}, target, timeout_s)
+
+
+def _deliver(message: dict, target: str | None, timeout_s: float | None) -> MarkResult:
+    """Send ``message`` (a mark or a count) and say what became of it."""
     target = _resolve(target)
-    answers = exchange({"op": "mark", "label": label, "source": source,
-                        "pid": os.getpid() if pid is None else pid}, timeout_s, target)
+    answers = exchange(message, timeout_s, target)
     ok = [a for a in answers if a.reply is not None and a.reply.get("ok")]
     silent = tuple(a.who for a in answers if a.reply is None)
     refused = tuple(f"{a.who}: {str(a.reply.get('error', ''))[:80]}" for a in answers
@@ -230,6 +249,26 @@ def send_mark(label: str, source: str = "cli", pid: int | None = None,
         silent = ()  # the target answered: the silent ones are other sessions
     return MarkResult(len(ok), tuple(str(a.reply.get("session") or "?") for a in ok), silent,
                       refused, target)
+
+
+def _target_options(p: argparse.ArgumentParser) -> None:
+    """``--pid``, ``--session`` and ``--timeout``: the same for ``mark`` and ``count``."""
+    p.add_argument("--pid", help="process the marker is about (default: this one)")
+    p.add_argument("--session", metavar="ID|PATH",
+                   help=f"only this session: its id (the CSV's session column) or its CSV "
+                        f"file (default: ${SESSION_ENV} if set, else every session)")
+    p.add_argument("--timeout", type=float, metavar="S",
+                   help=f"how long the sessions have to take it, in seconds (default "
+                        f"{CLI_TIMEOUT_S:g}; replies may take {REPLY_GRACE_S:g} s more)")
+
+
+def _check_timeout(timeout: float | None) -> int | None:
+    """EXIT_BAD_INPUT (and one line) for a ``--timeout`` out of range, else None."""
+    if timeout is not None and not 0 < timeout <= MAX_TIMEOUT_S:
+        print(f"tuimeter: error: --timeout must be > 0 and <= {MAX_TIMEOUT_S:g} seconds",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return None
 
 
 def cmd_mark(argv: list[str]) -> int:
@@ -244,18 +283,11 @@ def cmd_mark(argv: list[str]) -> int:
                     "session marked, 3 some did not answer or refused, 1 none marked, 2 bad "
                     "input.")
     p.add_argument("label", nargs="+", help="marker label (words are joined by spaces)")
-    p.add_argument("--pid", help="process the marker is about (default: this one)")
-    p.add_argument("--session", metavar="ID|PATH",
-                   help=f"only this session: its id (the CSV's session column) or its CSV "
-                        f"file (default: ${SESSION_ENV} if set, else every session)")
-    p.add_argument("--timeout", type=float, metavar="S",
-                   help=f"how long the sessions have to take it, in seconds (default "
-                        f"{CLI_TIMEOUT_S:g}; replies may take {REPLY_GRACE_S:g} s more)")
+    _target_options(p)
     args = p.parse_args(argv)
-    if args.timeout is not None and not 0 < args.timeout <= MAX_TIMEOUT_S:
-        print(f"tuimeter: error: --timeout must be > 0 and <= {MAX_TIMEOUT_S:g} seconds",
-              file=sys.stderr)
-        return EXIT_BAD_INPUT
+    bad = _check_timeout(args.timeout)
+    if bad is not None:
+        return bad
     label = " ".join(args.label)
     try:
         pid = None if args.pid is None else parse_pid(args.pid)
@@ -269,7 +301,40 @@ def cmd_mark(argv: list[str]) -> int:
     return result.exit_status
 
 
-def print_result(label: str, r: MarkResult) -> None:
+def cmd_count(argv: list[str]) -> int:
+    """``tuimeter count [--session ID|PATH] UNIT=N ...``: work done, in every running
+    session (or one); exit statuses as ``tuimeter mark``'s."""
+    from ..work import parse_pairs
+
+    p = argparse.ArgumentParser(
+        prog="tuimeter count",
+        **help_text("count"),
+        description="Count work done (samples, tokens, steps ...) in every running tuimeter "
+                    "session of this user, or in one with --session: phases and reports "
+                    "then give J per unit. Each N is a positive finite number. Exit status: "
+                    "0 every session counted it, 3 some did not answer or refused, 1 none, "
+                    "2 bad input.")
+    p.add_argument("pairs", nargs="+", metavar="UNIT=N", help="a unit and how many, e.g. "
+                   "samples=64 tokens=32768")
+    _target_options(p)
+    args = p.parse_args(argv)
+    bad = _check_timeout(args.timeout)
+    if bad is not None:
+        return bad
+    try:
+        units = parse_pairs(args.pairs)
+        pid = None if args.pid is None else parse_pid(args.pid)
+        result = send_count(units, source="cli", pid=pid,
+                            timeout_s=CLI_TIMEOUT_S if args.timeout is None else args.timeout,
+                            target=args.session if args.session is not None else FROM_ENV)
+    except ValueError as exc:
+        print(f"tuimeter: error: {safe_text(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print_result(" ".join(f"{k}={v:g}" for k, v in units.items()), result, "counted")
+    return result.exit_status
+
+
+def print_result(label: str, r: MarkResult, verb: str = "marked") -> None:
     """One line on stdout for what was marked, one on stderr for what was not."""
     missed = r.missed()
     total = r.delivered + len(r.not_answered) + len(r.refused)
@@ -277,15 +342,15 @@ def print_result(label: str, r: MarkResult) -> None:
         where = (f"session {r.sessions[0]}" if r.target is not None and r.delivered == 1
                  else f"{r.delivered} session{'s' if r.delivered > 1 else ''}"
                  if not missed else f"{r.delivered} of {total} sessions")
-        print(f"tuimeter: marked {label!r} in {where}")
+        print(f"tuimeter: {verb} {label!r} in {where}")
         if missed:
-            print(f"tuimeter: warning: not marked in {total - r.delivered}: {missed}",
+            print(f"tuimeter: warning: not {verb} in {total - r.delivered}: {missed}",
                   file=sys.stderr)
     elif missed:
-        print(f"tuimeter: error: nothing marked: {missed}", file=sys.stderr)
+        print(f"tuimeter: error: nothing {verb}: {missed}", file=sys.stderr)
     elif r.target is not None:
         print(f"tuimeter: error: no running session is {r.target!r} (a session id or "
-              f"session CSV); nothing marked", file=sys.stderr)
+              f"session CSV); nothing {verb}", file=sys.stderr)
     else:
         print("tuimeter: no tuimeter session is running for this user (start `tuimeter` or "
-              "`tuimeter record`); nothing marked", file=sys.stderr)
+              f"`tuimeter record`); nothing {verb}", file=sys.stderr)

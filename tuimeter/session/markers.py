@@ -12,6 +12,7 @@ Protocol: the client connects, sends one JSON object on one line (UTF-8, at most
 
     {"op": "mark", "label": "epoch 2", "source": "cli", "pid": 4242, "expires": 1.8e9}
     {"op": "status"}
+    {"op": "count", "units": {"samples": 64, "tokens": 32768}, "source": "cli", "pid": 4242}
     {"op": "mark", "label": "train", "source": "api", "pid": 4242,
      "meter": "4242:140:7f3a", "meter_state": "start",
      "session": "3f2a9c0d1e4b", "session_path": "/home/me/run.csv"}
@@ -41,6 +42,10 @@ process is the socket's peer as the kernel reports it (``SO_PEERCRED``); a claim
 belong to this user. Every reply to it then carries ``own``: that tree's cumulative
 attributed energy per domain (``cpu`` and each GPU) at the last tick, with its power, so
 the client computes its own energy as it computes the machine's.
+
+A ``count`` (``tuimeter count``, ``tuimeter.count()``, ``Meter.count``) is work done:
+each unit a positive finite number (:mod:`tuimeter.work`), recorded as ``work`` rows at
+the instant it is read; it is delivered, targeted and expires exactly as a marker is.
 
 The reply is ``{"ok": true, ...}`` with the session's state at the marker (see
 :func:`session_state`), or ``{"ok": false, "error": "..."}`` for a refused message. The
@@ -145,7 +150,8 @@ def session_state(engine, marker=None, session_id: str | None = None,
                 out["total_energy_j"] = p.fields["total_energy_j"]
                 out["total_power_w"] = p.fields["power_w"]
             elif p.name == "domain":
-                domains.append({"id": p.tags["domain"], "in_total": p.tags["in_total"] == "1",
+                domains.append({"id": p.tags["domain"], "source": p.tags["source"],
+                                "in_total": p.tags["in_total"] == "1",
                                 "provenance": p.tags["provenance"],
                                 "total_energy_j": p.fields["total_energy_j"],
                                 "total_co2_g": p.fields["total_co2_g"],
@@ -237,22 +243,24 @@ def _handle(server: "MarkerServer", line: bytes,
     op = msg.get("op", "mark")
     if op == "status":
         return server.state()
-    if op != "mark":
+    if op not in ("mark", "count"):
         return {"ok": False, "error": f"unknown op {str(op)[:20]!r}"}
     expires = _number(msg.get("expires"))
     if expires is not None and time.time() > expires:
         # the client has given up on this session: recording it now would be a marker
         # it reported as not delivered (and late, e.g. after SIGSTOP/SIGCONT)
         return {"ok": False, "expired": True, "error": "arrived after the client's deadline"}
-    try:
-        label = check_label(msg.get("label"))
-    except ValueError as exc:
-        return {"ok": False, "error": str(exc)}
     source = msg.get("source") if msg.get("source") in SOURCES else "socket"
     pid = msg.get("pid")
     if pid is not None and not is_pid(pid):
         return {"ok": False, "error": f"pid {str(pid)[:24]} is not a process id "
                                       f"(1 .. {PID_LIMIT})"}
+    if op == "count":
+        return _count(server, msg.get("units"), source, pid)
+    try:
+        label = check_label(msg.get("label"))
+    except ValueError as exc:
+        return {"ok": False, "error": str(exc)}
     try:
         marker = server.engine.add_marker(label, source=source, pid=pid)
     except SessionEnded as exc:
@@ -266,6 +274,25 @@ def _handle(server: "MarkerServer", line: bytes,
         rank = msg.get("rank")
         server.engine.track_owner(owner, marker.elapsed_s, rank if isinstance(rank, str) else None)
     return server.state(marker, owner)
+
+
+def _count(server: "MarkerServer", units, source: str, pid: int | None) -> dict:
+    """``{"op": "count", "units": {"samples": 64}}``: work counted in the session now
+    (:mod:`tuimeter.work`'s rules: a bad unit or count is refused, nothing recorded)."""
+    from ..engine.sampler import SessionEnded
+    from ..work import check_units
+
+    if not isinstance(units, dict):
+        return {"ok": False, "error": "units must be a JSON object of UNIT: N"}
+    try:
+        checked = check_units(units)
+    except ValueError as exc:
+        return {"ok": False, "error": str(exc)}
+    try:
+        work = server.engine.add_work(checked, source=source, pid=pid)
+    except SessionEnded as exc:
+        return {"ok": False, "error": str(exc)}
+    return server.state(work)
 
 
 class MarkerServer:

@@ -37,8 +37,8 @@ from typing import Iterator, NamedTuple
 from ..text import safe_text
 from . import fastread
 from .schema import (CARBON, COLUMNS, DEVICE, DOMAIN, IN_TOTAL, LOST, MARKER, MAX_NUMBER,
-                     N_COLUMNS, SAMPLE, SAMPLE_PROVENANCES, SESSION, SETTINGS, TREE, BadRow,
-                     Row, _new_row, number, parse_row)
+                     N_COLUMNS, SAMPLE, SAMPLE_PROVENANCES, SESSION, SETTINGS, TREE, WORK,
+                     BadRow, Row, _new_row, number, parse_row)
 
 __all__ = ["BadRow", "Row", "SessionFormatError", "SessionReader", "check_header",
            "find_sessions", "number", "parse_row"]
@@ -47,8 +47,8 @@ __all__ = ["BadRow", "Row", "SessionFormatError", "SessionReader", "check_header
 MAX_PROBLEMS_LISTED = 5
 #: the row kinds read by default (the report and the replay need no others)
 READ_KINDS = frozenset({SESSION, SETTINGS, DOMAIN, CARBON, SAMPLE, MARKER})
-#: kinds never taken by the inline checks: their JSON label is checked by parse_row
-_SLOW_KINDS = frozenset({SETTINGS, DOMAIN, TREE, CARBON, DEVICE})
+#: kinds never taken by the inline checks: their label (JSON, a count) is checked by parse_row
+_SLOW_KINDS = frozenset({SETTINGS, DOMAIN, TREE, CARBON, DEVICE, WORK})
 
 
 class SessionFormatError(Exception):

@@ -35,17 +35,19 @@ its energy over the time it was measured (duration - lost_s).
 
 from __future__ import annotations
 
+import bisect
 import math
 from array import array
 from dataclasses import dataclass, field
 
 from ..carbon import co2_g
-from ..phases import DomainEnergy, Samples, combine, energy_between
+from ..phases import DomainEnergy, Samples, combine, energy_between, update_period_s
 from ..text import safe_text
+from ..work import EnergyPer, energy_per
 from .owners import OWNER_KINDS, owner_rows
 from .reader import READ_KINDS, SessionFormatError, SessionReader
-from .schema import (CARBON, MARKER, META_KINDS, SAMPLE, SessionMeta, bridged_span_s,
-                     carbon_of)
+from .schema import (CARBON, MARKER, META_KINDS, SAMPLE, WORK, SessionMeta, bridged_span_s,
+                     carbon_of, work_of)
 
 #: markers with the same label closer than this (s) on one host are one boundary
 MARKER_MERGE_S = 1.0
@@ -84,7 +86,7 @@ class _Series(Samples):
             getattr(out, name).extend(getattr(later, name))
         out.provs = self.provs | later.provs
         out.last_prov = later.last_prov
-        out.g_per_j = self.g_per_j
+        out.g_per_j, out.update_s = self.g_per_j, max(self.update_s, later.update_s)
         if self.g is not None or later.g is not None or self.g_per_j != later.g_per_j:
             out.g = array("d")
             for part in (self, later):
@@ -106,6 +108,7 @@ class SessionData:
     #: what the session's first rows say: carbon settings, domains (either schema)
     meta: SessionMeta = field(default_factory=SessionMeta)
     owners: dict = field(default_factory=dict)  # owner key -> _Series (``--by``)
+    work: list = field(default_factory=list)  # (t wall s, unit, count): ``work`` rows
 
 
 @dataclass
@@ -124,7 +127,8 @@ def load_file(path: str, by: str | None = None) -> FileResult:
     owner_kind = OWNER_KINDS[by] if by is not None else None
     owner_rows_kind = owner_kind.row_kind if owner_kind is not None else None
     res = FileResult(path)
-    rd = SessionReader(path, READ_KINDS | {owner_rows_kind} if owner_rows_kind else READ_KINDS)
+    kinds = READ_KINDS | {WORK}
+    rd = SessionReader(path, kinds | {owner_rows_kind} if owner_rows_kind else kinds)
     sessions: dict[tuple, SessionData] = {}
     cur = None
     key = (None, None)
@@ -139,7 +143,7 @@ def load_file(path: str, by: str | None = None) -> FileResult:
             kind = row.kind
             if kind == SAMPLE:
                 s = cur.series.get(row.domain) or _new_series(cur, row.domain, row.in_total,
-                                                              key)
+                                                              key, row.source)
                 energy = row.energy_j
                 if energy is not None:
                     el = row.elapsed_s + cur.offset
@@ -161,7 +165,15 @@ def load_file(path: str, by: str | None = None) -> FileResult:
                     s.lost_t1.append(row.elapsed_s + cur.offset)
                     s.lost_iv.append(row.interval_s)
             elif kind == MARKER:
-                cur.markers.append((row.elapsed_s + cur.offset, row.label, row.source))
+                t = row.elapsed_s + cur.offset
+                cur.markers.append((t, row.label, row.source))
+                for i in range(len(cur.work) - 1, -1, -1):  # counted just before it, at the
+                    if cur.work[i][0] != t:  # same instant: it stays before it
+                        break
+                    cur.work[i] = (math.nextafter(t, -math.inf),) + cur.work[i][1:]
+            elif kind == WORK:
+                unit, n = work_of(row)
+                cur.work.append((row.elapsed_s + cur.offset, unit, n))
             elif kind == CARBON:  # the figure in force from this tick on
                 cur.g_now = co2_g(1.0, carbon_of(row))
             elif kind == owner_rows_kind and row.energy_j is not None:
@@ -191,10 +203,13 @@ def _session(sessions: dict, key: tuple, path: str, offset_s: float) -> SessionD
     return cur
 
 
-def _new_series(cur: SessionData, domain: str, in_total: bool, key: tuple) -> _Series:
-    """A domain's series, made by its first sample (in_total is that sample's)."""
+def _new_series(cur: SessionData, domain: str, in_total: bool, key: tuple,
+                source: str) -> _Series:
+    """A domain's series, made by its first sample (in_total and source are that
+    sample's: the source says how often its counter updates)."""
     s = cur.series[domain] = _Series(in_total, (key, cur.path))
     s.g_per_j = _g_per_j(cur)
+    s.update_s = update_period_s(source)
     return s
 
 
@@ -208,7 +223,8 @@ def _add_runs(sessions: dict, runs: list, path: str, cur, key):
         if run.host != key[0] or run.session != key[1]:
             key = (run.host, run.session)
             cur = _session(sessions, key, path, run.wall0_s - run.elapsed0_s)
-        s = cur.series.get(run.domain) or _new_series(cur, run.domain, run.in_total, key)
+        s = cur.series.get(run.domain) or _new_series(
+            cur, run.domain, run.in_total, key, run.cols["source"][run.at[0].as_py()].as_py() or "")
         if cur.g_now is not None:  # a live carbon source: each tick's own figure
             for t, span, energy in zip(doubles(run.column("elapsed_s")),
                                        doubles(run.column("interval_s")),
@@ -303,6 +319,15 @@ class Segment(_Span):
     share: float  # of its host's energy, 0..1
     domains: dict  # domain -> DomainEnergy
     owners: list | None = None  # ``--by``: OwnerEnergy rows, unowned last (add up to energy_j)
+    work: dict = field(default_factory=dict)  # unit -> count in the segment (``work`` rows)
+    #: set when ``interpolated`` for being shorter than a few counter updates: the period
+    update_period_s: float | None = None
+
+    def energy_per(self, unit: str) -> EnergyPer | None:
+        """J per ``unit`` of the segment: the host's energy (``basis`` machine: a report
+        adds no own energy) over the work counted in it (every session of the host)."""
+        return energy_per(unit, self.work, self.duration_s, None, "", self.energy_j,
+                          self.provenance)
 
 
 @dataclass
@@ -442,17 +467,23 @@ def _host_report(host: str, sessions: list[SessionData], by: str | None = None) 
         start_t, end_t = min(t), max(t)
     host_e = sum(d.energy_j for d in dom_totals.values() if d.in_total)
     host_co2 = sum(d.co2_g for d in dom_totals.values() if d.in_total)
+    work: list[dict] = [{} for _ in labels]
+    for sess in sessions:
+        for t, unit, n in sess.work:  # segment k holds cuts[k] <= t < cuts[k + 1]
+            k = bisect.bisect_right(cuts, t) - 1
+            work[k][unit] = work[k].get(unit, 0.0) + n
     segments = []
     for k, pe in enumerate(per_seg):
         s0, s1 = max(cuts[k], start_t), min(cuts[k + 1], end_t)
-        if s1 - s0 < MIN_SEGMENT_S and pe.energy_j == 0:
+        if s1 - s0 < MIN_SEGMENT_S and pe.energy_j == 0 and not work[k]:
             continue
         owners = per_seg_owners[k]
         segments.append(Segment(host, len(segments) + 1, labels[k], s0, max(s0, s1),
                                 pe.energy_j, pe.co2_g, pe.provenance,
                                 pe.energy_j / host_e if host_e > 0 else 0.0, seg_domains[k],
                                 None if owners is None else
-                                owner_rows(owners, pe.energy_j, pe.co2_g)))
+                                owner_rows(owners, pe.energy_j, pe.co2_g), work[k],
+                                pe.update_period_s))
     counted = {d.provenance for d in dom_totals.values() if d.in_total}
     return HostReport(host, sorted({s.path for s in sessions}),
                       len({s.session for s in sessions}), start_t,

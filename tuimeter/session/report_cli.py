@@ -22,6 +22,7 @@ from .codecarbon import DEFAULT_PROJECT, device_loads, to_codecarbon
 from .owners import OWNER_KINDS, UNOWNED
 from .report import J_PER_WH, Report, avg_w, build_report, load_file
 from ..cli_help import help_text
+from ..work import check_unit, metric_name
 
 FORMATS = ("table", "csv", "json", "markdown", "codecarbon")
 CSV_FIELDS = ("host", "segment", "label", "start", "duration_s", "domain", "in_total",
@@ -60,12 +61,47 @@ def _prov(provenance: str, lost_s: float) -> str:
     return f"{provenance} (lost {lost_s:.1f} s)" if lost_s > 0 else provenance
 
 
-def to_json(rep: Report) -> dict:
+def _per_json(seg, units: tuple) -> dict:
+    """``per`` (with ``--per``): per unit the segment's ``count``, ``j_per_unit`` (None
+    when nothing was counted), ``units_per_s``, and the ``basis`` and ``provenance`` of
+    the energy it divides."""
+    if not units:
+        return {}
+    out = {}
+    for unit in units:
+        e = seg.energy_per(unit)
+        out[unit] = {"count": seg.work.get(unit, 0.0),
+                     "j_per_unit": None if e is None else e.j_per_unit,
+                     "units_per_s": None if e is None else e.units_per_s,
+                     "basis": "machine", "provenance": seg.provenance}
+    return {"per": out}
+
+
+def seg_split(seg, baseline) -> tuple[float, float] | None:
+    """(idle J, dynamic J) of a segment with ``baseline`` (None: none, another host's)."""
+    if baseline is None or seg.host != baseline.host:
+        return None
+    counted = {d: v for d, v in seg.domains.items() if v.in_total}
+    return baseline.split({d: v.energy_j for d, v in counted.items()}, seg.duration_s,
+                          {d: v.lost_s for d, v in counted.items()})
+
+
+def _split_json(seg, baseline) -> dict:
+    if baseline is None:
+        return {}
+    parts = seg_split(seg, baseline)
+    return {"idle_energy_j": None if parts is None else parts[0],
+            "dynamic_energy_j": None if parts is None else parts[1]}
+
+
+def to_json(rep: Report, per: tuple = (), baseline=None) -> dict:
     """The JSON document: ``total``, ``hosts``, ``segments`` (same fields), ``files``;
-    with ``--by``, ``by`` (the owner kind) and each segment's ``owners``."""
+    with ``--by``, ``by`` (the owner kind) and each segment's ``owners``; with ``--per
+    UNIT``, each segment's ``per.UNIT`` (:func:`_per_json`)."""
     describe = OWNER_KINDS[rep.by].describe if rep.by else None
     return {
         **({"by": rep.by} if rep.by else {}),
+        **({"baseline": baseline.describe()} if baseline is not None else {}),
         "total": {**_fields(rep.energy_j, rep.co2_g, rep.duration_s),
                   "lost_s": max((h.lost_s for h in rep.hosts), default=0.0),
                   "start": _iso(rep.start_t), "end": _iso(rep.end_t),
@@ -78,7 +114,10 @@ def to_json(rep: Report) -> dict:
                       **_span(s),
                       "start": _iso(s.start_t), "end": _iso(s.end_t), "share": s.share,
                       "provenance": s.provenance, "domains": _domains(s.domains, s.duration_s),
-                      **_owners_json(s, describe)}
+                      **({"update_period_s": s.update_period_s}
+                         if s.update_period_s is not None else {}),
+                      **_owners_json(s, describe), **_per_json(s, per),
+                      **_split_json(s, baseline)}
                      for h in rep.hosts for s in h.segments],
         "files": [{"path": f.path, "rows": f.rows, "error": f.error, "problems": f.problems}
                   for f in rep.files],
@@ -140,21 +179,47 @@ def _split_owner(row: tuple) -> tuple[tuple, str]:
     return row, ""
 
 
-def to_csv(rep: Report, by: str | None = None) -> str:
+def _segments_by_key(rep: Report) -> dict:
+    return {(h.host, s.index): s for h in rep.hosts for s in h.segments}
+
+
+def _per_cells(seg, units: tuple) -> tuple:
+    """``UNIT`` (the count) and its J per unit for each unit of ``--per``: a segment's
+    total row has them, other rows leave them empty."""
+    out: tuple = ()
+    for unit in units:
+        e = seg.energy_per(unit) if seg is not None else None
+        out += ("" if seg is None else _full(seg.work.get(unit, 0.0)),
+                "" if e is None else _full(e.j_per_unit))
+    return out
+
+
+def to_csv(rep: Report, by: str | None = None, per: tuple = (), baseline=None) -> str:
     """The long rows for spreadsheets: text from the files (host, label, domain) made
     :func:`~tuimeter.text.spreadsheet_cell` safe (no formula runs when it is opened),
     numbers in full precision. With ``by``, an ``owner`` column and, after each
-    segment's domains, a row per owner (domain ``(owner)``), ``unowned`` last."""
+    segment's domains, a row per owner (domain ``(owner)``), ``unowned`` last. With
+    ``per``, the columns ``UNIT`` and ``j_per_UNIT`` (singular: ``samples`` ->
+    ``j_per_sample``, :func:`~tuimeter.work.metric_name`) for each unit, on each segment's
+    total row (the host's energy over the work counted in it)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(CSV_FIELDS + (("owner",) if by else ()))
+    w.writerow(CSV_FIELDS + (("owner",) if by else ())
+               + tuple(c for u in per for c in (u, metric_name(u)))
+               + (("idle_energy_j", "dynamic_energy_j") if baseline is not None else ()))
     cell = spreadsheet_cell
+    segs = _segments_by_key(rep) if per or baseline is not None else {}
     for row in _rows(rep):
         row, owner = _split_owner(row)
         host, seg, label, start, dur, dom, it, e, avg, co2, share, prov, lost = row
+        this = segs.get((host, seg)) if dom == "total" else None
+        tail = _per_cells(this, per)
+        if baseline is not None:
+            parts = seg_split(this, baseline) if this is not None else None
+            tail += ("", "") if parts is None else (_full(parts[0]), _full(parts[1]))
         w.writerow((cell(host), seg, cell(label), start, _full(dur), cell(dom), it, _full(e),
                     _full(e / J_PER_WH), _full(avg), _full(co2), _full(share), prov,
-                    _full(lost)) + ((cell(owner),) if by else ()))
+                    _full(lost)) + ((cell(owner),) if by else ()) + tail)
     return buf.getvalue()
 
 
@@ -169,9 +234,11 @@ def _num(x: float | None, spec: str) -> str:
     return "N/A" if x is None else format(x, spec)
 
 
-def _table_lines(rep: Report, md: bool) -> list[str]:
-    head = ("segment", "duration s", "energy J", "Wh", "avg W", "g CO2e", "share", "provenance")
-    lines = []
+def _table_lines(rep: Report, md: bool, per: tuple = (), baseline=None) -> list[str]:
+    head = ("segment", "duration s", "energy J", "Wh", "avg W", "g CO2e", "share",
+            *(c for u in per for c in (u, f"J/{u}")),
+            *(("idle J", "dynamic J") if baseline is not None else ()), "provenance")
+    lines = [f"{safe_text(baseline.describe())}", ""] if baseline is not None else []
     for h in rep.hosts:
         lines.append(f"{'## ' if md else ''}host {safe_text(h.host)}: {len(h.files)} file(s), "
                      f"{h.sessions} session(s), {_iso(h.start_t)} .. {_iso(h.end_t)}")
@@ -179,28 +246,51 @@ def _table_lines(rep: Report, md: bool) -> list[str]:
         for s in h.segments:
             body.append((f"{s.index}. {safe_text(s.label)}", s.duration_s, s.energy_j,
                          avg_w(s.domains, s.duration_s), s.co2_g, s.share,
-                         _prov(s.provenance, s.lost_s)))
+                         _prov(s.provenance, s.lost_s), s))
             for d, v in s.domains.items():
                 mark = "" if v.in_total else " (not added)"
                 body.append((f"   {safe_text(d)}{mark}", s.duration_s, v.energy_j,
                              _avg(v.energy_j, s.duration_s - v.lost_s), v.co2_g, None,
-                             _prov(v.provenance, v.lost_s)))
+                             _prov(v.provenance, v.lost_s), None))
             for o in s.owners or ():
                 body.append((f"   {rep.by or 'owner'}: {safe_text(_owner_name(rep, o.owner))}",
                              s.duration_s,
                              o.energy_j, _avg(o.energy_j, s.duration_s), o.co2_g, o.share,
-                             "attributed"))
+                             "attributed", None))
         body.append(("host total", h.duration_s, h.energy_j, avg_w(h.domains, h.duration_s),
-                     h.co2_g, None, _prov(h.provenance, h.lost_s)))
+                     h.co2_g, None, _prov(h.provenance, h.lost_s), None))
         cells = [(lab, f"{dur:.1f}", f"{e:.1f}", f"{e / J_PER_WH:.4f}", _num(avg, ".2f"),
-                  f"{co2:.4f}", "" if sh is None else f"{sh:.1%}", prov)
-                 for lab, dur, e, avg, co2, sh, prov in body]
+                  f"{co2:.4f}", "" if sh is None else f"{sh:.1%}", *_per_text(seg, per),
+                  *_split_text(seg, baseline), prov)
+                 for lab, dur, e, avg, co2, sh, prov, seg in body]
         lines += _grid(head, cells, md)
         lines.append("")
     lines.append(f"{'**' if md else ''}Total: {rep.energy_j:.1f} J ({rep.energy_j / J_PER_WH:.4f} Wh), "
                  f"{rep.co2_g:.4f} g CO2e over {rep.duration_s:.1f} s, {len(rep.hosts)} host(s), "
                  f"{rep.provenance}{'**' if md else ''}")
     return lines
+
+
+def _per_text(seg, units: tuple) -> tuple:
+    """The table's ``UNIT`` and ``J/UNIT`` cells of a segment (N/A where nothing was
+    counted); empty on other rows."""
+    out: tuple = ()
+    for unit in units:
+        if seg is None:
+            out += ("", "")
+            continue
+        e = seg.energy_per(unit)
+        out += (f"{seg.work.get(unit, 0.0):g}", _num(None if e is None else e.j_per_unit, ".4g"))
+    return out
+
+
+def _split_text(seg, baseline) -> tuple:
+    if baseline is None:
+        return ()
+    parts = seg_split(seg, baseline) if seg is not None else None
+    if parts is None:
+        return ("", "") if seg is None else ("N/A", "N/A")
+    return (f"{parts[0]:.1f}", f"{parts[1]:.1f}")
 
 
 def _md_cell(text: str) -> str:
@@ -221,18 +311,21 @@ def _grid(head: tuple, cells: list[tuple], md: bool) -> list[str]:
     return [fmt(head)] + [fmt(r) for r in cells]
 
 
-def render(rep: Report, fmt: str, project: str = DEFAULT_PROJECT, loads=None) -> str:
-    """``rep`` in ``fmt``; with ``rep.by`` set, each segment's owners too. ``loads``:
-    codecarbon's :func:`~.codecarbon.device_loads` (read from ``rep.files`` when None)."""
+def render(rep: Report, fmt: str, project: str = DEFAULT_PROJECT, loads=None,
+           per: tuple = (), baseline=None) -> str:
+    """``rep`` in ``fmt``; with ``rep.by`` set, each segment's owners too; ``per``: the
+    units whose J per unit each segment gets (``--per``). ``loads``: codecarbon's
+    :func:`~.codecarbon.device_loads` (read from ``rep.files`` when None)."""
     if fmt == "json":
         # strict JSON: the reader keeps nan and inf out, and a bare NaN is not JSON;
         # text from the files is escaped by JSON itself (\u001b, ASCII only)
-        return json.dumps(to_json(rep), indent=2, allow_nan=False) + "\n"
+        return json.dumps(to_json(rep, per, baseline), indent=2, allow_nan=False) + "\n"
     if fmt == "csv":
-        return to_csv(rep, rep.by)
+        return to_csv(rep, rep.by, per, baseline)
     if fmt == "codecarbon":
         return to_codecarbon(rep, project, loads)
-    return "\n".join(_table_lines(rep, md=fmt == "markdown")) + "\n"
+    return "\n".join(_table_lines(rep, md=fmt == "markdown", per=per,
+                                   baseline=baseline)) + "\n"
 
 
 def cmd_report(argv: list[str]) -> int:
@@ -248,6 +341,12 @@ def cmd_report(argv: list[str]) -> int:
                    help="each segment's energy per owner too, with 'unowned' (idle, system, "
                         "other processes) so the rows add up to the total: "
                         + "; ".join(f"{k.name}: {k.help}" for k in OWNER_KINDS.values()))
+    p.add_argument("--per", action="append", metavar="UNIT", default=[],
+                   help="J per UNIT of work in each segment (counted with `tuimeter count`, "
+                        "Meter.count): the host's energy over the work; repeatable")
+    p.add_argument("--dynamic", action="store_true",
+                   help="split each segment's energy into idle (the stored `tuimeter "
+                        "baseline` of its host) and dynamic")
     p.add_argument("--project", metavar="NAME",
                    help=f"project_name of --format codecarbon rows (default {DEFAULT_PROJECT})")
     args = p.parse_args(argv)
@@ -255,6 +354,24 @@ def cmd_report(argv: list[str]) -> int:
         p.error("--project is for --format codecarbon")
     if args.by is not None and args.format == "codecarbon":
         p.error("--by is for --format table, markdown, json or csv")
+    if args.per and args.format == "codecarbon":
+        p.error("--per is for --format table, markdown, json or csv (codecarbon's columns "
+                "are fixed)")
+    try:
+        per = tuple(dict.fromkeys(check_unit(u) for u in args.per))
+    except ValueError as exc:
+        p.error(f"--per: {exc}")
+    if args.dynamic and args.format == "codecarbon":
+        p.error("--dynamic is for --format table, markdown, json or csv")
+    baseline = None
+    if args.dynamic:
+        from ..baseline import BaselineError, default_path, load
+
+        try:
+            baseline = load(default_path(), any_host=True)
+        except BaselineError as exc:
+            print(f"tuimeter: error: {exc}", file=sys.stderr)
+            return 2
     files = [load_file(path, args.by) for path in args.files]
     # codecarbon's utilisation columns: the device rows, read before the warnings are listed
     loads = device_loads(files) if args.format == "codecarbon" else None
@@ -273,5 +390,9 @@ def cmd_report(argv: list[str]) -> int:
 
         text = plot_report(rep)
         print(text, file=sys.stdout if args.format in ("table", "markdown") else sys.stderr)
-    sys.stdout.write(render(rep, args.format, args.project or DEFAULT_PROJECT, loads))
+    if baseline is not None and baseline.host not in {h.host for h in rep.hosts}:
+        print(f"tuimeter: warning: the baseline is of host {safe_text(baseline.host)!r}; no "
+              f"segment of it here", file=sys.stderr)
+    sys.stdout.write(render(rep, args.format, args.project or DEFAULT_PROJECT, loads, per,
+                            baseline))
     return 0

@@ -43,8 +43,9 @@ import re
 from typing import NamedTuple
 
 from ..carbon import CarbonError, check_intensity, check_pue
-from ..model import PID_LIMIT, CarbonInfo, Domain, DomainKind, Provenance, Snapshot
+from ..model import PID_LIMIT, CarbonInfo, Domain, DomainKind, Provenance, Snapshot, Work
 from ..text import safe_text
+from ..work import check_count, check_unit
 
 COLUMNS = (
     "timestamp",  # ISO 8601 UTC with microseconds, end of the interval (or the marker's instant)
@@ -85,8 +86,11 @@ CGROUP = "cgroup"
 #: a domain's own device readings when new (GPU busy %, memory, clocks: JSON in label), and
 #: the machine's CPU load each tick (domain ``total``); older readers pass over it
 DEVICE = "device"
+#: work a program counted (``Meter.count``, ``tuimeter count``): one row per unit, ``domain``
+#: the unit's name, ``label`` the count; older readers pass over it
+WORK = "work"
 ROW_KINDS = frozenset({SESSION, SETTINGS, DOMAIN, CARBON, SAMPLE, TOTAL, MARKER, EVENT, JOB,
-                       PROCESS, TREE, CGROUP, DEVICE})
+                       PROCESS, TREE, CGROUP, DEVICE, WORK})
 #: the kinds that describe a session rather than measure it
 META_KINDS = frozenset({SESSION, SETTINGS, DOMAIN})
 
@@ -246,6 +250,8 @@ def parse_row(cells: list[str], line: int = 0) -> Row:
         carbon_of(row)
     elif kind == DEVICE:
         device_of(row)
+    elif kind == WORK:
+        work_of(row)
     return row
 
 
@@ -363,6 +369,34 @@ def device_of(row: Row) -> dict[str, float]:
                          f"from {low:g} to {high:g}")
         out[key] = float(value)
     return out
+
+
+def work_rows(work: Work, host: str, session: str) -> list[Row]:
+    """The ``work`` rows of one count: one per unit, ``domain`` the unit, ``label`` the
+    count (an integer where it is one, else the shortest text that reads back the same
+    float), ``source`` and ``pid`` as on a marker row."""
+    return [Row(0, work.timestamp, work.elapsed_s, 0.0, host, session, WORK, unit,
+                work.source, None, None, None, None, "", count_text(n), work.pid)
+            for unit, n in work.units]
+
+
+def count_text(n: float) -> str:
+    """A count as a cell: ``64`` for 64.0, else ``repr`` (``0.5``, ``1e+15``)."""
+    return str(int(n)) if n == int(n) and abs(n) < 2**53 else repr(n)
+
+
+def work_of(row: Row) -> tuple[str, float]:
+    """(unit, count) of a ``work`` row; BadRow for a unit that is no name or a count
+    that is not a positive finite number (:mod:`tuimeter.work`'s rules)."""
+    try:
+        unit = check_unit(row.domain)
+        try:
+            value = float(row.label)
+        except ValueError:
+            raise ValueError(f"count {echo(row.label)} is not a number") from None
+        return unit, check_count(unit, value)
+    except ValueError as exc:
+        raise BadRow(f"a work row: {exc}") from None
 
 
 class Settings(NamedTuple):

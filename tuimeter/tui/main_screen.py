@@ -27,6 +27,7 @@ from textual.widgets import Footer
 
 from ..model import Domain, JobSample, Snapshot
 from ..job import JobState, job_ranks
+from ..work import WorkWindow
 from .devices import DeviceScreen, devices_text
 from .messages import SnapshotReady
 from .widgets import (DomainTable, JobPanel, PowerChart, ProcessPanel, SensorStatusLine,
@@ -87,6 +88,7 @@ class MainScreen(Screen[None]):
         self.follows_job = follows_job
         self.frame_s = frame_s
         self.frames_drawn = 0
+        self._work = WorkWindow()  # the job panel's units/s and J/unit
         self.latest: SnapshotReady | None = None
         """The newest snapshot handed in (drawn, or waiting for its frame)."""
         self.drawn: SnapshotReady | None = None
@@ -234,6 +236,9 @@ class MainScreen(Screen[None]):
         w(ProcessPanel).show(snap)
         w(SensorStatusLine).show(snap.sensors, status.problems)
         if status.job is not None:
-            w(JobPanel).show(status.job, snap.job, status.job_exited_at_s, job_ranks(snap))
+            energy = snap.job.total_energy_j if snap.job is not None else snap.total.total_energy_j
+            work = self._work.update(snap.elapsed_s, energy, snap.work_totals)
+            w(JobPanel).show(status.job, snap.job, status.job_exited_at_s, job_ranks(snap),
+                             work)
         self._place_toasts()  # the process panel may have grown into the chart's rows
         self.frames_drawn += 1

@@ -10,12 +10,16 @@ from ...model import JobSample
 from ...text import safe_text
 from ..format import fmt_co2, fmt_duration, fmt_energy, fmt_power, fmt_wh
 from ...job import JobRanks, JobState
+from ...work import metric_name
 
 
 def job_text(state: JobState, job: JobSample | None, exited_at_s: float | None,
-             ranks: JobRanks | None = None, width: int | None = None) -> Text:
+             ranks: JobRanks | None = None, width: int | None = None,
+             work: list | None = None) -> Text:
     """The job's lines; its figures line fits ``width`` cells where given (the Wh, then
-    "of machine", then the CO2e left out as needed; the provenance is always shown)."""
+    "of machine", then the CO2e left out as needed; the provenance is always shown).
+    ``work``: (unit, units/s, J/unit) over the last seconds, a line each (the job's
+    energy where attributed, else the machine's: the line says which)."""
     text = Text()
     text.append(f"JOB {state.pid} {safe_text(state.name)}", style="bold")  # any user's name
     if state.running and (job is None or job.running):
@@ -30,6 +34,7 @@ def job_text(state: JobState, job: JobSample | None, exited_at_s: float | None,
             text.append(f" at {fmt_duration(exited_at_s)}")
     if job is None:
         text.append("\nits power share needs process attribution (not available)")
+        _work_lines(text, work, "machine")
         return text
     text.append(f"  {job.n_processes} proc")
     text.append("\n")
@@ -47,7 +52,15 @@ def job_text(state: JobState, job: JobSample | None, exited_at_s: float | None,
     text.append(rest)
     if ranks is not None:
         _rank_lines(text, ranks)
+    _work_lines(text, work, "job")
     return text
+
+
+def _work_lines(text: Text, work: list | None, basis: str) -> None:
+    for unit, rate, j in work or ():
+        per = "N/A" if j is None else f"{j:.4g} J"
+        text.append(f"\n  {safe_text(unit)}: {rate:.4g}/s  {per}/{metric_name(unit)[6:]} "
+                    f"[{basis} energy]")
 
 
 def _rank_lines(text: Text, ranks: JobRanks) -> None:
@@ -77,12 +90,12 @@ class JobPanel(Static):
     _ranks: JobRanks | None = None
 
     def show(self, state: JobState, job: JobSample | None, exited_at_s: float | None,
-             ranks: JobRanks | None = None) -> None:
+             ranks: JobRanks | None = None, work: list | None = None) -> None:
         """Draw the job; ``ranks`` (the job's ranks as a group) replaces the last ones
         when given (an update of the job alone keeps them)."""
         if ranks is not None:
             self._ranks = ranks
-        text = job_text(state, job, exited_at_s, self._ranks, self.size.width or None)
+        text = job_text(state, job, exited_at_s, self._ranks, self.size.width or None, work)
         shown = str(self.content)
         if text.plain != shown:
             # a layout (of the whole screen) only when the panel's height may change: its
