@@ -225,13 +225,12 @@ def test_marker_can_be_placed_at_an_earlier_instant():
     assert m.timestamp == pytest.approx(1_800_000_002.0)
 
 
-def test_read_error_between_ticks_keeps_the_energy_measured_before_it():
-    """A domain that fails one poll and reads again before the tick still gets the joules
-    it measured earlier in that interval (only the unreadable gap is uncounted).
-
-    At a 60 s interval RAPL is polled more often (wraparound); one transient read error
-    between two ticks must not throw away everything measured since the last tick.
-    """
+def test_new_base_between_ticks_makes_that_interval_lost_and_says_why():
+    """A domain that fails one poll and reads again on a new base before the tick (the
+    sensor cannot say what happened in between): the interval holds an unknown second, so
+    its row is lost with the reason, not 320 J 'measured' where the truth is 400 J (a row
+    that says measured is the truth of its interval, issue 21 item 5); the next interval,
+    from that tick on, is measured in full."""
     s = rapl_like()
     eng, clock, _ = make([s], interval=10.0)
     eng.poll(clock.advance(5.0))         # 5 s measured: 200 J of package
@@ -240,16 +239,18 @@ def test_read_error_between_ticks_keeps_the_energy_measured_before_it():
     s.lost.clear()
     s.energy_j["package-0"] -= 40.0      # the 1 s gap is not known to the sensor either
     eng.poll(clock.advance(1.0))         # reads again: new base
-    snap = eng.tick(clock.advance(3.0))  # 3 s more: 120 J
-    pkg = snap.domain("package-0")
-    assert pkg.status is Status.OK
-    assert pkg.energy_j == pytest.approx(200.0 + 120.0)
-    assert pkg.total_energy_j == pytest.approx(320.0)
+    pkg = eng.tick(clock.advance(3.0)).domain("package-0")
+    assert (pkg.status, pkg.energy_j, pkg.power_w, pkg.note) == (Status.LOST, None, None,
+                                                                 "regained")
+    pkg = eng.tick(clock.advance(10.0)).domain("package-0")
+    assert (pkg.status, pkg.energy_j, pkg.note) == (Status.OK, pytest.approx(400.0), "")
+    assert pkg.total_energy_j == pytest.approx(400.0)
 
 
 def test_lost_tick_then_recovery_counts_no_energy_from_before_the_loss_twice():
-    """A tick that saw the domain lost reports no energy; the energy the domain measured
-    before that tick's loss is not carried into the tick after recovery."""
+    """A tick that saw the domain lost reports no energy; the one in which it reads again
+    on a new base is lost too (its first second is unknown), and the energy measured
+    before the loss is carried into neither: the next full interval is 400 J."""
     s = rapl_like()
     eng, clock, _ = make([s], interval=10.0)
     eng.poll(clock.advance(5.0))
@@ -257,9 +258,11 @@ def test_lost_tick_then_recovery_counts_no_energy_from_before_the_loss_twice():
     assert eng.tick(clock.advance(5.0)).domain("package-0").energy_j is None
     s.lost.clear()
     eng.poll(clock.advance(1.0))  # new base
-    snap = eng.tick(clock.advance(9.0))
-    assert snap.domain("package-0").energy_j == pytest.approx(360.0)
-    assert snap.domain("package-0").power_w == pytest.approx(36.0)
+    assert eng.tick(clock.advance(9.0)).domain("package-0").energy_j is None
+    snap = eng.tick(clock.advance(10.0))
+    assert snap.domain("package-0").energy_j == pytest.approx(400.0)
+    assert snap.domain("package-0").power_w == pytest.approx(40.0)
+    assert snap.domain("package-0").total_energy_j == pytest.approx(400.0)
 
 
 def test_stop_does_not_hang_on_a_sensor_read_that_never_returns():
