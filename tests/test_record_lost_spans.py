@@ -19,6 +19,7 @@ import pytest
 
 from tests.fakes.powercap import FakePowercap
 from tests.helpers import ROOT, count_totals, env_for, tuimeter, wait_for
+from tests.test_record_cli import start_record
 from tests.test_record_faults import ConstantDriver
 
 #: 1 J-ish units and a 98.8 J range (2**32 × 23 nJ): a counter that wraps every 2 s at
@@ -31,16 +32,7 @@ def recording(tmp_path: Path, fake: FakePowercap, interval_s: float) -> tuple:
     """(process, session file) of `tuimeter record` at ``interval_s``, once its first tick
     is in."""
     out = tmp_path / "run.csv"
-    proc = subprocess.Popen(tuimeter("record", "-o", str(out), "--interval", str(interval_s),
-                                     "--no-gpu"), env=env_for(tmp_path, fake), cwd=ROOT,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for(lambda: count_totals(out) >= 1, what="first tick")
-    except BaseException:
-        proc.kill()
-        proc.communicate(timeout=30)
-        raise
-    return proc, out
+    return start_record(tmp_path, fake, out, interval_s), out
 
 
 def ticks(out: Path, n: int, what: str) -> None:
