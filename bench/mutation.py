@@ -273,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{mod}: the tests fail without a mutant ({baseline}); skipped")
                 continue
             killed, survivors = 0, []
+            print(f"{mod}: {len(chosen)} of {len(found)} mutants", flush=True)
             t0 = time.monotonic()
             try:
                 for m in chosen:
@@ -280,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
                     result = run_tests(work, tests, args.timeout)
                     if result == "survived":
                         survivors.append(m)
+                        print(f"  survived line {m.line}: {m.describe(lines)}: "
+                              f"{lines[m.line - 1].strip()}", flush=True)
                     else:
                         killed += 1
             finally:
@@ -288,11 +291,7 @@ def main(argv: list[str] | None = None) -> int:
             rate = 100.0 * killed / n if n else 100.0
             summary.append((mod, killed, n, len(found), rate, time.monotonic() - t0))
             print(f"{mod}: killed {killed} of {n} ({rate:.1f}%), {len(found)} mutants found, "
-                  f"tests {' '.join(tests)}")
-            for m in survivors:
-                print(f"  survived line {m.line}: {m.describe(lines)}: "
-                      f"{lines[m.line - 1].strip()}")
-            sys.stdout.flush()
+                  f"{len(survivors)} survived (above), tests {' '.join(tests)}", flush=True)
     print("\nmodule                      killed   run  found   rate   seconds")
     for mod, killed, n, found, rate, secs in summary:
         print(f"{mod:26s} {killed:7d} {n:5d} {found:6d} {rate:6.1f}% {secs:8.0f}")

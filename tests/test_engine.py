@@ -4,10 +4,12 @@ All on a fake clock: no sleeps."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.fakes.scripted import FakeClock, ScriptedSensor, domain, rapl_like
-from tests.helpers import CARBON, make_engine
+from tests.helpers import CARBON, make_engine, wait_for
 from tuimeter.engine.sampler import Engine
 from tuimeter.model import CarbonInfo, DomainKind, Provenance, Status
 
@@ -350,3 +352,29 @@ def test_broken_reading_makes_its_interval_lost():
     pkg = eng.tick(clock.advance(1.0)).domain("package-0")
     assert (pkg.status, pkg.energy_j) == (Status.LOST, None)
     assert eng.tick(clock.advance(1.0)).domain("package-0").energy_j == pytest.approx(40.0)
+
+
+def test_sampler_thread_does_not_burst_missed_ticks_after_a_suspend():
+    """The clock jumps 10 s ahead under the running sampler (a suspend, a stopped process):
+    it takes one tick for the whole gap and then ticks at its interval again, never the
+    200 missed ticks of 0 s one after another (a burst of 0 J rows and NaN powers)."""
+    offset = [0.0]
+
+    def clock() -> float:
+        return time.monotonic() + offset[0]
+
+    eng = Engine([rapl_like()], CARBON, 0.05, clock=clock, cpu_clock=lambda: 0.0)
+    snaps = []
+    eng.subscribe(snaps.append)
+    eng.start()
+    try:
+        wait_for(lambda: len(snaps) >= 2, what="ticks before the jump")
+        before = len(snaps)
+        offset[0] = 10.0
+        wait_for(lambda: any(s.interval_s > 5 for s in snaps[before:]), what="the jump's tick")
+        jumped = next(i for i, s in enumerate(snaps) if i >= before and s.interval_s > 5)
+        wait_for(lambda: len(snaps) >= jumped + 3, what="ticks after the jump")
+    finally:
+        eng.stop(final_tick=False)
+    after = snaps[jumped + 1:]
+    assert all(s.interval_s >= 0.04 for s in after), [s.interval_s for s in after][:10]

@@ -260,3 +260,21 @@ def test_a_bad_domain_row_is_skipped_and_the_kind_guessed(tmp_path):
     kinds = {d.id: d.kind for d in sensor.open()}
     assert kinds["soc"] is guess_kind("soc") and kinds["acc0"] is DomainKind.GPU
     assert [p.split(": ")[1] for p in sensor.problems] == [f"line {i + 1}"]
+
+
+def test_a_file_pandas_wrote_back_keeps_its_pids(tmp_path):
+    """A user loads a session with pandas and writes it back (``df.to_csv``): the pid
+    column, a float column because most rows have none, is written ``77.0``. Those rows
+    are still good rows with pid 77, every one read, none skipped as malformed.""" 
+    import pandas as pd
+
+    src = Path(__file__).parent / "data" / "sessions" / "demo-job.csv"
+    df = pd.read_csv(src, keep_default_na=False, na_values=[""], dtype={"label": str})
+    assert df.pid.dtype == float and df.pid.notna().any()
+    back = tmp_path / "back.csv"
+    df.to_csv(back, index=False)
+    assert ".0\n" in back.read_text() or ".0," in back.read_text()
+    reader = SessionReader(back, kinds=ROW_KINDS)
+    rows = list(reader)
+    assert reader.problems == [] and len(rows) == len(df)
+    assert {r.pid for r in rows if r.pid is not None} == {int(p) for p in df.pid.dropna()}
