@@ -46,17 +46,14 @@ ROOT = Path(__file__).resolve().parents[1]
 #: module (under tuimeter/) -> the test files that guard it (fast, hardware fakes only)
 MODULES: dict[str, tuple[str, ...]] = {
     "sensors/base.py": ("tests/test_counter_tracker.py", "tests/test_rapl_faults.py",
-                        "tests/test_rapl.py", "tests/test_amdsmi.py"),
+                        "tests/test_engine.py"),
     "phases.py": ("tests/test_phases.py", "tests/test_report.py"),
     "session/schema.py": ("tests/test_schema.py", "tests/test_reader.py",
-                          "tests/test_csvfile.py", "tests/test_hostile_files.py",
-                          "tests/test_report.py"),
-    "points.py": ("tests/test_export_points.py", "tests/test_session_points.py",
-                  "tests/test_prometheus.py", "tests/test_influx.py"),
-    "engine/attribution.py": ("tests/test_attribution.py", "tests/test_owners.py",
-                              "tests/test_cgroups.py"),
+                          "tests/test_csvfile.py"),
+    "points.py": ("tests/test_export_points.py", "tests/test_session_points.py"),
+    "engine/attribution.py": ("tests/test_attribution.py",),
     "engine/sampler.py": ("tests/test_engine.py", "tests/test_rapl_faults.py",
-                          "tests/test_engine_handoff.py", "tests/test_markers.py"),
+                          "tests/test_csvfile.py"),
 }
 
 _CMP = {"<": ("<=", ">="), "<=": ("<", ">"), ">": (">=", "<="), ">=": (">", "<"),

@@ -154,3 +154,27 @@ def test_reset_says_where_its_new_base_is():
     assert (step.kind, step.base_t_s, step.base_energy_j, step.energy_j) == (
         "reset", 1.0, 0.0, 50.0)
     assert step.span_s == pytest.approx(1.0)  # lost: from the last good reading to the base
+
+
+def test_default_unit_is_a_32_bit_counters_step_and_no_range_means_units_of_one():
+    """Without ``unit``, one step is the modulus / 2**32 (a 32-bit counter); without a range
+    it is 1 (nothing wraps then: a step back is no energy). The slack of 4 units rides on
+    the hard bound: 104 J over 1 s counts, 105 J does not, in both."""
+    wide = CounterTracker(max_range=2.0**32, scale_j=1.0, max_power_w=CEILING_W)
+    assert wide.unit == 1.0
+    none = CounterTracker(max_range=0, scale_j=1.0, max_power_w=CEILING_W)
+    assert (none.unit, none.wraps, none.safe_interval_s()) == (1.0, False, None)
+    for t in (wide, none):
+        feed(t, [(100, 0.0)])
+        assert t.update(205, 1.0).kind == "rejected"
+        assert t.update(204, 1.0).kind == "bridged" and t.energy_j == pytest.approx(104.0)
+    assert none.update(150, 2.0).kind == "rejected"  # back, and no wrap to explain it
+
+
+@pytest.mark.parametrize("digits,shown", [(24, "1" + "0" * 23), (25, "100000000000...(25 digits)")])
+def test_a_huge_value_is_shown_whole_up_to_24_digits(digits, shown):
+    """A broken file can hold hundreds of digits: the event text shows at most 24
+    characters of it (longer: the first 12 and the count)."""
+    t = tracker()
+    step = t.update(10 ** (digits - 1), 0.0)
+    assert step.kind == "rejected" and step.detail == f"{shown} is above max_energy_range_uj"

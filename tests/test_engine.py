@@ -378,3 +378,30 @@ def test_sampler_thread_does_not_burst_missed_ticks_after_a_suspend():
         eng.stop(final_tick=False)
     after = snaps[jumped + 1:]
     assert all(s.interval_s >= 0.04 for s in after), [s.interval_s for s in after][:10]
+
+
+def test_a_sensor_with_only_the_required_methods_is_read():
+    """A sensor that implements only is_available, open and read (the estimate and replay
+    sensors add no events) relies on the base's defaults: no events, no poll limit,
+    available. Its domain is measured, not lost to a default that broke the poll."""
+    from tuimeter.model import Reading, SensorStatus
+    from tuimeter.sensors.base import Sensor
+
+    class Minimal(Sensor):
+        name = "minimal"
+
+        def is_available(self):
+            return SensorStatus(self.name, True)
+
+        def open(self):
+            return [domain("m0")]
+
+        def read(self, now_s):
+            return [Reading("m0", now_s, 10.0 * now_s)]
+
+    eng, clock, _ = make([Minimal()])
+    snap = eng.tick(clock.advance(1.0))
+    m0 = snap.domain("m0")
+    assert (m0.status, m0.energy_j, m0.power_w) == (Status.OK, pytest.approx(10.0),
+                                                    pytest.approx(10.0))
+    assert eng.poll_interval_s == 1.0 and [s.available for s in eng.statuses] == [True]
