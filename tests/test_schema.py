@@ -278,3 +278,31 @@ def test_a_file_pandas_wrote_back_keeps_its_pids(tmp_path):
     rows = list(reader)
     assert reader.problems == [] and len(rows) == len(df)
     assert {r.pid for r in rows if r.pid is not None} == {int(p) for p in df.pid.dropna()}
+
+
+@pytest.mark.parametrize("pid,ok", [("4294967295", True), ("4294967296", False),
+                                    ("0", True), ("77.0", True), ("77.5", False)])
+def test_a_pid_is_below_2_to_the_32(pid, ok):
+    """The pid cell's bounds: any 32-bit id (what every OS fits in), not one more."""
+    if ok:
+        assert schema.pid_of(pid) == int(float(pid))
+    else:
+        with pytest.raises(BadRow):
+            schema.pid_of(pid)
+
+
+def test_a_problem_echoes_at_most_40_characters_of_its_cell():
+    """A hostile cell (a 10 kB label) is cut in the problem line: 40 characters, then ..."""
+    assert schema.echo("x" * 40) == "'" + "x" * 40 + "'"
+    assert schema.echo("x" * 41) == "'" + "x" * 40 + "...'"
+
+
+def test_structured_labels_keep_their_text_as_utf8():
+    """A domain named in another script (a GPU model, a host's own words) is written as
+    it is in the JSON label, not as \\u escapes a person cannot read in the file."""
+    gpu = dataclasses.replace(domain("gpu0", DomainKind.GPU), name="GPU 日本")
+    carbon = CarbonInfo(g_per_kwh=300.0, pue=1.0, source="réseau électrique")
+    for label in (schema.domain_row(gpu, 0.0, 0.0, "h", "s").label,
+                  schema.settings_label(carbon),
+                  schema.carbon_row(carbon, 0.0, 0.0, "h", "s").label):
+        assert ("日本" in label or "électrique" in label) and "\\u" not in label, label
