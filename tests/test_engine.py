@@ -150,6 +150,10 @@ def test_poll_interval_honours_sensor_limit_whatever_the_display_interval():
     assert eng.poll_interval_s == pytest.approx(2.0)
     eng.set_interval(0.5)
     assert eng.poll_interval_s == pytest.approx(0.5)
+    # however often a counter asks, the monitor polls at most every 50 ms (it must stay light)
+    eng.set_interval(0.01)
+    assert eng.poll_interval_s == pytest.approx(0.05)
+    assert make([rapl_like(max_poll_s=0.001)], interval=1.0)[0].poll_interval_s == 0.05
 
 
 def test_unavailable_sensor_is_reported_not_fatal():
@@ -337,6 +341,11 @@ def test_a_sliver_of_a_tick_counts_its_energy_but_has_no_power():
     assert snap.total.energy_j == pytest.approx(0.007 * 45.0)
     assert snap.total.history_w[-1] is None
     assert pkg.total_energy_j == pytest.approx(1.007 * 40.0)
+    for sliver_s, partial in ((0.099, True), (0.1, False)):  # the limit: 0.1 s
+        eng, clock, _ = make([rapl_like()], interval=1.0)
+        eng.tick(clock.advance(1.0))
+        pkg = eng.tick(clock.advance(sliver_s)).domain("package-0")
+        assert (pkg.power_w is None, pkg.note == "partial") == (partial, partial), sliver_s
     fast, clock, _ = make([rapl_like()], interval=0.05)
     pkg = fast.tick(clock.advance(0.05)).domain("package-0")
     assert (pkg.power_w, pkg.note) == (pytest.approx(40.0), "")
