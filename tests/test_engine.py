@@ -35,6 +35,10 @@ def test_energy_and_power_per_tick_and_cumulative():
     assert pkg.total_energy_j == pytest.approx(400.0)
     assert snap.elapsed_s == pytest.approx(10.0)
     assert snap.interval_s == pytest.approx(1.0)
+    # CO2e from 0 at 360 g/kWh: 450 J of package + dram are 0.045 g, 400 J of package 0.04 g
+    assert snap.total.total_energy_j == pytest.approx(450.0)
+    assert snap.total.total_co2_g == pytest.approx(450.0 * 1e-4)
+    assert pkg.total_co2_g == pytest.approx(400.0 * 1e-4)
 
 
 def test_total_counts_package_and_dram_once_not_core_or_psys():
