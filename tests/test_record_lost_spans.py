@@ -108,7 +108,7 @@ def test_total_around_a_lost_package_neither_spikes_nor_passes_for_the_machine(t
         assert total.label[el].startswith("incomplete: lost package-1"), el
     assert not any(str(lbl).startswith("incomplete") for el, lbl in total.label.items()
                    if el not in lost_at)
-    assert "bridged package-1" in total.label[bridging]
+    assert "with bridged package-1" in total.label[bridging]
     assert total.energy_j.sum() == pytest.approx(sum(truth.values()), rel=2e-2)
     assert pkg1.energy_j.sum() == pytest.approx(truth["package-1"], rel=2e-2)
 

@@ -534,9 +534,9 @@ def sample_label(note: str, bridged_s: float | None, estimated_s: float | None =
 
 def total_label(lost: str, bridged: str, note: str) -> str:
     """A ``total`` row's label: ``incomplete: lost package-1`` (in-total domains lost in
-    the interval, comma-separated: the total lacks them), ``bridged package-1`` (its power
+    the interval, comma-separated: the total lacks them), ``with bridged package-1`` (its power
     averages their bridged energy over their spans), ``partial: no power``; "" when plain."""
     parts = [f"{INCOMPLETE}: lost {lost}" if lost else "",
-             f"{_BRIDGED}{bridged}" if bridged else "",
+             f"with {_BRIDGED}{bridged}" if bridged else "",  # not a sample's prefix
              f"{PARTIAL}: no power" if note == PARTIAL else ""]
     return "; ".join(p for p in parts if p)
