@@ -386,11 +386,14 @@ def test_sampler_thread_does_not_burst_missed_ticks_after_a_suspend():
         offset[0] = 10.0
         wait_for(lambda: any(s.interval_s > 5 for s in snaps[before:]), what="the jump's tick")
         jumped = next(i for i, s in enumerate(snaps) if i >= before and s.interval_s > 5)
-        wait_for(lambda: len(snaps) >= jumped + 3, what="ticks after the jump")
+        t_jump = snaps[jumped].elapsed_s
+        wait_for(lambda: snaps[-1].elapsed_s >= t_jump + 0.5, what="0.5 s after the jump")
     finally:
         eng.stop(final_tick=False)
-    after = snaps[jumped + 1:]
-    assert all(s.interval_s >= 0.04 for s in after), [s.interval_s for s in after][:10]
+    # at 0.05 s, half a second holds about 10 ticks (fewer on a loaded machine); a burst
+    # puts the 200 missed ones in its first milliseconds
+    after = [s for s in snaps[jumped + 1:] if s.elapsed_s <= t_jump + 0.5]
+    assert len(after) <= 20, [round(s.interval_s, 4) for s in after][:20]
 
 
 def test_a_sensor_with_only_the_required_methods_is_read():
