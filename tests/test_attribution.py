@@ -191,6 +191,17 @@ def test_the_top_processes_are_exactly_top_n_and_the_rest_is_other_processes(tmp
     # 4 CPUs: 0.1 .. 0.3 s of CPU of the 3 left out is 0.6 / 4 of the 48 W measured
     assert other == pytest.approx(48.0 * 0.6 / 4)
     assert procs.power_w.sum() == pytest.approx(snap.total.power_w)
+    # by default the process table gets the 20 busiest
+    sc = FakeScanner()
+    for pid in range(100, 125):
+        sc.run(pid, 0.0)
+    eng, clock = make_engine([ScriptedSensor("rapl", [domain("package-0")], {"package-0": 40.0})],
+                             attributor=Attributor([], CARBON, scanner=sc))
+    eng.open()
+    for k, pid in enumerate(range(100, 125)):
+        sc.add(pid, 0.01 * (k + 1))
+    snap = tick(eng, clock, sc)
+    assert [p.pid for p in snap.processes] == list(range(124, 104, -1))
 
 
 def test_the_job_sample_lists_every_member_idle_ones_included():
