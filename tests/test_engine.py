@@ -327,6 +327,7 @@ def test_bridged_reading_counts_the_lost_intervals_in_its_own_at_their_average()
     # bridged joules over one interval (125 W); the lost ticks' totals name the package
     assert (snap.total.power_w, snap.total.bridged, snap.total.lost) == (
         pytest.approx(45.0), ("package-0",), ())
+    assert snap.total.history_w[-1] == pytest.approx(45.0)  # the UI chart's total series
     assert [t.total.lost for t in lost_snaps] == [("package-0",)] * 2
 
 
