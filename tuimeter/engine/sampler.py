@@ -489,7 +489,7 @@ class Engine:
                 start = st.span_t if st.span_t is not None else last
                 if st.bridged:  # the energy spans the lost ticks before this one too
                     span = max(now - start, 1e-9)
-                    st.bridged_s = span
+                    st.bridged_s, st.lost_from = span, None  # measured through: no estimate
                 elif st.lost_from is not None:
                     energy, span = self._estimate_lost(st, energy, start, now)
                 elif partial:
@@ -497,9 +497,9 @@ class Engine:
                 if st.estimated_s is None and not partial:
                     st.good_w = energy / span
                 st.tick_energy_j, st.span_t, st.bridged = st.last_energy_j, now, False
-            # lost at this tick: its interval is reported as unknown. The baseline stays:
+            # (lost at this tick: its interval is unknown, energy None. The baseline stays:
             # a bridged reading later counts this interval's energy in its own tick; a
-            # new base drops the span since the last good reading
+            # new base drops the span since the last good reading)
             st.power_w = (None if energy is None or (partial and st.bridged_s is None)
                           else energy / span)
             if st.estimated_s is not None:
