@@ -24,7 +24,8 @@ shown equivalent.
     python bench/mutation.py --list                # the modules and their test files
 
 ``--max N`` takes N mutants per module, evenly spread over its list (the kill rate is then
-a sample's); ``--kinds cmp,const`` keeps some kinds. The machine is shared: one pytest at a
+a sample's); ``--budget S`` stops starting mutants after S seconds per module and reports
+those run; ``--kinds cmp,const`` keeps some kinds. The machine is shared: one pytest at a
 time, test files chosen per module (the fast ones, no servers, no terminals).
 """
 
@@ -34,6 +35,7 @@ import argparse
 import io
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -220,18 +222,30 @@ def run_tests(work: Path, tests: list[str], timeout_s: float) -> str:
             rc = 99
         os._exit(int(rc))
     deadline = time.monotonic() + timeout_s
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return "survived" if os.waitstatus_to_exitcode(status) == 0 else "killed"
-        if time.monotonic() > deadline:
-            try:
-                os.killpg(pid, 9)
-            except ProcessLookupError:
-                pass
-            os.waitpid(pid, 0)
-            return "timeout"
-        time.sleep(0.02)
+    try:
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return "survived" if os.waitstatus_to_exitcode(status) == 0 else "killed"
+            if time.monotonic() > deadline:
+                _end(pid)
+                return "timeout"
+            time.sleep(0.02)
+    except BaseException:  # interrupted (Ctrl-C, SIGTERM): the tests' group goes too
+        _end(pid)
+        raise
+
+
+def _end(pid: int) -> None:
+    """End a forked test run and its children (its own process group), and reap it."""
+    try:
+        os.killpg(pid, 9)
+    except ProcessLookupError:
+        pass
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -245,7 +259,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lines", default="", help="only mutants on lines A-B of the module")
     ap.add_argument("--root", type=Path, default=ROOT, help="the checkout to mutate (a copy)")
     ap.add_argument("--list", action="store_true", help="list modules and tests, then stop")
+    ap.add_argument("--budget", type=float, default=None,
+                    help="seconds per module: start no mutant after them, report what ran")
     args = ap.parse_args(argv)
+    # a SIGTERM (timeout, a CI cancel) unwinds like Ctrl-C: the copy is removed and the
+    # running tests ended
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.list:
         for mod, tests in MODULES.items():
             print(f"{mod}: {' '.join(tests)}")
@@ -272,8 +291,14 @@ def main(argv: list[str] | None = None) -> int:
             killed, survivors = 0, []
             print(f"{mod}: {len(chosen)} of {len(found)} mutants", flush=True)
             t0 = time.monotonic()
+            n = 0
             try:
                 for m in chosen:
+                    if args.budget is not None and time.monotonic() - t0 > args.budget:
+                        print(f"  budget of {args.budget:g} s spent: {n} of {len(chosen)} "
+                              f"mutants run", flush=True)
+                        break
+                    n += 1
                     target.write_text("".join(m.apply(lines)))
                     result = run_tests(work, tests, args.timeout)
                     if result == "survived":
@@ -284,7 +309,6 @@ def main(argv: list[str] | None = None) -> int:
                         killed += 1
             finally:
                 target.write_text(original)
-            n = len(chosen)
             rate = 100.0 * killed / n if n else 100.0
             summary.append((mod, killed, n, len(found), rate, time.monotonic() - t0))
             print(f"{mod}: killed {killed} of {n} ({rate:.1f}%), {len(found)} mutants found, "
