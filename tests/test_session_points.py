@@ -173,3 +173,7 @@ def test_process_points_over_a_2_s_tick_add_up_in_joules_and_without_an_idle_fig
     assert sum(p.fields["energy_j"] for p in procs) == pytest.approx(snap.total.energy_j)
     pts, _ = _tick_points(_Cgroups(idle_w=None))
     assert [p.tags["name"] for p in pts if p.name == "process"] == ["a"]
+    # the process shown and idle/system take all 45 W: 'other processes' is 0 W, not more
+    pts, _ = _tick_points(_Cgroups(idle_w=41.0))
+    other = [p for p in pts if p.name == "process"][-1]
+    assert (other.tags["name"], other.fields["power_w"]) == ("other processes", 0.0)
