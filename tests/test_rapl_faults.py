@@ -154,6 +154,31 @@ def test_counter_that_jumps_for_good_costs_only_the_interval_holding_the_jump(tm
     assert rig.events("package-0") == ["rejected", "reset"]
 
 
+@pytest.mark.parametrize("junk_ticks,estimated", [(2, True), (3, False)])
+def test_only_a_short_span_lost_to_a_reset_is_estimated(tmp_path, junk_ticks, estimated):
+    """energy_uj reads junk for 2 (or 3) ticks, then the counter is found jumped for good:
+    3 (or 4) intervals are lost before the reset's base. Up to 3 intervals are estimated
+    at the powers around them (the row after says so: 40 J x 4 s bridged, 3 s of them
+    interpolated); a longer span stays lost, nothing invented for it."""
+    rig = Rig(client(tmp_path, 10_000_000_000))
+    for _ in range(4):
+        rig.tick(package_0=40.0)
+    rig.fake.show("package-0", "junk\n")
+    for _ in range(junk_ticks):
+        rig.tick(package_0=40.0)
+    rig.fake.clear("package-0")
+    rig.fake.jump("package-0", 100_000.0)
+    rig.tick(package_0=40.0)  # the jumped value: rejected
+    after = rig.tick(package_0=40.0)  # the reset: a base at the last tick
+    lost_s = junk_ticks + 1.0
+    if estimated:
+        assert (after.estimated_s, after.bridged_s) == (lost_s, lost_s + 1.0)
+        assert rig.recorded_j("package-0") == pytest.approx(40.0 * (5 + lost_s), rel=5e-3)
+    else:
+        assert (after.estimated_s, after.bridged_s) == (None, None)
+        assert rig.recorded_j("package-0") == pytest.approx(40.0 * 5, rel=5e-3)
+
+
 # -- wraps: a plausible wrap always counts --------------------------------------------------
 
 
