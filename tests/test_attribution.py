@@ -168,6 +168,42 @@ def test_job_tree_keeps_every_joule_when_children_start_and_exit():
     assert all(b >= a for a, b in zip(totals, totals[1:]))
 
 
+def test_the_top_processes_are_exactly_top_n_and_the_rest_is_other_processes(tmp_path):
+    """Six busy processes, top_n 3: the snapshot lists exactly the 3 with most power (not
+    2, not 4: the process table's rows), and the session file's ``other processes`` row
+    holds the other 3's power, so the process rows still add up to the total."""
+    sc = FakeScanner()
+    for pid in range(20, 26):
+        sc.run(pid, 0.0)
+    eng, att, clock = engine_with(sc)
+    att.top_n = 3
+    for k, pid in enumerate(range(20, 26)):
+        sc.add(pid, 0.1 * (k + 1))  # 26, 25, 24 the busiest
+    snap = tick(eng, clock, sc)
+    assert [p.pid for p in snap.processes] == [25, 24, 23]
+    out = tmp_path / "run.csv"
+    w = SessionWriter.create(out, "h", session_id="s1")
+    w.write_snapshot(snap)
+    w.close()
+    rows = pd.read_csv(out)
+    procs = rows[rows.kind == "process"]
+    other = procs[procs.label == "other processes"].power_w.sum()
+    # 4 CPUs: 0.1 .. 0.3 s of CPU of the 3 left out is 0.6 / 4 of the 48 W measured
+    assert other == pytest.approx(48.0 * 0.6 / 4)
+    assert procs.power_w.sum() == pytest.approx(snap.total.power_w)
+    # by default the process table gets the 20 busiest
+    sc = FakeScanner()
+    for pid in range(100, 125):
+        sc.run(pid, 0.0)
+    eng, clock = make_engine([ScriptedSensor("rapl", [domain("package-0")], {"package-0": 40.0})],
+                             attributor=Attributor([], CARBON, scanner=sc))
+    eng.open()
+    for k, pid in enumerate(range(100, 125)):
+        sc.add(pid, 0.01 * (k + 1))
+    snap = tick(eng, clock, sc)
+    assert [p.pid for p in snap.processes] == list(range(124, 104, -1))
+
+
 def test_the_job_sample_lists_every_member_idle_ones_included():
     """The process table's job tree: the job's processes that used no CPU in the interval
     (a shell waiting for its children) are in ``job.members`` at 0 W, with their parent;

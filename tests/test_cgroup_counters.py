@@ -45,6 +45,19 @@ def test_top_n_then_other_and_a_cgroup_that_leaves_keeps_its_value():
     assert got == {"/b": 99.0, "/c": 19.0, OTHER: 2.0}
 
 
+def test_a_cgroup_whose_total_restarts_in_one_scrape_counts_its_new_joules_forward():
+    """The engine forgot a cgroup and saw it again between two scrapes (its cumulative
+    energy restarted: 100 J, then 30 J): its series goes on from 100 J to 130 J (the 30 J
+    are new energy), never back to 30 J or by -70 J; the same for ``other`` when it has
+    left the top N (50 J + its 30 J)."""
+    c = CgroupCounters(1)
+    assert served(c.update(totals(a=100, b=50))) == {"/a": 100.0, OTHER: 50.0}
+    assert served(c.update(totals(a=30, b=60))) == {"/b": 10.0, OTHER: 80.0}
+    c = CgroupCounters(2)
+    c.update(totals(a=100, b=50))
+    assert served(c.update(totals(a=30, b=60))) == {"/a": 130.0, "/b": 60.0, OTHER: 0.0}
+
+
 def test_no_counter_ever_goes_back_under_churn_and_forgetting():
     """A random walk of 40 cgroups over 300 scrapes, top 5: each served value and ``other``
     never decrease; a cgroup the engine forgets (an idle one, gone from the snapshot for a

@@ -323,8 +323,12 @@ def test_real_influxdb_receives_every_point(tmp_path, influx_db):
                                    "WHERE domain='package-0'")[0]["values"][0][1]
     csv_total = sum(float(r["energy_j"]) for r in csv_samples(csv_path, "package-0"))
     assert last == pytest.approx(csv_total, abs=1e-5)
-    machine = _influx_query(base, db, "SELECT count(power_w) FROM tuimeter_machine")
+    machine = _influx_query(base, db, "SELECT count(energy_j) FROM tuimeter_machine")
     assert machine[0]["values"][0][1] == n_ticks
+    # every tick's power, but the last sliver's when it is shorter than 0.1 s (no power)
+    powers = _influx_query(base, db, "SELECT count(power_w) FROM tuimeter_machine")
+    slivers = sum(1 for r in csv_samples(csv_path, "total") if float(r["interval_s"]) < 0.1)
+    assert powers[0]["values"][0][1] == n_ticks - slivers
 
 
 def _influxd_pid() -> int:

@@ -156,7 +156,7 @@ def test_record_creates_the_database_on_a_real_influxdb(tmp_path):
                 err = stop_record(proc)
         assert proc.returncode == 0, err
         assert "does not exist" not in err
-        series = _query(base, "SELECT count(power_w) FROM tuimeter_machine",
+        series = _query(base, "SELECT count(energy_j) FROM tuimeter_machine",
                         db=db)["results"][0]["series"]
         assert series[0]["values"][0][1] >= 1
     finally:
@@ -234,7 +234,7 @@ def test_a_user_who_may_not_create_it_gets_one_line(tmp_path, auth_influxd):
             assert "energy" not in _databases(base, admin)
             _query(base, 'CREATE DATABASE "energy"', auth=admin)
             _query(base, 'GRANT WRITE ON "energy" TO "bob"', auth=admin)
-            wait_for(lambda: _query(base, "SELECT count(power_w) FROM tuimeter_machine",
+            wait_for(lambda: _query(base, "SELECT count(energy_j) FROM tuimeter_machine",
                                     db="energy", auth=admin)["results"][0].get("series"),
                      30, "the waiting points")
         finally:
@@ -244,6 +244,6 @@ def test_a_user_who_may_not_create_it_gets_one_line(tmp_path, auth_influxd):
     assert len(lines) == 1, err
     assert "does not exist" in lines[0] and "an admin must run" in lines[0]
     # nothing was dropped while it waited: every tick of the CSV is in the database
-    stored = _query(base, "SELECT count(power_w) FROM tuimeter_machine", db="energy",
+    stored = _query(base, "SELECT count(energy_j) FROM tuimeter_machine", db="energy",
                     auth=admin)["results"][0]["series"][0]["values"][0][1]
     assert stored == len(csv_samples(tmp_path / "s.csv", "total"))

@@ -157,3 +157,42 @@ def test_long_spans_add_their_inner_samples_as_a_slice_with_the_same_result(monk
             assert f.domains["d"].whole_ticks == w.domains["d"].whole_ticks
             assert f.provenance == w.provenance
     assert s.starts_in_order() is (overlap_at is None)
+
+
+def test_average_power_is_energy_over_time_and_none_where_unknown():
+    """The one average-power rule (phases, report rows): J / s, None for an unknown energy
+    (None or NaN) or no time."""
+    from tuimeter.phases import average_power_w
+
+    assert average_power_w(120.0, 4.0) == pytest.approx(30.0)
+    assert average_power_w(0.0, 4.0) == 0.0
+    assert [average_power_w(e, d) for e, d in ((None, 4.0), (float("nan"), 4.0),
+                                                (120.0, 0.0))] == [None, None, None]
+
+
+def test_a_zero_span_sample_keeps_the_last_power_for_extrapolation():
+    """A sample of no duration (two ticks at one instant) adds its joules but says nothing
+    of the power: an extrapolated phase goes on at the power before it (40 W)."""
+    s = ticks(40.0, 40.0)
+    s.add(2.0, 0.0, 0.0)
+    pe = energy_between({"pkg": s}, 0.0, 4.0, extrapolate=True)
+    assert pe.energy_j == pytest.approx(160.0) and pe.domains["pkg"].extrapolated_s == 2.0
+
+
+def test_settled_to_looks_at_the_last_lost_interval_not_the_first():
+    """Lost, read, lost: the domain's energy is final only up to its last sample (a later
+    bridged reading may still fill the last lost interval); the first lost interval, long
+    behind, says nothing."""
+    s = ticks(None, 40.0, 40.0, None)
+    assert (s.settled_to, s.data_end) == (3.0, 4.0)
+    s.add(5.0, 1.0, 40.0)
+    assert s.settled_to == 5.0
+
+
+def test_plain_ticks_then_a_lump_keep_one_whole_tick_each():
+    """Plain ticks, then a marker reply's lump of 3 ticks: a phase over the plain ones
+    still holds one whole tick per plain sample (2), the lump its 3."""
+    s = ticks(40.0, 40.0)
+    s.add(5.0, 3.0, 120.0, ticks=3)
+    assert energy_between({"pkg": s}, 0.0, 2.0).domains["pkg"].whole_ticks == 2
+    assert energy_between({"pkg": s}, 0.0, 5.0).domains["pkg"].whole_ticks == 5

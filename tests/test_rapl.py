@@ -214,8 +214,9 @@ def test_max_power_override_shortens_poll_interval(tmp_path):
 def test_reset_is_lost_not_counted_and_reports_event(tmp_path):
     """A counter that drops to a small value (driver reload, resume) is first rejected (it
     may be a glitch), then, when the next reading agrees with it, taken as a reset: a new
-    base, the span since the last good reading lost (Link.BROKEN), no energy invented for
-    it; counting goes on normally after it."""
+    base at the first reading after the reset (``base_t_s``), the span between the last
+    good reading and it lost (Link.BROKEN), no energy invented for it; the 5 J the counter
+    moved from that first reading on are counted, and counting goes on after it."""
     fake = FakePowercap(tmp_path).intel_desktop()
     fake.set_energy_uj("package-0", 100_000_000_000)
     sensor, _ = opened(fake)
@@ -229,11 +230,12 @@ def test_reset_is_lost_not_counted_and_reports_event(tmp_path):
     fake.advance("package-0", 5.0)
     r = {x.domain_id: x for x in sensor.read(3.0)}["package-0"]
     assert (r.status, r.link, r.note) == (Status.OK, Link.BROKEN, "reset")
-    assert r.energy_j == pytest.approx(10.0, abs=1e-4)
+    assert r.energy_j == pytest.approx(15.0, abs=1e-4)
+    assert (r.base_t_s, r.base_energy_j) == (2.0, pytest.approx(10.0, abs=1e-4))
     [event] = sensor.drain_events()
     assert (event.kind, event.domain_id, event.source) == ("reset", "package-0", "rapl")
     fake.advance("package-0", 5.0)
-    assert energies(sensor, 4.0)["package-0"] == pytest.approx(15.0, abs=1e-4)
+    assert energies(sensor, 4.0)["package-0"] == pytest.approx(20.0, abs=1e-4)
 
 
 def test_empty_value_is_lost_then_bridged(tmp_path):
@@ -404,7 +406,8 @@ def test_wrap_seen_at_a_tiny_interval_is_a_wrap(tmp_path):
 
 def test_backward_jump_at_a_tiny_interval_is_still_a_reset(tmp_path):
     """Guards against counting a driver reload as a wrap's worth of energy: at a tiny gap,
-    a counter that goes back to a small value is rejected, then a reset (0 J, events)."""
+    a counter that goes back to a small value is rejected, then a reset (events): only the
+    0.01 J it moved since its first reading after the reset count (to a counter unit)."""
     fake = FakePowercap(tmp_path).intel_desktop(psys=False)
     fake.set_energy_uj("package-0", 100_000_000_000)
     sensor, _ = opened(fake)
@@ -412,7 +415,8 @@ def test_backward_jump_at_a_tiny_interval_is_still_a_reset(tmp_path):
     fake.reset("package-0")
     assert energies(sensor, 0.00015)["package-0"] is None
     fake.advance("package-0", 0.01)
-    assert energies(sensor, 0.0003)["package-0"] == 0.0
+    assert energies(sensor, 0.0003)["package-0"] == pytest.approx(
+        0.01, abs=fake.quantum_j("package-0"))
     assert [e.kind for e in sensor.drain_events()] == ["rejected", "reset"]
 
 

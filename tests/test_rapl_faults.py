@@ -130,11 +130,13 @@ def test_read_far_ahead_on_dram_is_rejected(tmp_path):
     assert rig.events("package-0/dram") == ["rejected", "bridged"]
 
 
-def test_counter_that_jumps_for_good_is_a_reset_and_two_intervals_are_lost(tmp_path):
+def test_counter_that_jumps_for_good_costs_only_the_interval_holding_the_jump(tmp_path):
     """A counter that jumps 100 kJ ahead and goes on from there (no energy spent): the
     first read is rejected, the second agrees with it, so the counter restarted: a 'reset'
-    event, a new base, the span since the last good reading lost. Truth of the intervals
-    measured: 8 of 10 s at 40 W = 320 J; nothing of the jump is counted."""
+    event, a new base at the first jumped value, only the interval holding the jump lost
+    (old: two intervals, -20% here). Nothing of the jump is counted; the lost second is
+    estimated at the powers around it and carried, labelled, by the next interval (2 s
+    bridged, its first 1 s estimated): the recording is the truth, 10 s at 40 W = 400 J."""
     rig = Rig(client(tmp_path, 10_000_000_000))
     for _ in range(4):
         rig.tick(package_0=40.0)
@@ -143,9 +145,38 @@ def test_counter_that_jumps_for_good_is_a_reset_and_two_intervals_are_lost(tmp_p
     rig.tick(package_0=40.0)
     for _ in range(4):
         rig.tick(package_0=40.0)
-    assert rig.statuses("package-0") == ["ok"] * 4 + ["lost"] * 2 + ["ok"] * 4
-    assert rig.recorded_j("package-0") == pytest.approx(320.0, rel=5e-3)
+    assert rig.statuses("package-0") == ["ok"] * 4 + ["lost"] + ["ok"] * 5
+    assert rig.recorded_j("package-0") == pytest.approx(400.0, rel=5e-3)
+    after = rig.snaps[5].domain("package-0")
+    assert (after.energy_j, after.power_w, after.bridged_s, after.estimated_s) == (
+        pytest.approx(80.0, rel=5e-3), pytest.approx(40.0, rel=5e-3), 2.0, 1.0)
+    assert [s.domain("package-0").estimated_s for s in rig.snaps].count(None) == 9
     assert rig.events("package-0") == ["rejected", "reset"]
+
+
+@pytest.mark.parametrize("junk_ticks,estimated", [(2, True), (3, False)])
+def test_only_a_short_span_lost_to_a_reset_is_estimated(tmp_path, junk_ticks, estimated):
+    """energy_uj reads junk for 2 (or 3) ticks, then the counter is found jumped for good:
+    3 (or 4) intervals are lost before the reset's base. Up to 3 intervals are estimated
+    at the powers around them (the row after says so: 40 J x 4 s bridged, 3 s of them
+    interpolated); a longer span stays lost, nothing invented for it."""
+    rig = Rig(client(tmp_path, 10_000_000_000))
+    for _ in range(4):
+        rig.tick(package_0=40.0)
+    rig.fake.show("package-0", "junk\n")
+    for _ in range(junk_ticks):
+        rig.tick(package_0=40.0)
+    rig.fake.clear("package-0")
+    rig.fake.jump("package-0", 100_000.0)
+    rig.tick(package_0=40.0)  # the jumped value: rejected
+    after = rig.tick(package_0=40.0)  # the reset: a base at the last tick
+    lost_s = junk_ticks + 1.0
+    if estimated:
+        assert (after.estimated_s, after.bridged_s) == (lost_s, lost_s + 1.0)
+        assert rig.recorded_j("package-0") == pytest.approx(40.0 * (5 + lost_s), rel=5e-3)
+    else:
+        assert (after.estimated_s, after.bridged_s) == (None, None)
+        assert rig.recorded_j("package-0") == pytest.approx(40.0 * 5, rel=5e-3)
 
 
 # -- wraps: a plausible wrap always counts --------------------------------------------------
@@ -239,7 +270,9 @@ def test_long_gap_is_lost_with_an_event_and_the_session_goes_on(tmp_path):
 def test_zone_without_a_range_is_read_without_wrap_handling_and_says_so(tmp_path, range_text):
     """max_energy_range_uj of 0 (broken firmware) or unreadable: the zone is read and
     labelled 'without wrap handling'; forward steps count (truth 300 J at 30 W for 10 s) and
-    a step back is never a negative 'wrap' (old: -1 J): it is rejected, then a reset."""
+    a step back is never a negative 'wrap' (old: -1 J): it is rejected, then a reset that
+    counts from the first reading after it (one interval lost, then estimated by the next
+    one: the recording is the truth, 390 J)."""
     fake = client(tmp_path)
     fake.set_max_range("package-0", range_text)
     rig = Rig(fake)
@@ -254,8 +287,8 @@ def test_zone_without_a_range_is_read_without_wrap_handling_and_says_so(tmp_path
     rig.tick(package_0=30.0)
     rig.tick(package_0=30.0)
     rig.tick(package_0=30.0)
-    assert rig.statuses("package-0")[-3:] == ["lost", "lost", "ok"]
-    assert rig.recorded_j("package-0") == pytest.approx(330.0, rel=5e-3)
+    assert rig.statuses("package-0")[-3:] == ["lost", "ok", "ok"]
+    assert rig.recorded_j("package-0") == pytest.approx(390.0, rel=5e-3)
     assert all(s.domain("package-0").energy_j is None or s.domain("package-0").energy_j >= 0
                for s in rig.snaps)
 

@@ -18,9 +18,12 @@ from tests.fakes.powercap import FakePowercap
 from tests.helpers import ROOT, count_totals, env_for, tuimeter, wait_for
 
 
-def start_record(tmp_path: Path, fake: FakePowercap, out: Path) -> subprocess.Popen:
-    """`tuimeter record -o out` at a 0.2 s interval on ``fake``, once its first tick is in."""
-    proc = subprocess.Popen(tuimeter("record", "-o", str(out), "--interval", "0.2", "--no-gpu"),
+def start_record(tmp_path: Path, fake: FakePowercap, out: Path,
+                 interval_s: float = 0.2) -> subprocess.Popen:
+    """`tuimeter record -o out` at ``interval_s`` (0.2 s) on ``fake``, once its first tick
+    is in."""
+    proc = subprocess.Popen(tuimeter("record", "-o", str(out), "--interval", str(interval_s),
+                                     "--no-gpu"),
                             env=env_for(tmp_path, fake), cwd=ROOT, stderr=subprocess.PIPE,
                             text=True)
     try:

@@ -13,7 +13,7 @@ import pytest
 
 from tests.fakes.scripted import FakeClock, ScriptedSensor, domain
 from tuimeter.engine.sampler import Engine
-from tuimeter.model import CarbonInfo, DomainKind, Provenance, Work
+from tuimeter.model import PID_LIMIT, CarbonInfo, DomainKind, Provenance, Work
 from tuimeter.sensors.replay import ReplaySensor
 from tuimeter.session import schema
 from tuimeter.session.csvfile import SessionWriter
@@ -264,3 +264,51 @@ def test_a_bad_domain_row_is_skipped_and_the_kind_guessed(tmp_path):
     kinds = {d.id: d.kind for d in sensor.open()}
     assert kinds["soc"] is guess_kind("soc") and kinds["acc0"] is DomainKind.GPU
     assert [p.split(": ")[1] for p in sensor.problems] == [f"line {i + 1}"]
+
+
+def test_a_file_pandas_wrote_back_keeps_its_pids(tmp_path):
+    """A user loads a session with pandas and writes it back (``df.to_csv``): the pid
+    column, a float column because most rows have none, is written ``77.0``. Those rows
+    are still good rows with pid 77, every one read, none skipped as malformed.""" 
+    import pandas as pd
+
+    src = Path(__file__).parent / "data" / "sessions" / "demo-job.csv"
+    df = pd.read_csv(src, keep_default_na=False, na_values=[""], dtype={"label": str})
+    assert df.pid.dtype == float and df.pid.notna().any()
+    back = tmp_path / "back.csv"
+    df.to_csv(back, index=False)
+    assert ".0\n" in back.read_text() or ".0," in back.read_text()
+    reader = SessionReader(back, kinds=ROW_KINDS)
+    rows = list(reader)
+    assert reader.problems == [] and len(rows) == len(df)
+    assert {r.pid for r in rows if r.pid is not None} == {int(p) for p in df.pid.dropna()}
+
+
+@pytest.mark.parametrize("pid,ok", [(str(PID_LIMIT), True), (str(PID_LIMIT + 1), False),
+                                    ("4294967295", False), ("0", True), ("77.0", True),
+                                    ("77.5", False)])
+def test_a_pid_is_within_the_kernels_range(pid, ok):
+    """The pid cell's bounds: 0 (macOS's kernel_task) to the kernel's largest pid_max
+    (2^22, the rule the CLI and the marker socket apply), not one more."""
+    if ok:
+        assert schema.pid_of(pid) == int(float(pid))
+    else:
+        with pytest.raises(BadRow):
+            schema.pid_of(pid)
+
+
+def test_a_problem_echoes_at_most_40_characters_of_its_cell():
+    """A hostile cell (a 10 kB label) is cut in the problem line: 40 characters, then ..."""
+    assert schema.echo("x" * 40) == "'" + "x" * 40 + "'"
+    assert schema.echo("x" * 41) == "'" + "x" * 40 + "...'"
+
+
+def test_structured_labels_keep_their_text_as_utf8():
+    """A domain named in another script (a GPU model, a host's own words) is written as
+    it is in the JSON label, not as \\u escapes a person cannot read in the file."""
+    gpu = dataclasses.replace(domain("gpu0", DomainKind.GPU), name="GPU 日本")
+    carbon = CarbonInfo(g_per_kwh=300.0, pue=1.0, source="réseau électrique")
+    for label in (schema.domain_row(gpu, 0.0, 0.0, "h", "s").label,
+                  schema.settings_label(carbon),
+                  schema.carbon_row(carbon, 0.0, 0.0, "h", "s").label):
+        assert ("日本" in label or "électrique" in label) and "\\u" not in label, label

@@ -112,3 +112,68 @@ if __name__ == "__main__":  # writes the reference files (only when the output i
         t, r = recorded(Path(d))
     (DATA / "session.csv").write_text(t)
     (DATA / "marker_replies.json").write_text(r)
+
+
+class _Cgroups:
+    """22 cgroups that used 1 to 22 J in a 2 s tick, one idle one, and 5 W idle/system;
+    two processes and no idle figure of their own when ``idle_w`` is None."""
+
+    def __init__(self, idle_w=5.0):
+        self.idle_w = idle_w
+
+    def attribute(self, interval_s, domains, now_s):
+        from tuimeter.model import Attribution, CgroupInfo, CgroupShare
+
+        groups = tuple(CgroupShare(CgroupInfo(f"/g{i}", "cgroup", f"g{i}"), i / interval_s,
+                                   float(i), 10.0 * i) for i in range(23))
+        procs = (ProcessShare(pid=1, name="a", cpu_share=0.1, gpu_share=0.0, power_w=4.0,
+                              energy_j=4.0 * interval_s, total_energy_j=8.0),)
+        return Attribution(procs, self.idle_w, None, (), groups)
+
+
+def _tick_points(attributor, interval_s=2.0):
+    from tuimeter.points import points
+
+    eng, clock = make_engine([rapl_like()], carbon=CARBON, host="n", attributor=attributor,
+                             interval_s=interval_s)
+    eng.open()
+    clock.advance(interval_s)
+    eng.tick()
+    return points(eng.snapshot), eng.snapshot
+
+
+def test_cgroup_points_are_the_top_20_then_other_cgroups_then_idle():
+    """22 cgroups used energy in a 2 s tick: the 20 that used most, most first, each with
+    its CO2e; 'other cgroups' holds the other two's 3 J (1.5 W over 2 s); 'idle/system' is
+    5 W, so 10 J; the unused cgroup is not listed; neither sum row has a total."""
+    pts, snap = _tick_points(_Cgroups())
+    g = CARBON.g_per_kwh * CARBON.pue / 3.6e6
+    cg = [p for p in pts if p.name == "cgroup"]
+    assert [p.tags["cgroup"] for p in cg[:20]] == [f"/g{i}" for i in range(22, 2, -1)]
+    assert cg[0].fields == {"power_w": 11.0, "energy_j": 22.0, "co2_g": pytest.approx(22 * g),
+                            "total_energy_j": 220.0}
+    other, idle = cg[20], cg[21]
+    assert len(cg) == 22
+    assert (other.tags["cgroup"], idle.tags["cgroup"]) == ("other cgroups", "idle/system")
+    assert other.fields == {"power_w": 1.5, "energy_j": 3.0, "co2_g": pytest.approx(3 * g),
+                            "total_energy_j": None}
+    assert idle.fields == {"power_w": 5.0, "energy_j": 10.0, "co2_g": pytest.approx(10 * g),
+                           "total_energy_j": None}
+
+
+def test_process_points_over_a_2_s_tick_add_up_in_joules_and_without_an_idle_figure():
+    """At a 2 s interval the sum rows' joules are their power x 2 s and every process row
+    adds up to the tick's joules; an attribution with no idle figure still lists its
+    processes (and no sum rows)."""
+    pts, snap = _tick_points(_Cgroups())
+    procs = [p for p in pts if p.name == "process"]
+    assert [p.tags["name"] for p in procs] == ["a", "idle/system", "other processes"]
+    assert procs[1].fields["energy_j"] == 10.0
+    assert procs[2].fields["energy_j"] == pytest.approx(2.0 * procs[2].fields["power_w"])
+    assert sum(p.fields["energy_j"] for p in procs) == pytest.approx(snap.total.energy_j)
+    pts, _ = _tick_points(_Cgroups(idle_w=None))
+    assert [p.tags["name"] for p in pts if p.name == "process"] == ["a"]
+    # the process shown and idle/system take all 45 W: 'other processes' is 0 W, not more
+    pts, _ = _tick_points(_Cgroups(idle_w=41.0))
+    other = [p for p in pts if p.name == "process"][-1]
+    assert (other.tags["name"], other.fields["power_w"]) == ("other processes", 0.0)

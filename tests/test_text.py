@@ -27,6 +27,20 @@ def test_controls_become_visible_escapes(raw, shown):
     shown.encode("utf-8")  # printable: no surrogate left to make print() raise
 
 
+#: every bidi control and separator the module docstring names (Unicode's Bidi_Control
+#: set: the embeddings and overrides U+202A..U+202E, the isolates U+2066..U+2069, LRM,
+#: RLM, ALM) and the line and paragraph separators
+BIDI_AND_SEPARATORS = [0x202A, 0x202B, 0x202C, 0x202D, 0x202E, 0x2066, 0x2067, 0x2068,
+                       0x2069, 0x200E, 0x200F, 0x061C, 0x2028, 0x2029]
+
+
+@pytest.mark.parametrize("cp", BIDI_AND_SEPARATORS, ids=[f"U+{c:04X}" for c in BIDI_AND_SEPARATORS])
+def test_every_bidi_control_is_escaped(cp):
+    """Each one alone (a table that drops one, say the last isolate, lets a process name
+    reorder the rest of its line)."""
+    assert safe_text(f"a{chr(cp)}b") == f"a\\u{cp:04x}b"
+
+
 @pytest.mark.parametrize("text", ["train, epoch 2", "café 日本 👍", "C:\\path\\x1b", "", "[b]x[/b]"])
 def test_ordinary_text_is_unchanged(text):
     assert safe_text(text) == text

@@ -138,6 +138,11 @@ class Reading:
     status: Status = Status.OK
     note: str = ""  # why lost, "reset", ...
     link: Link = Link.CONTINUOUS
+    #: with ``Link.BROKEN``: when the new base began and the cumulative energy there, if
+    #: before this reading (a counter that jumped for good counts from its first jumped
+    #: value on: only the span before that is lost); None: the base is this reading
+    base_t_s: float | None = None
+    base_energy_j: float | None = None
 
 
 @dataclass(frozen=True)
@@ -239,6 +244,15 @@ class DomainSample:
     #: the device's own readings (utilisation, memory, temperature, clocks), from its
     #: sensor's last slow read; None where the sensor has none (or not yet)
     device: DeviceInfo | None = None
+    #: why the interval is not a plain measurement: a lost one's cause (``gap``, ``reset``:
+    #: part of it is unknown), or ``partial``: shorter than a counter's update period, its
+    #: energy counts but power_w is None (no power measurement); ``interpolated``: see
+    #: estimated_s
+    note: str = ""
+    #: seconds of energy_j that are an estimate, not a measurement: a span lost to a
+    #: counter reset (a jump), at the mean power measured just before and after it; the
+    #: rest of energy_j is this interval's measurement and bridged_s spans both
+    estimated_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -252,6 +266,14 @@ class Totals:
     total_co2_g: float
     provenance: Provenance
     history_w: tuple[float | None, ...] = ()
+    #: in-total domains lost in the interval: the total lacks them (it is incomplete)
+    lost: tuple[str, ...] = ()
+    #: in-total domains whose energy was bridged across lost intervals: power_w is the sum
+    #: of the domains' powers (each bridged one averaged over its own span), so energy_j
+    #: (which holds the bridged joules) is more than power_w x interval_s
+    bridged: tuple[str, ...] = ()
+    #: "partial": an interval shorter than a counter's update period (power_w is None)
+    note: str = ""
 
 
 @dataclass(frozen=True)

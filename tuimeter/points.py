@@ -10,9 +10,15 @@ epoch. :func:`points` gives, in this order:
   elapsed_s;
 * ``domain`` (one per domain) host, domain, kind, source, provenance, in_total ("1"/"0"):
   power_w, energy_j (in the interval), total_energy_j, co2_g, total_co2_g, up (bool),
-  bridged_s (the lost span this interval's energy was bridged across, else None);
-* ``machine`` host, provenance: power_w, energy_j, total_energy_j, co2_g, total_co2_g,
-  monitor_cpu_ratio (tuimeter's own CPU, fraction of one core), seq, interval_s;
+  bridged_s (the lost span this interval's energy was bridged across, else None), note
+  (``DomainSample.note``: why a lost interval is lost, ``partial``, ``interpolated``),
+  estimated_s (the seconds of energy_j that are an estimate of a span lost to a counter
+  reset, else None);
+* ``machine`` host, provenance: power_w (the sum of the domains' powers: a bridged one
+  averaged over its own span), energy_j, total_energy_j, co2_g, total_co2_g,
+  monitor_cpu_ratio (tuimeter's own CPU, fraction of one core), seq, interval_s,
+  domains_lost (in-total domains lost in the interval: the total lacks them), lost and
+  bridged (those domains' ids, comma-separated, "" when none), note (``partial``);
 * ``grid`` host, carbon_source, pue: g_per_kwh, g_per_j (grams per joule, PUE included);
 * ``job`` (when a job is followed) host, pid, name, provenance: power_w, energy_j, co2_g,
   total_energy_j, cpu_energy_j, gpu_energy_j (cumulative), cpu_power_w, gpu_power_w,
@@ -83,7 +89,8 @@ def points(snap: Snapshot) -> list[Point]:
                          {"power_w": d.power_w, "energy_j": d.energy_j,
                           "total_energy_j": float(d.total_energy_j), "co2_g": d.co2_g,
                           "total_co2_g": float(d.total_co2_g), "up": d.status.value == "ok",
-                          "bridged_s": d.bridged_s},
+                          "bridged_s": d.bridged_s, "note": d.note,
+                          "estimated_s": d.estimated_s},
                          ts))
     t = snap.total
     cpu = None if snap.monitor_cpu_percent is None else snap.monitor_cpu_percent / 100.0
@@ -91,7 +98,9 @@ def points(snap: Snapshot) -> list[Point]:
                      {"power_w": t.power_w, "energy_j": float(t.energy_j),
                       "total_energy_j": float(t.total_energy_j), "co2_g": float(t.co2_g),
                       "total_co2_g": float(t.total_co2_g), "monitor_cpu_ratio": cpu,
-                      "seq": int(snap.seq), "interval_s": float(snap.interval_s)}, ts))
+                      "seq": int(snap.seq), "interval_s": float(snap.interval_s),
+                      "domains_lost": len(t.lost), "lost": ",".join(t.lost),
+                      "bridged": ",".join(t.bridged), "note": t.note}, ts))
     c = snap.carbon
     out.append(Point("grid", {"host": host, "carbon_source": c.source, "pue": f"{c.pue:g}"},
                      {"g_per_kwh": float(c.g_per_kwh), "g_per_j": g_per_j(c)}, ts))
@@ -174,7 +183,10 @@ def _process_points(snap: Snapshot, ts: int) -> list[Point]:
         shown_w = 0.0
         for p in snap.processes:
             shown_w += p.power_w
-        other_w = max((snap.total.power_w or 0.0) - idle_w - shown_w, 0.0)
+        # from the total's energy, not its power: the rows add up to the tick's joules
+        # (a bridged domain's power averages over its span, its joules are all here)
+        total_w = snap.total.energy_j / iv if iv > 0 else (snap.total.power_w or 0.0)
+        other_w = max(total_w - idle_w - shown_w, 0.0)
         prov = str(Provenance.ATTRIBUTED)
         for name, w in (("idle/system", idle_w), ("other processes", other_w)):
             out.append(Point("process", {"host": host, "pid": "", "name": name,

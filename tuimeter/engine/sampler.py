@@ -22,7 +22,19 @@ A domain whose sensor cannot read it (``Status.LOST``) reports its interval as l
 energy, not 0 W). What its next good reading means is the sensor's word (``Reading.link``):
 ``BRIDGED``, the counter ran on underneath, so that tick carries the energy of the lost
 ticks too, averaged over the span (``DomainSample.bridged_s``); ``BROKEN``, or a plain
-reading after a loss, is a new base: the span before it is lost, not counted.
+reading after a loss, is a new base: the span before it is lost, not counted. A row that
+says measured is the truth of its own interval: an interval in which a new base begins
+(a gap, a reset, a domain read again) is lost too, with the reason in
+``DomainSample.note``. A span lost to a counter reset (a counter that jumped or restarted
+while it was read) of at most ``MAX_ESTIMATED_INTERVALS`` intervals is estimated at the
+mean power measured just before and after it, and carried, as ``estimated_s`` of a
+bridged span, by the first interval measured after it (``interpolated``).
+
+The machine total's power is the sum of the domains' powers (a bridged domain's averaged
+over its own span, never its bridged joules over one interval); ``Totals.lost`` names the
+in-total domains lost in the interval, which the total then lacks. A tick shorter than
+``MIN_POWER_SPAN_S`` (and half the interval: the last sliver at stop) counts its energy
+but has no power (``note`` ``partial``): it is shorter than a counter's update period.
 
 Tests call :meth:`Engine.poll` and :meth:`Engine.tick` directly with a fake clock;
 :meth:`Engine.start` runs the same calls on a daemon thread. This module never imports
@@ -109,7 +121,8 @@ class LiveCarbonSource(Protocol):
 class _DomainState:
     __slots__ = ("domain", "sensor", "last_energy_j", "tick_energy_j", "total_energy_j",
                  "total_co2_g", "power_w", "instant_w", "status", "history", "tick_energy",
-                 "regained_t", "tick_status", "span_t", "lost_ticked", "bridged", "bridged_s")
+                 "regained_t", "tick_status", "span_t", "bridged", "bridged_s", "why",
+                 "note", "good_w", "lost_from", "estimated_s")
 
     def __init__(self, domain: Domain, sensor: Sensor, history_len: int):
         self.domain = domain
@@ -123,12 +136,20 @@ class _DomainState:
         self.status = Status.OK
         self.history: collections.deque = collections.deque(maxlen=history_len)
         self.tick_energy: float | None = None  # energy within the last tick
-        self.regained_t: float | None = None  # when a lost domain last read again
+        #: when the domain's latest new base began (a lost domain read again, a counter
+        #: reset, a gap): an interval that began before it is partly unknown, so lost
+        self.regained_t: float | None = None
+        self.why = ""  # what made that new base ("gap", "reset", "regained")
         self.tick_status = Status.OK  # the domain's state over the last tick
         self.span_t: float | None = None  # when the span that tick_energy_j opens began
-        self.lost_ticked = False  # a tick closed as lost since the last good reading
         self.bridged = False  # a bridged reading arrived since the last tick
         self.bridged_s: float | None = None  # the last tick's bridged span (None: none)
+        self.note = ""  # the last tick's DomainSample.note
+        self.good_w: float | None = None  # power of the last measured interval
+        #: start of a span lost to a counter reset (a jump): estimated by the next
+        #: measured interval from the powers around it (None: nothing to estimate)
+        self.lost_from: float | None = None
+        self.estimated_s: float | None = None  # the last tick's estimated seconds
 
 
 class Engine:
@@ -140,6 +161,13 @@ class Engine:
     """
 
     STOP_TIMEOUT_S = 10.0  #: longest wait for the sampler thread in stop()
+    #: a tick shorter than this (and than half the interval: the last sliver at stop) is
+    #: no power measurement: its energy counts, its power is None (``note`` "partial").
+    #: The slowest counter read, NVML's energy counter, updates about every 100 ms.
+    MIN_POWER_SPAN_S = 0.1
+    #: a span lost to a counter reset is estimated from the powers around it when it is
+    #: at most this many intervals long (a jump read between two polls); longer stays lost
+    MAX_ESTIMATED_INTERVALS = 3
     DEVICE_STOP_TIMEOUT_S = 2.0  #: longest wait for the device readings' thread in stop()
 
     def __init__(
@@ -410,22 +438,25 @@ class Engine:
                     bridged = r.link is Link.BRIDGED and st.last_energy_j is not None
                     if not bridged and (r.link is Link.BROKEN or st.status is Status.LOST
                                         or st.last_energy_j is None):
-                        # (re)gained: this reading is the new base, no phantom energy for
-                        # the gap; what was measured in this interval before the loss stays
-                        # (unless a tick closed as lost since: it is that interval's then)
-                        pending = 0.0
-                        if (st.last_energy_j is not None and st.tick_energy_j is not None
-                                and not st.lost_ticked):
-                            pending = max(0.0, st.last_energy_j - st.tick_energy_j)
-                        st.tick_energy_j = r.energy_j - pending
-                        st.regained_t = now
-                        st.lost_ticked = False
-                        st.span_t = self._last_tick_t if self._last_tick_t is not None else now
+                        # (re)gained: a new base, no phantom energy for the gap. The base
+                        # is this reading, or an earlier one the sensor vouches for (a
+                        # counter that jumped for good, from its first jumped value). An
+                        # interval that began before the base is partly unknown: its tick
+                        # is lost (a row that says measured is the truth of its interval)
+                        base_t, base_j = now, r.energy_j
+                        if r.base_t_s is not None and r.base_energy_j is not None:
+                            base_t, base_j = min(r.base_t_s, now), r.base_energy_j
+                        st.why = r.note if r.link is Link.BROKEN and r.note else "regained"
+                        # a counter that restarted or jumped while it was read (not a lost
+                        # device, not a gap: the machine ran as before): the span since
+                        # the last measured tick is estimated from the powers around it
+                        st.lost_from = (st.span_t if st.why == "reset" and st.good_w is not None
+                                        else None)
+                        st.tick_energy_j, st.regained_t, st.span_t = base_j, base_t, base_t
                     elif bridged:
                         # the counter carried on under failed reads: the step from the last
                         # good reading is energy, lost ticks since then included
                         st.bridged = True
-                        st.lost_ticked = False
                     st.last_energy_j = r.energy_j
                     st.instant_w = r.power_w
                 st.status = r.status
@@ -459,29 +490,43 @@ class Engine:
             self._events.extend(Event(now, "carbon", "", "warning", line)
                                 for line in self.live_carbon.drain_warnings())
         factor = g_per_j(self.carbon)  # g per J
+        # shorter than a counter's update period (the last sliver at stop): no power
+        partial = interval < min(self.MIN_POWER_SPAN_S, self.interval_s / 2)
         for st in self._states:
             energy = None
             span = interval
             st.tick_status = st.status
-            st.bridged_s = None
-            if st.regained_t == now and st.status is Status.OK:
-                # lost until this very read: nothing is known of this interval (not 0 J)
-                st.tick_status = Status.LOST
+            st.bridged_s = st.estimated_s = None
+            st.note = ""
+            if (st.regained_t is not None and st.regained_t > last
+                    and st.status is Status.OK):
+                # a new base within this interval: what came before it is unknown, so the
+                # interval is lost (not the part after the base passed off as all of it);
+                # the next interval starts from this tick
+                st.tick_status, st.note = Status.LOST, st.why
                 st.tick_energy_j, st.span_t = st.last_energy_j, now
             elif st.status is Status.OK and st.last_energy_j is not None:
                 if st.tick_energy_j is None:
                     st.tick_energy_j = st.last_energy_j  # first good reading (recovered)
                 energy = float(max(0.0, st.last_energy_j - st.tick_energy_j))
+                start = st.span_t if st.span_t is not None else last
                 if st.bridged:  # the energy spans the lost ticks before this one too
-                    span = max(now - (st.span_t if st.span_t is not None else last), 1e-9)
-                    st.bridged_s = span
+                    span = max(now - start, 1e-9)
+                    st.bridged_s, st.lost_from = span, None  # measured through: no estimate
+                elif st.lost_from is not None:
+                    energy, span = self._estimate_lost(st, energy, start, now)
+                elif partial:
+                    st.note = "partial"
+                if st.estimated_s is None and not partial:
+                    st.good_w = energy / span
                 st.tick_energy_j, st.span_t, st.bridged = st.last_energy_j, now, False
-            elif st.last_energy_j is not None:
-                # lost at this tick: its interval is reported as unknown. The baseline stays:
-                # a bridged reading later counts this interval's energy in its own tick; a
-                # new base drops what was measured before the loss (lost_ticked)
-                st.lost_ticked = True
-            st.power_w = None if energy is None else energy / span
+            # (lost at this tick: its interval is unknown, energy None. The baseline stays:
+            # a bridged reading later counts this interval's energy in its own tick; a
+            # new base drops the span since the last good reading)
+            st.power_w = (None if energy is None or (partial and st.bridged_s is None)
+                          else energy / span)
+            if st.estimated_s is not None:
+                st.note = "interpolated"
             st.total_energy_j += energy or 0.0
             st.total_co2_g += (energy or 0.0) * factor
             st.history.append(st.power_w)
@@ -520,6 +565,24 @@ class Engine:
         self._snapshot = snap
         return snap, listeners
 
+    def _estimate_lost(self, st: _DomainState, energy: float, start: float,
+                       now: float) -> tuple[float, float]:
+        """(energy J, span s) of a measured interval [start, now] that follows a span lost
+        to a counter reset (``st.lost_from`` to ``start``): that span is estimated at the
+        mean of the powers measured just before and in this interval, and this tick's
+        energy carries it (``estimated_s`` seconds, provenance interpolated). A lost span
+        longer than :attr:`MAX_ESTIMATED_INTERVALS` intervals stays lost."""
+        lost_from, st.lost_from = st.lost_from, None
+        measured_s = now - start
+        lost_s = start - (lost_from if lost_from is not None else start)
+        if (st.good_w is None or measured_s <= 0 or lost_s <= 0
+                or lost_s > self.MAX_ESTIMATED_INTERVALS * self.interval_s + 1e-9):
+            return energy, max(now - start, 1e-9)
+        estimate_w = (st.good_w + energy / measured_s) / 2
+        st.estimated_s = lost_s
+        st.bridged_s = now - start + lost_s
+        return energy + estimate_w * lost_s, st.bridged_s
+
     def _domain_samples(self, factor: float) -> tuple[DomainSample, ...]:
         out = []
         for st in self._states:
@@ -536,6 +599,8 @@ class Engine:
                 history_w=tuple(st.history),
                 bridged_s=st.bridged_s,
                 device=self._devices.get(st.domain.id),
+                note=st.note,
+                estimated_s=st.estimated_s,
             ))
         return tuple(out)
 
@@ -547,7 +612,12 @@ class Engine:
         counted = [d for d in domains if d.domain.in_total]
         energies = [d.energy_j for d in counted if d.energy_j is not None]
         energy = sum(energies)
-        power = energy / interval if interval > 0 and energies else None
+        # the sum of the domains' powers: a bridged domain's energy averaged over its own
+        # span, as its row does (not all of it over this one interval: a spike)
+        powers = [d.power_w for d in counted if d.energy_j is not None]
+        power = (sum(powers) if interval > 0 and energies and None not in powers
+                 else None)
+        partial = bool(energies) and interval > 0 and power is None
         if interval > 0:
             self._total_energy_j += energy
             self._total_co2_g += energy * factor
@@ -561,6 +631,10 @@ class Engine:
             total_co2_g=self._total_co2_g,
             provenance=Provenance.ESTIMATED if estimated else Provenance.MEASURED,
             history_w=tuple(self._total_history),
+            lost=tuple(d.domain.id for d in counted if d.status is Status.LOST)
+            if interval > 0 else (),
+            bridged=tuple(d.domain.id for d in counted if d.bridged_s is not None),
+            note="partial" if partial else "",
         )
         processes, idle_w, job, owners, cgroups, busy = Attribution(*attribution)
         return Snapshot(

@@ -113,7 +113,8 @@ MEASUREMENTS = {
     "domain": ("tuimeter_domain", ("power_w", "energy_j", "total_energy_j", "co2_g",
                                    "total_co2_g", "up")),
     "machine": ("tuimeter_machine", ("power_w", "energy_j", "total_energy_j", "co2_g",
-                                     "total_co2_g", "monitor_cpu_ratio", "seq")),
+                                     "total_co2_g", "monitor_cpu_ratio", "seq",
+                                     "domains_lost")),
     "job": ("tuimeter_job", ("power_w", "energy_j", "total_energy_j", "cpu_energy_j",
                              "gpu_energy_j", "total_co2_g", "share", "running")),
     # at most 22 a tick (points.CGROUP_POINTS, other cgroups, idle/system)

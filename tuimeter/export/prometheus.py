@@ -55,6 +55,9 @@ METRICS: tuple[tuple[str, str, str, str, str, tuple[str, ...], dict[str, str]], 
     ("machine", "power_w", "tuimeter_machine_power_watts", GAUGE,
      "Machine total power over the last interval (domains with in_total=1, nothing counted "
      "twice), in watts.", MACHINE_LABELS, {}),
+    ("machine", "domains_lost", "tuimeter_machine_domains_lost", GAUGE,
+     "In-total domains lost in the last interval: while above 0 the machine total lacks "
+     "them (incomplete).", MACHINE_LABELS, {}),
     ("machine", "total_energy_j", "tuimeter_machine_energy_joules", COUNTER,
      "Machine total energy since the session started, in joules.", MACHINE_LABELS, {}),
     ("machine", "total_co2_g", "tuimeter_machine_co2e_grams", COUNTER,

@@ -126,7 +126,8 @@ class AmdSmiSensor(Sensor, GpuProcessSource):
         link = {"bridged": Link.BRIDGED, "reset": Link.BROKEN, "gap": Link.BROKEN}.get(
             step.kind, Link.CONTINUOUS)
         return Reading(gpu.domain.id, now_s, gpu.counter.energy_j, self._power_w(gpu),
-                       link=link)
+                       note=step.kind if link is Link.BROKEN else "", link=link,
+                       base_t_s=step.base_t_s, base_energy_j=step.base_energy_j)
 
     def _power_w(self, gpu: _AmdGpu) -> float | None:
         """The GPU's own power reading in W ("N/A" where it has none), or None."""

@@ -83,6 +83,11 @@ def _shown(raw: float) -> str:
     return text if len(text) <= 24 else f"{text[:12]}...({len(text)} digits)"
 
 
+def _secs(span_s: float) -> str:
+    """Seconds for a message: 2400.0, 12.5, 0.375 (never "0" for a short limit)."""
+    return f"{span_s:.1f}" if span_s >= 10 else f"{span_s:.3g}"
+
+
 @dataclass(frozen=True)
 class CounterStep:
     """What one raw reading did to a :class:`CounterTracker`.
@@ -95,8 +100,10 @@ class CounterStep:
       last good reading); ``energy_j`` is None and ``detail`` says why;
     * ``"bridged"``: good again after rejected readings: the step from the last good reading
       was plausible, so all of it is counted (the counter is monotonic underneath);
-    * ``"reset"``: the counter restarted (a rejected value, then one a plausible step
-      forward from it): a new base, nothing counted since the last good reading;
+    * ``"reset"``: the counter restarted or jumped for good (a rejected value, then one a
+      plausible step forward from it): a new base at the rejected value (``base_t_s``,
+      ``base_energy_j``), the step from it counted, nothing between the last good
+      reading and it;
     * ``"gap"``: the last good reading is older than :meth:`CounterTracker.gap_limit_s`, so
       the wraps in between are unknowable: a new base, nothing counted for the gap.
 
@@ -107,6 +114,10 @@ class CounterStep:
     kind: str
     detail: str = ""
     span_s: float = 0.0  # seconds since the last good reading (bridged, reset, gap)
+    #: reset: when the new base was read and the cumulative energy there (the energy
+    #: since is counted); None: the base is this reading
+    base_t_s: float | None = None
+    base_energy_j: float | None = None
 
 
 class CounterTracker:
@@ -218,17 +229,25 @@ class CounterTracker:
         span_s, bad = t_s - self.last_t, self._bad_reads
         gap = self.gap_limit_s()
         if gap is not None and span_s > gap:
-            return self._rebase(raw, t_s, "gap", f"no good reading for {span_s:.1f} s, longer "
-                                f"than the {gap:.0f} s in which the counter can wrap")
+            return self._rebase(raw, t_s, "gap", f"no good reading for {_secs(span_s)} s, longer "
+                                f"than the {_secs(gap)} s in which the counter can wrap")
         energy_j, wrapped = self._step(self.last_raw, raw, span_s)
         if energy_j is not None and raw == 0 and self.last_raw != 0:
             energy_j = None  # a failed read turned into 0; the next step counts a true 0
         if energy_j is None:
             suspect, self._suspect = self._suspect, (raw, t_s)
-            if (suspect is not None and raw > suspect[0]
-                    and self._step(suspect[0], raw, t_s - suspect[1])[0] is not None):
-                return self._rebase(raw, t_s, "reset", f"went from {self.last_raw:.0f} to "
+            since = None
+            if suspect is not None and raw > suspect[0]:
+                since = self._step(suspect[0], raw, t_s - suspect[1])[0]
+            if suspect is not None and since is not None:
+                # the counter runs on from the rejected value: only the span before it is
+                # lost; the step from it is energy (a jump costs one reading, not two)
+                base_j, base_t = self.energy_j, suspect[1]
+                step = self._rebase(raw, t_s, "reset", f"went from {self.last_raw:.0f} to "
                                     f"{suspect[0]:.0f} then {raw:.0f}: the counter restarted")
+                self.energy_j += since
+                return CounterStep(self.energy_j, "reset", step.detail, base_t - (
+                    t_s - step.span_s), base_t, base_j)
             what = "a step back" if raw < self.last_raw else "a step forward"
             return self.reject(f"{raw} after {self.last_raw:.0f} is {what} no hardware "
                                f"makes in {span_s:.3g} s")

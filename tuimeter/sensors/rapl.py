@@ -500,7 +500,8 @@ class RaplSensor(Sensor, DeviceInfoSource):
         if step.kind in ("reset", "gap"):
             self._event(now_s, dom.id, step.kind, f"{z.zone} energy_uj {step.detail}: the "
                         f"{step.span_s:.3g} s since its last good reading are lost (not counted)")
-            return Reading(dom.id, now_s, step.energy_j, note=step.kind, link=Link.BROKEN)
+            return Reading(dom.id, now_s, step.energy_j, note=step.kind, link=Link.BROKEN,
+                           base_t_s=step.base_t_s, base_energy_j=step.base_energy_j)
         if was_unreadable:  # a new counter (re-registered with another range): a new base
             self._event(now_s, dom.id, "recovered", f"{z.energy_path} reads again")
         return Reading(dom.id, now_s, step.energy_j)

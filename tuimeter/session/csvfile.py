@@ -324,13 +324,16 @@ class SessionWriter:
             t, f = p.tags, p.fields
             if p.name == "domain":
                 prov = t["provenance"] if f["up"] else LOST
-                # energy bridged across the lost intervals before it: say over how long
-                label = "" if f["bridged_s"] is None else bridged_label(f["bridged_s"])
+                if f["estimated_s"]:  # part of its energy estimates a span lost to a reset
+                    prov = schema.INTERPOLATED
+                # bridged across the lost intervals before it: over how long; lost: why
+                label = schema.sample_label(f["note"], f["bridged_s"], f["estimated_s"])
                 self._row(ts, el, iv, SAMPLE, t["domain"], t["source"], t["in_total"] == "1",
                           f["power_w"], f["energy_j"], f["co2_g"], prov, label)
             elif p.name == "machine":
                 self._row(ts, el, iv, TOTAL, "total", "", None, f["power_w"], f["energy_j"],
-                          f["co2_g"], t["provenance"])
+                          f["co2_g"], t["provenance"],
+                          schema.total_label(f["lost"], f["bridged"], f["note"]))
             elif p.name == "grid":
                 factor = f["g_per_j"]
             elif p.name == "job":

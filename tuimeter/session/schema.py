@@ -581,3 +581,39 @@ def bridged_span_s(label: str) -> float | None:
 
 #: a sample row's label when its energy was bridged across the lost rows before it
 _BRIDGED = "bridged "
+INTERPOLATED = str(Provenance.INTERPOLATED)
+#: what begins a ``total`` row's label when an in-total domain was lost in its interval
+INCOMPLETE = "incomplete"
+#: what begins a row's label when its interval is shorter than a counter's update period
+PARTIAL = "partial"
+
+#: a lost sample row's label, by the engine's reason (``DomainSample.note``)
+_LOST_WHY = {"gap": "gap: the counter may have wrapped unseen; part of the interval unknown",
+             "reset": "reset: the counter restarted; part of the interval unknown",
+             "regained": "regained: read again on a new base; part of the interval unknown"}
+
+
+def sample_label(note: str, bridged_s: float | None, estimated_s: float | None = None) -> str:
+    """A sample row's label: ``bridged 3.000 s``, with ``; first 1.000 s interpolated``
+    when that part of the span is an estimate (a span lost to a counter reset, at the
+    powers around it: the row's provenance is ``interpolated``), why a lost interval is
+    lost, or that a partial interval's power is not meaningful; "" for a plain
+    measurement."""
+    if bridged_s is not None and estimated_s:
+        return (f"{bridged_label(bridged_s)}; first {estimated_s:.3f} s {INTERPOLATED} "
+                f"(lost to a counter reset)")
+    if bridged_s is not None:
+        return bridged_label(bridged_s)
+    if note == PARTIAL:
+        return f"{PARTIAL}: shorter than a counter's update period, no power"
+    return _LOST_WHY.get(note, note)
+
+
+def total_label(lost: str, bridged: str, note: str) -> str:
+    """A ``total`` row's label: ``incomplete: lost package-1`` (in-total domains lost in
+    the interval, comma-separated: the total lacks them), ``with bridged package-1`` (its power
+    averages their bridged energy over their spans), ``partial: no power``; "" when plain."""
+    parts = [f"{INCOMPLETE}: lost {lost}" if lost else "",
+             f"with {_BRIDGED}{bridged}" if bridged else "",  # not a sample's prefix
+             f"{PARTIAL}: no power" if note == PARTIAL else ""]
+    return "; ".join(p for p in parts if p)

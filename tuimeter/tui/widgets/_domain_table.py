@@ -377,5 +377,7 @@ class DomainTable(StyledOnce):
 
     @staticmethod
     def _total(label: str, t: Totals, elapsed_s: float) -> RowData:
-        return RowData(label, provenance_badge(t.provenance), t.history_w, t.power_w,
-                       t.total_energy_j, elapsed_s)
+        # a total that lacks a lost domain says so, as the CSV's total row does
+        shown = "[incomplete]" if t.lost else provenance_badge(t.provenance)
+        return RowData(label, shown, t.history_w, t.power_w, t.total_energy_j, elapsed_s,
+                       bool(t.lost))
