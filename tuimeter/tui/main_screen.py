@@ -21,6 +21,7 @@ from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.css.query import NoMatches
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer
@@ -201,7 +202,11 @@ class MainScreen(Screen[None]):
         if self.latest is None or self.paused or not self._ready:
             return
         if self._drawn_at is None or time.monotonic() - self._drawn_at >= self.frame_s:
-            self._draw(self.latest)
+            try:
+                self._draw(self.latest)
+            except NoMatches:  # the app quit before its widgets were up (SIGHUP at start)
+                if not getattr(self.app, "_exit", False):  # Textual's "exit() was called"
+                    raise
         elif self._frame_timer is None:
             self._frame_timer = self.set_timer(FRAME_CHECK_S, self._frame_due)
 

@@ -252,25 +252,29 @@ def build(argv: list[str], *, start_engine: bool = True, need_terminal: bool = F
 
 def cmd_ui(argv: list[str]) -> int:
     """The UI command; its exit status."""
-    # SIGTERM ends the session like `q` (summary, file closed, a replay's temporary file
-    # removed): the running app handles it in its event loop; one that comes before the
-    # app is up (while the files are created, too) makes it quit as it starts, and one
-    # during the clean-up does not cut it short
+    # SIGTERM and SIGHUP (the terminal closed) end the session like `q` (summary, file
+    # closed, a replay's temporary file removed): the running app handles them in its
+    # event loop; one that comes before the app is up (while the files are created, too)
+    # makes it quit as it starts, and one during the clean-up does not cut it short
     early: list[int] = []
-    old = signal.signal(signal.SIGTERM, lambda signum, _f: early.append(signum))
+    ending = [s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
+    old = {s: signal.signal(s, lambda signum, _f: early.append(signum)) for s in ending}
     try:
         session, problem = build(argv, need_terminal=True)
         if session is None:
             return fail(problem or "cannot start")
         app = session.app
-        signal.signal(signal.SIGTERM, lambda _s, _f: app.request_quit())
+        for s in ending:
+            signal.signal(s, lambda _s, _f: app.request_quit())
         if early:
             app.request_quit()
         try:
             app.run()
         finally:
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            for s in ending:
+                signal.signal(s, signal.SIG_IGN)
             code = session.close()
         return code
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for s, handler in old.items():
+            signal.signal(s, handler)
