@@ -52,7 +52,7 @@ from .functions_key import FunctionsKey
 from .format import fmt_duration, fmt_interval
 from .main_screen import MainScreen, Status
 from .messages import SnapshotFeed, SnapshotReady
-from .screens import HelpScreen, LabelScreen
+from .screens import HelpScreen, LabelScreen, QuitScreen
 from .widgets import ProfilePanel
 
 if TYPE_CHECKING:
@@ -173,6 +173,9 @@ class TuimeterApp(App[Snapshot | None]):
         self._sessions_asked = False  # the replayed file's sessions scan has started
         self._record_error_shown = False
         self._quit_requested = False  # see request_quit
+        self.leave_job_running = False
+        """``q``, then "leave it running": the command tuimeter started is not stopped
+        at the end (``Session.close``); its output goes on into its log."""
         #: ``tuimeter profile --ui``: returns the live profile's (functions, total J)
         self.profile_source = profile_source
         self._profile_panel: ProfilePanel | None = None
@@ -486,6 +489,21 @@ class TuimeterApp(App[Snapshot | None]):
         self.call_from_thread(self.say, f"exported to {os.path.abspath(dst.path)}", timeout=15)
 
     async def action_quit(self) -> None:
+        """Quit; while the command tuimeter started runs, ask first (:class:`QuitScreen`:
+        stop it, leave it running, or stay). A followed ``--pid`` is never signalled."""
+        job = self.job
+        if (job is not None and job.popen is not None and not self._finished
+                and job.poll().running):
+            if not isinstance(self.screen, QuitScreen):
+                self.push_screen(QuitScreen(job.name, job.pid, job.log_path),
+                                 self._quit_answered)
+            return
+        self.exit(self.finish())
+
+    def _quit_answered(self, answer: str | None) -> None:
+        if answer is None:
+            return
+        self.leave_job_running = answer == "leave"
         self.exit(self.finish())
 
     # -- shutdown -----------------------------------------------------------------

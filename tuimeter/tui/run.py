@@ -86,8 +86,12 @@ class Session:
         for problem in summary.problems:
             say(f"tuimeter: error: {problem}")
         code = 0
+        left = None  # the command left running at the user's word (q, then l)
         if self.job is not None and self.job.popen is not None:
-            code = exit_status(self.job.stop()) or 0
+            if self.app.leave_job_running and self.job.poll().running:
+                left = self.job
+            else:
+                code = exit_status(self.job.stop()) or 0
         rec = self.recorder
         if rec is not None and rec.error:
             say(f"tuimeter: error: {rec.error}; the session up to then is in {rec.path}")
@@ -100,7 +104,10 @@ class Session:
             say(f"tuimeter: session saved to {rec.path}")
         for path in self.app.exports:
             say(f"tuimeter: exported to {os.path.abspath(path)}")
-        if self.job is not None and self.job.log_path:
+        if left is not None:
+            say(f"tuimeter: {left.name} (pid {left.pid}) left running"
+                + (f"; its output goes on into {left.log_path}" if left.log_path else ""))
+        elif self.job is not None and self.job.log_path:
             say(f"tuimeter: output of {self.job.name} is in {self.job.log_path}")
         return code
 
