@@ -5,8 +5,9 @@ filter, sort, tree) and their cells, and hands them to one :class:`ProcessTable`
 (``_process_table.py``: a Line API widget), which repaints only the lines whose cells
 changed. The panel's height is set by the screen (40 % of it, 6 lines when compact), not
 by its rows: processes come and go every second, and a frame never re-lays out the screen
-(more rows than lines scroll). The cursor follows the process it was on (processes are
-keyed by pid and start time, ``ProcessPanel.selected_key``).
+(more rows than lines scroll). Until the user moves the cursor it stays on the first row
+and the view at the top; after, the cursor follows the process it was on (processes are
+keyed by pid and start time, ``ProcessPanel.selected_key``) and the view keeps it shown.
 
 Keys (while the table or its filter has the focus; the footer shows them): ``s`` / ``S``
 next sort order / reverse it, ``/`` filter, ``t`` tree, Enter the selected process's
@@ -223,7 +224,10 @@ class ProcessPanel(Vertical):
         cols = _columns(self.size.width)
         table.set_columns(cols, [self._label(c) for c in cols])
         keys = [r.key for r, _ in self.rows]
-        cursor = keys.index(selected) if selected in keys else table.cursor_row
+        if not table.moved:  # the view stays at the top until the user moves the cursor
+            cursor = 0
+        else:  # then the cursor follows its process, kept in view
+            cursor = keys.index(selected) if selected in keys else table.cursor_row
         table.set_rows([_cells(r, prefix, cols) for r, prefix in self.rows], cursor)
         self._keys = keys
 
