@@ -19,7 +19,7 @@ from tuimeter.tui.messages import SnapshotReady
 from tuimeter.tui.screens import HelpScreen, LabelScreen
 from tuimeter.tui.widgets import DomainTable, JobPanel, PowerChart, TopBar
 
-from .conftest import drawn as drawn_latest, make_app, tick, wait_for
+from .conftest import drawn as drawn_latest, make_app, screen_text, tick, wait_for
 
 
 def text(widget: Static) -> str:
@@ -598,3 +598,25 @@ def test_the_ui_engine_ticks_without_quick_handoffs(tmp_path):
     takes a tick's readings at the interpreter's own switch interval (handoff.py)."""
     app, _ = make_app(tmp_path)
     assert app.engine.quick_handoffs is False
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_the_footer_keeps_help_and_quit(tmp_path, size):
+    """At 80x24 the footer stopped at `e ▏^p palette`: no `? Help`, no `q Quit`. They show
+    at 80 columns and wider (M, + - and k K are in the help and the palette); a sensor
+    line cut at 80 columns still starts with where its fixes are."""
+    from tests.tui.conftest import ScriptedAttributor
+    from tuimeter.model import SensorStatus
+    from tuimeter.tui.widgets._sensor_status import status_text
+
+    app, clock = make_app(tmp_path, attributor=ScriptedAttributor(), attribution="on")
+    async with app.run_test(size=size) as pilot:
+        await tick(pilot, clock, 3)
+        assert await wait_for(pilot, lambda: "q Quit" in screen_text(app)[0].splitlines()[-1])
+        footer = screen_text(app)[0].splitlines()[-1]
+        assert "? Help" in footer and "q Quit" in footer and "p Pause" in footer
+    line = status_text([SensorStatus("rapl", False, "cannot read x: Permission denied", "fix"),
+                        SensorStatus("nvml", False, "no driver", "install it")],
+                       detail=False).plain
+    assert line[:80].startswith("Sensors: (? for the fixes)")

@@ -112,13 +112,14 @@ class TuimeterApp(App[Snapshot | None]):
     TITLE = "tuimeter"
     BINDINGS = [
         Binding("m", "mark", "Mark"),
-        Binding("M", "mark_labelled", "Label mark", key_display="M"),
+        # the footer keeps ? and q at 80 columns: M, + and - are in the help and palette
+        Binding("M", "mark_labelled", "Label mark", key_display="M", show=False),
         Binding("p", "pause", "Pause"),
         Binding("g", "group", "Group", show=False),
         Binding("e", "export", "Export"),
         Binding("f", "functions", "Functions", show=False),  # help and palette list it
-        Binding("plus,equals_sign", "slower", "Slower", key_display="+"),
-        Binding("minus,underscore", "faster", "Faster", key_display="-"),
+        Binding("plus,equals_sign", "slower", "Slower", key_display="+", show=False),
+        Binding("minus,underscore", "faster", "Faster", key_display="-", show=False),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
         Binding("ctrl+c", "quit", "Quit", show=False),  # as in top/htop (Textual: ctrl+q)

@@ -130,8 +130,9 @@ class ProcessPanel(Vertical):
         Binding("S", "reverse_sort", "Reverse", key_display="S", group=Binding.Group("Sort")),
         Binding("slash", "filter", "Filter", key_display="/"),
         Binding("t", "tree", "Tree"),
-        Binding("k", "signal('TERM')", "TERM", group=Binding.Group("Signal")),
-        Binding("K", "signal('KILL')", "KILL", key_display="K", group=Binding.Group("Signal")),
+        # in the help, the palette and the details (Enter), not the footer: ? and q fit
+        Binding("k", "signal('TERM')", "TERM", show=False),
+        Binding("K", "signal('KILL')", "KILL", key_display="K", show=False),
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
 
