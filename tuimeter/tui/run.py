@@ -48,6 +48,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--session", metavar="ID",
                    help="with --replay, for a file holding several sessions: replay this one "
                         "(default: the first)")
+    p.add_argument("--no-record", action="store_true",
+                   help="a look without a session file (no -o, no -- CMD: its output is "
+                        "logged next to the session file); by default the UI records into "
+                        "the data folder, which keeps the newest 50 sessions and 500 MB")
     p.add_argument("--export-dir", metavar="DIR", default=None,
                    help="where `e` writes exports (default: the current directory)")
     return p
@@ -62,6 +66,7 @@ class Session:
         self.live = live
         self.job = job
         self.temp_path = temp_path  # the recorder's file when it is only for this replay
+        self.pruned: Any = None  # the old sessions the data folder let go (retention.Pruned)
 
     @property
     def recorder(self) -> Any:
@@ -102,6 +107,14 @@ class Session:
             say("tuimeter: replay not saved (use -o FILE to keep it)")
         elif rec is not None:
             say(f"tuimeter: session saved to {rec.path}")
+        else:
+            say("tuimeter: not recorded (--no-record)")
+        if self.pruned is not None and self.pruned.removed:
+            from ..session.retention import KEEP_BYTES, KEEP_SESSIONS
+
+            say(f"tuimeter: removed the {len(self.pruned.removed)} oldest sessions "
+                f"({self.pruned.freed_bytes / 1e6:.1f} MB) from {self.pruned.folder}: it "
+                f"keeps the newest {KEEP_SESSIONS} and {KEEP_BYTES // 10**6} MB")
         for path in self.app.exports:
             say(f"tuimeter: exported to {os.path.abspath(path)}")
         if left is not None:
@@ -157,6 +170,9 @@ def _usage_problem(args: argparse.Namespace, command: list[str] | None) -> str |
         return "--speed needs --replay FILE"
     if args.session is not None and not args.replay:
         return "--session needs --replay FILE"
+    if args.no_record and (args.output or command or args.replay):
+        return ("--no-record writes no session file: it takes no -o FILE, no --replay, and "
+                "no -- CMD (a command's output is logged next to its session file)")
     if not os.path.isdir(args.export_dir):
         return f"--export-dir {args.export_dir} is not a directory"
     return None
@@ -177,7 +193,10 @@ def _live_session(args: argparse.Namespace, command: list[str] | None
         temp_path = recorder.path if args.output is None else None
         return (LiveSession(engine, recorder, markers=False, replay=replay), "replay",
                 temp_path)
+    args.no_file = args.no_record
     engine, recorder, exporters = open_measurement(args, measure_options(args))
+    if args.no_record:
+        recorder = None
     attribution = ("off" if args.no_attribution else
                    "on" if engine.attributor is not None else "unavailable")
     live = LiveSession(engine, recorder, exporters, command=command,
@@ -243,6 +262,7 @@ def build(argv: list[str], *, start_engine: bool = True, need_terminal: bool = F
         live.open()
     except StartError as exc:
         return None, str(exc)
+    pruned = _prune_data_folder(args, live.recorder)
     job = None
     if live.child is not None:
         job = JobWatcher(live.child.pid, live.child, command, live.log_path)
@@ -254,7 +274,24 @@ def build(argv: list[str], *, start_engine: bool = True, need_terminal: bool = F
                       attribution=attribution, export_dir=args.export_dir,
                       start_engine=start_engine, keep_session=temp_path is None,
                       session=live, theme=args.theme, config_path=default_config_path())
-    return Session(app, live, job, temp_path), None
+    session = Session(app, live, job, temp_path)
+    session.pruned = pruned
+    return session, None
+
+
+def _prune_data_folder(args: argparse.Namespace, recorder: Any) -> Any:
+    """A session recorded into the data folder by default: the folder keeps the newest
+    sessions within bounds (``session/retention.py``); what went. None otherwise."""
+    path = getattr(recorder, "path", None)
+    if args.output or args.replay or not path:
+        return None
+    from ..config import default_data_dir
+    from ..session.retention import prune
+
+    folder = os.path.dirname(os.path.abspath(path))
+    if folder != os.path.abspath(default_data_dir()):
+        return None  # output_dir in config.toml: the user's folder, not ours to prune
+    return prune(folder, path)
 
 
 def cmd_ui(argv: list[str]) -> int:
