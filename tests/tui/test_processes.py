@@ -105,6 +105,31 @@ async def test_the_cursor_stays_on_its_process_when_the_rows_move(tmp_path):
 
 # -- filter -------------------------------------------------------------------------------
 @pytest.mark.asyncio
+async def test_the_filter_finds_an_idle_process_the_top_rows_leave_out(tmp_path):
+    """An idle `sleep` is not among the snapshot's top processes by power: the filter
+    showed "0 shown". It looks through every process the machine runs (at 0 W), by pid
+    and by its command line, and lets them go again when cleared."""
+    from tuimeter.tui.process_rows import every_process_rows
+
+    child = subprocess.Popen(["sleep", "120"])
+    try:
+        async with running(tmp_path, process_scan=every_process_rows) as (app, clock, pilot):
+            assert child.pid not in shown(app)
+            await pilot.press("slash", *str(child.pid), "enter")
+            assert await wait_for(pilot, lambda: child.pid in shown(app))
+            assert f"({len(shown(app))} shown)" in screen_text(app)[0]
+            row = next(r for r, _ in app.screen.query_one(ProcessPanel).rows
+                       if r.pid == child.pid)
+            assert row.name == "sleep" and row.cmdline == "sleep 120" and row.power_w == 0
+            await pilot.press("escape")
+            await tick(pilot, clock)
+            assert child.pid not in shown(app) and shown(app) == BY_POWER
+    finally:
+        child.kill()
+        child.wait()
+
+
+@pytest.mark.asyncio
 async def test_slash_filters_by_name_command_line_user_or_pid(tmp_path):
     async with running(tmp_path) as (app, clock, pilot):
         await pilot.press("slash")

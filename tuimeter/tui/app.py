@@ -135,8 +135,10 @@ class TuimeterApp(App[Snapshot | None]):
                  start_engine: bool = True, keep_session: bool = True,
                  exporters: Sequence = (), session: LiveSession | None = None,
                  profile_source: Callable[[], tuple] | None = None,
-                 theme: str | None = None, config_path: str | os.PathLike | None = None
-                 ) -> None:
+                 theme: str | None = None, config_path: str | os.PathLike | None = None,
+                 process_scan: Callable | None = None) -> None:
+        """``process_scan``: every process on the machine as rows, for the process filter
+        (``process_rows.every_process_rows``; the command line passes it)."""
         super().__init__()
         self.config_path = config_path
         """Where a theme chosen in the palette is saved (config.toml); None: not saved."""
@@ -165,7 +167,7 @@ class TuimeterApp(App[Snapshot | None]):
         self.feed = SnapshotFeed(self.post_message, engine.history_len)
         follows = job is not None or (replay is not None and replay.recorded_job)
         self.main = MainScreen(engine.domains, self._status, attribution=attribution,
-                               follows_job=follows)
+                               follows_job=follows, process_scan=process_scan)
         self._marks = 0
         self._finished = False
         self._job_exited_at: float | None = None

@@ -80,8 +80,9 @@ class MainScreen(Screen[None]):
 
     def __init__(self, domains: Sequence[Domain], status: Callable[[Snapshot], Status], *,
                  attribution: str = "unavailable", follows_job: bool = False,
-                 frame_s: float = FRAME_S) -> None:
+                 frame_s: float = FRAME_S, process_scan: Callable | None = None) -> None:
         super().__init__()
+        self.process_scan = process_scan  # the process panel's (the filter's) every process
         self.domains = tuple(domains)
         self.status = status
         self.attribution = attribution
@@ -121,7 +122,7 @@ class MainScreen(Screen[None]):
         with Horizontal(id="middle"):
             yield PowerChart(id="chart")
             yield TotalsPanel(id="totals")
-        yield ProcessPanel(self.attribution, id="processes")
+        yield ProcessPanel(self.attribution, id="processes", scan=self.process_scan)
         yield SensorStatusLine(id="sensors")
         yield Footer(compact=True)
 

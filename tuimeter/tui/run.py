@@ -253,6 +253,7 @@ def build(argv: list[str], *, start_engine: bool = True, need_terminal: bool = F
     from ..sensors.replay import ReplayError
     from ..session.measure import SetupError
     from .app import TuimeterApp
+    from .process_rows import every_process_rows
 
     try:
         live, attribution, temp_path = _live_session(args, command)
@@ -273,7 +274,8 @@ def build(argv: list[str], *, start_engine: bool = True, need_terminal: bool = F
     app = TuimeterApp(live.engine, job=job, replay=live.replay,
                       attribution=attribution, export_dir=args.export_dir,
                       start_engine=start_engine, keep_session=temp_path is None,
-                      session=live, theme=args.theme, config_path=default_config_path())
+                      session=live, theme=args.theme, config_path=default_config_path(),
+                      process_scan=every_process_rows if attribution == "on" else None)
     session = Session(app, live, job, temp_path)
     session.pruned = pruned
     return session, None
