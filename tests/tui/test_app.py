@@ -60,6 +60,8 @@ async def test_shift_m_asks_for_a_label(tmp_path):
         await tick(pilot, clock, 2)
         await pilot.press("M")
         assert isinstance(app.screen, LabelScreen)
+        prompt = screen_text(app)[0]  # the prompt says which instant the marker takes
+        assert "Marker at about 0:00:02, when M was" in prompt and "pressed (not when" in prompt
         await pilot.press(*"train, epoch 1")
         clock.advance(4.0)  # slow typing: the marker stays where M was pressed
         await pilot.press("enter")
@@ -620,3 +622,11 @@ async def test_the_footer_keeps_help_and_quit(tmp_path, size):
                         SensorStatus("nvml", False, "no driver", "install it")],
                        detail=False).plain
     assert line[:80].startswith("Sensors: (? for the fixes)")
+
+
+def test_the_help_keeps_each_key_apart_from_its_text():
+    """The help read `[ ]chart: ...`: a key as wide as its column ran into its text."""
+    from tuimeter.tui.screens import help_text
+
+    text = help_text([], None).plain
+    assert "[ ] chart: a shorter" in text and "[ ]chart" not in text

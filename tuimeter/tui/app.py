@@ -396,7 +396,9 @@ class TuimeterApp(App[Snapshot | None]):
             if label:
                 self._add_marker(label, pressed_at)
 
-        self.push_screen(LabelScreen(), added)
+        snap = self.engine.snapshot
+        at = fmt_duration(snap.elapsed_s) if snap is not None else "the time"
+        self.push_screen(LabelScreen(at), added)
 
     def _add_marker(self, label: str, at_s: float | None = None) -> None:
         if self._finished or self._replay_done:

@@ -53,7 +53,7 @@ def help_text(sensors: Sequence[SensorStatus], session_path: str | None,
     text = Text()
     text.append("Keys\n", style="bold underline")
     for key, what in KEYS:
-        text.append(f"  {key:<3}", style="bold")
+        text.append(f"  {key:<4}", style="bold")  # "[ ]" and its text apart
         text.append(f"{what}\n")
     text.append("\nProcess table\n", style="bold underline")
     for key, what in PROCESS_KEYS:
@@ -151,9 +151,14 @@ class LabelScreen(ModalScreen[str | None]):
     }
     """
 
+    def __init__(self, at_text: str = "the time") -> None:
+        super().__init__()
+        self.at_text = at_text  # when M was pressed (session time), as the prompt says
+
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static("Marker label (Enter to add, Esc to cancel):")
+            yield Static(f"Marker at about {self.at_text}, when M was pressed (not when Enter "
+                         "is). Label (Enter adds it, Esc cancels):")
             yield Input(placeholder="e.g. training starts", id="label")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
