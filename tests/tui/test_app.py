@@ -630,3 +630,25 @@ def test_the_help_keeps_each_key_apart_from_its_text():
 
     text = help_text([], None).plain
     assert "[ ] chart: a shorter" in text and "[ ]chart" not in text
+
+
+@pytest.mark.asyncio
+async def test_no_frame_is_drawn_behind_a_modal_and_the_newest_after_it(tmp_path):
+    """With the help open the main screen draws nothing (each frame behind a modal made
+    Textual compose the whole screen again: 5.9 % of a core against 2.3 %); closing it
+    draws the newest snapshot at once."""
+    app, clock = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await tick(pilot, clock, 2)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        drawn = app.main.frames_drawn
+        for _ in range(3):
+            clock.advance(1.0)
+            app.engine.tick()
+            await pilot.pause(0.6)  # past a frame's due time
+        assert app.main.frames_drawn == drawn
+        await pilot.press("escape")
+        assert await wait_for(pilot, lambda: app.main.drawn is app.main.latest
+                              and app.main.frames_drawn == drawn + 1)
+        assert "0:00:05" in screen_text(app)[0]
