@@ -16,7 +16,11 @@ UI pays for building and writing every escape code. Figures are % of one core; c
 rows of one run, not runs on different days (these machines are noisy).
 
     .venv/bin/python bench/bench_ui_pty.py [--seconds 60] [--warmup 10] [--size 120x40]
-        [--only ui1,rec1,ui01,rec01] [--profile FILE]
+        [--only ui1,rec1,ui1help,ui01,rec01] [--first-frame N] [--profile FILE]
+
+``ui1help`` is the 1 s UI with the help (a modal) open while measured; ``--first-frame N``
+first launches the UI N times (to its first frame, its first power figure), the
+recorder (to its first tick in the file) and ``python -c pass`` (the floor).
 
 ``--profile FILE`` runs the 1 s UI phase (``--profile-interval S``: another) under cProfile (main thread: Textual's loop) and
 prints where its time goes (cProfile's overhead inflates the total: read the shares).
@@ -30,7 +34,10 @@ import math
 import os
 import pty
 import pstats
+import re
+import select
 import shutil
+import statistics
 import struct
 import subprocess
 import sys
@@ -73,7 +80,8 @@ class Driver(threading.Thread):
                 self.fake.advance(dom, w * (1.0 + 0.2 * math.sin((now - t0) / 4.0 + i)) * dt)
 
 
-def spawn(args: list[str], env: dict, size: tuple[int, int] | None) -> tuple[subprocess.Popen, int | None]:
+def spawn(args: list[str], env: dict, size: tuple[int, int] | None,
+          read: bool = True) -> tuple[subprocess.Popen, int | None]:
     """Start ``python -m tuimeter ARGS``; in a pty of ``size`` (cols, rows) when given."""
     cmd = [sys.executable, "-m", "tuimeter", *args]
     if size is None:
@@ -84,7 +92,8 @@ def spawn(args: list[str], env: dict, size: tuple[int, int] | None) -> tuple[sub
     proc = subprocess.Popen(cmd, env=env, stdin=slave, stdout=slave, stderr=slave,
                             start_new_session=True)
     os.close(slave)
-    threading.Thread(target=drain, args=(master,), daemon=True).start()
+    if read:  # else the caller reads the output
+        threading.Thread(target=drain, args=(master,), daemon=True).start()
     return proc, master
 
 
@@ -101,11 +110,15 @@ def cpu_s(proc: psutil.Process) -> float:
     return t.user + t.system
 
 
-def phase(name: str, args: list[str], env: dict, size, warmup: float, seconds: float) -> float:
+def phase(name: str, args: list[str], env: dict, size, warmup: float, seconds: float,
+          keys: bytes = b"") -> float:
     proc, master = spawn(args, env, size)
     ps = psutil.Process(proc.pid)
     try:
         time.sleep(warmup)
+        if keys and master is not None:  # a modal open (?: the help) while measured
+            os.write(master, keys)
+            time.sleep(1.0)
         if proc.poll() is not None:
             raise SystemExit(f"{name}: tuimeter exited early ({proc.returncode})")
         c0, t0 = cpu_s(ps), time.monotonic()
@@ -113,7 +126,7 @@ def phase(name: str, args: list[str], env: dict, size, warmup: float, seconds: f
         c1, t1 = cpu_s(ps), time.monotonic()
     finally:
         if master is not None:
-            os.write(master, b"q")
+            os.write(master, b"\x1bq" if keys else b"q")
         else:
             proc.terminate()
         try:
@@ -129,6 +142,67 @@ def phase(name: str, args: list[str], env: dict, size, warmup: float, seconds: f
     return pct
 
 
+#: the first frame: the domain table's total row; with real numbers: a power figure
+FIRST_FRAME = re.compile(rb"total")
+FIRST_NUMBER = re.compile(rb"\d\.\d W")
+
+
+def until_seen(proc: subprocess.Popen, master: int, patterns, t0: float,
+               limit_s: float = 30.0):
+    """Seconds since ``t0`` until each pattern is in the pty's output (None: never)."""
+    seen, at = bytearray(), [None] * len(patterns)
+    while None in at and time.monotonic() - t0 < limit_s and proc.poll() is None:
+        ready, _, _ = select.select([master], [], [], 0.05)
+        if ready:
+            try:
+                seen.extend(os.read(master, 65536))
+            except OSError:
+                break
+        for i, pattern in enumerate(patterns):
+            if at[i] is None and pattern.search(seen):
+                at[i] = time.monotonic() - t0
+    return at
+
+
+def first_frames(env: dict, size, tmp: Path, n: int) -> None:
+    """Launch to first frame, N times each, with the recorder's first tick and the floor."""
+    ui, num, rec, floor = [], [], [], []
+    for i in range(n):
+        t0 = time.monotonic()
+        subprocess.run([sys.executable, "-c", "pass"], env=env, check=True)
+        floor.append(time.monotonic() - t0)
+        out = tmp / f"ff{i}.csv"
+        t0 = time.monotonic()
+        proc, master = spawn(["-i", "1", "-o", str(out)], env, size, read=False)
+        at = until_seen(proc, master, (FIRST_FRAME, FIRST_NUMBER), t0)
+        threading.Thread(target=drain, args=(master,), daemon=True).start()
+        os.write(master, b"q")
+        proc.wait(timeout=30)
+        os.close(master)
+        ui.append(at[0])
+        num.append(at[1])
+        rec_out = tmp / f"fr{i}.csv"
+        t0 = time.monotonic()
+        proc, _ = spawn(["record", "-o", str(rec_out), "-i", "1"], env, None)
+        while time.monotonic() - t0 < 30 and not (
+                rec_out.exists() and b",total,total," in rec_out.read_bytes()):
+            time.sleep(0.01)
+        rec.append(time.monotonic() - t0)
+        proc.terminate()
+        proc.wait(timeout=15)
+
+    def row(name, xs):
+        xs = [x for x in xs if x is not None]
+        print(f"{name:<34} median {statistics.median(xs):.2f} s  "
+              f"(min {min(xs):.2f}, max {max(xs):.2f}, n={len(xs)})", flush=True)
+
+    print(f"start-up, {n} launches each, load {os.getloadavg()[0]:.2f}:")
+    row("python -c pass (the floor)", floor)
+    row("ui: first frame", ui)
+    row("ui: first power figure", num)
+    row("record: first tick in the file", rec)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=60.0)
@@ -138,6 +212,10 @@ def main() -> int:
     ap.add_argument("--profile", metavar="FILE")
     ap.add_argument("--profile-interval", type=float, default=1.0, metavar="S",
                     help="the interval of the profiled UI run (default 1)")
+    ap.add_argument("--first-frame", type=int, default=0, metavar="N",
+                    help="first: N launches each of the UI (time to its first frame, and "
+                         "to its first power figure), the recorder (to its first tick in "
+                         "the file) and a bare `python -c pass` (the floor)")
     a = ap.parse_args()
     cols, rows = (int(x) for x in a.size.split("x"))
     tmp = Path(tempfile.mkdtemp(prefix="tuimeter-bench-ui-"))
@@ -155,13 +233,17 @@ def main() -> int:
     phases = {
         "rec1": ("record 1 s", ["record", "-o", str(tmp / "r1.csv"), "-i", "1"], None),
         "ui1": ("ui 1 s", ["-i", "1", "-o", str(tmp / "u1.csv")], (cols, rows)),
+        "ui1help": ("ui 1 s, ? open", ["-i", "1", "-o", str(tmp / "u1h.csv")], (cols, rows),
+                    b"?"),
         "rec01": ("record 0.1 s", ["record", "-o", str(tmp / "r01.csv"), "-i", "0.1"], None),
         "ui01": ("ui 0.1 s", ["-i", "0.1", "-o", str(tmp / "u01.csv")], (cols, rows)),
     }
     try:
-        for key in a.only.split(","):
-            name, args, size = phases[key]
-            phase(name, args, env, size, a.warmup, a.seconds)
+        if a.first_frame:
+            first_frames(env, (cols, rows), tmp, a.first_frame)
+        for key in a.only.split(",") if a.only else ():
+            name, args, size, *keys = phases[key]
+            phase(name, args, env, size, a.warmup, a.seconds, *keys)
         if a.profile:
             prof_env = dict(env)
             proc_args = ["-i", f"{a.profile_interval:g}", "-o", str(tmp / "p.csv")]

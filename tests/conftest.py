@@ -7,6 +7,14 @@ from pathlib import Path
 import pytest
 
 
+@pytest.fixture(autouse=True)
+def _no_time_zone_guess(tmp_path_factory, monkeypatch):
+    """No grid figure guessed from this machine's time zone: every test reads zone files
+    under an empty root (tests/test_tzcountry.py builds fake ones), so even a ``$TZ``
+    names no country."""
+    monkeypatch.setenv("TUIMETER_TZ_ROOT", str(tmp_path_factory.getbasetemp() / "no-tz"))
+
+
 @pytest.fixture
 def runtime_dir(tmp_path, monkeypatch) -> Path:
     """A private ``$XDG_RUNTIME_DIR`` (0700) for the marker sockets, and no

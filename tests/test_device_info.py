@@ -267,3 +267,22 @@ def test_a_slow_device_read_never_holds_up_the_ticks():
         engine.stop()
         engine.close()
 
+
+
+def test_a_missing_nvml_function_costs_that_field_only_and_logs_nothing(monkeypatch, caplog,
+                                                                          capfd):
+    """An older driver or binding without ``nvmlDeviceGetClockInfo``: the AttributeError
+    dropped all of the GPU's readings and printed a traceback from the devices thread over
+    the screen. Now the clocks are None, the other fields read, nothing is logged."""
+    fake = make_fake_pynvml([FakeGpu()])
+    monkeypatch.delattr(fake, "nvmlDeviceGetClockInfo")
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    engine, clock = make_engine([NvmlSensor()])
+    engine.open()
+    with caplog.at_level("DEBUG"):
+        engine.refresh_devices()
+        clock.advance(1)
+        info = engine.tick().domain("gpu0").device
+    assert info is not None and (info.clock_sm_mhz, info.clock_mem_mhz) == (None, None)
+    assert (info.util_pct, info.temp_c, info.power_limit_w) == (87.0, 64.0, 700.0)
+    assert caplog.records == [] and capfd.readouterr().err == ""

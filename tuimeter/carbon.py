@@ -7,7 +7,9 @@ Where the figure comes from, first match wins, setting by setting:
    ``TUIMETER_PUE``;
 3. the config file ``$XDG_CONFIG_HOME/tuimeter/config.toml`` (``~/.config/...`` when the
    variable is unset), top-level keys ``country``, ``carbon_intensity``, ``pue``;
-4. the world average, 475 g CO2e/kWh (IEA Global Energy & CO2 Status Report 2019, the
+4. the country guessed from the system's time zone (:mod:`tuimeter.tzcountry`, offline),
+   its source ending ``guessed from time zone Europe/Berlin``;
+5. the world average, 475 g CO2e/kWh (IEA Global Energy & CO2 Status Report 2019, the
    figure CodeCarbon uses), flagged ``is_default`` so the UI can say it is a guess.
 
 The grid intensity is one setting: the first level that names a country *or* an
@@ -294,7 +296,22 @@ def resolve_carbon(
             origin = "" if level.origin == "given" else level.where("country")
             entry = lookup_country(str(level.country), origin)
             return CarbonInfo(entry.g_per_kwh, pue_value, entry.source())
+    from .tzcountry import guess_country
+
+    guess = guess_country(env)
+    if guess is not None:
+        try:
+            entry = lookup_country(guess[0])
+        except CarbonError:  # a zone whose country the table lacks
+            pass
+        else:
+            return CarbonInfo(entry.g_per_kwh, pue_value,
+                              f"{entry.source()}; {GUESSED} {guess[1]} (--country sets it)")
     return CarbonInfo(WORLD_AVERAGE_G_PER_KWH, pue_value, DEFAULT_SOURCE, is_default=True)
+
+
+#: how a grid figure guessed from the time zone says so (its source's end)
+GUESSED = "guessed from time zone"
 
 
 #: joules in a kilowatt-hour

@@ -55,7 +55,7 @@ def say(message: str, end: str = "\n", *, raw: bool = False) -> None:
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
     """Print ``tuimeter: error: MESSAGE`` (escaped: it may quote input); return ``code``."""
-    print(f"tuimeter: error: {safe_text(message)}", file=sys.stderr)
+    say(f"tuimeter: error: {message}")  # a terminal already gone is not another error
     return code
 
 

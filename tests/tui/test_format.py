@@ -20,3 +20,11 @@ def test_a_zero_power_has_no_sign():
     assert fmt_power(-0.0) == "0.0 W"
     assert fmt_power(0.0) == "0.0 W"
     assert fmt_power(-0.5) == "-500 mW"
+
+
+@pytest.mark.parametrize("w,shown", [(-0.0003, "0 mW"), (-0.0004999, "0 mW"), (-0.04, "-40 mW"),
+                                     (0.0004, "0 mW"), (-0.0006, "-1 mW"), (0.25, "250 mW")])
+def test_a_power_that_rounds_to_zero_has_no_sign(w, shown):
+    """idle/system read `-0 mW` (a remainder of -0.3 mW): a figure that rounds to zero is
+    drawn without a sign."""
+    assert fmt_power(w) == shown

@@ -5,9 +5,11 @@ child processes they start."""
 from __future__ import annotations
 
 import contextlib
+import re
 import os
 import signal
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -102,6 +104,31 @@ async def test_the_cursor_stays_on_its_process_when_the_rows_move(tmp_path):
 
 
 # -- filter -------------------------------------------------------------------------------
+@pytest.mark.asyncio
+async def test_the_filter_finds_an_idle_process_the_top_rows_leave_out(tmp_path):
+    """An idle `sleep` is not among the snapshot's top processes by power: the filter
+    showed "0 shown". It looks through every process the machine runs (at 0 W), by pid
+    and by its command line, and lets them go again when cleared."""
+    from tuimeter.tui.process_rows import every_process_rows
+
+    child = subprocess.Popen(["sleep", "120"])
+    try:
+        async with running(tmp_path, process_scan=every_process_rows) as (app, clock, pilot):
+            assert child.pid not in shown(app)
+            await pilot.press("slash", *str(child.pid), "enter")
+            assert await wait_for(pilot, lambda: child.pid in shown(app))
+            assert f"({len(shown(app))} shown)" in screen_text(app)[0]
+            row = next(r for r, _ in app.screen.query_one(ProcessPanel).rows
+                       if r.pid == child.pid)
+            assert row.name == "sleep" and row.cmdline == "sleep 120" and row.power_w == 0
+            await pilot.press("escape")
+            await tick(pilot, clock)
+            assert child.pid not in shown(app) and shown(app) == BY_POWER
+    finally:
+        child.kill()
+        child.wait()
+
+
 @pytest.mark.asyncio
 async def test_slash_filters_by_name_command_line_user_or_pid(tmp_path):
     async with running(tmp_path) as (app, clock, pilot):
@@ -507,3 +534,48 @@ async def test_the_cursor_row_shows_whether_the_table_has_focus(tmp_path):
         await pilot.press("enter")  # back to the table
         await pilot.pause()
         assert app.screen.focused is table and cursor_style() == focused
+
+
+@pytest.mark.asyncio
+async def test_the_view_stays_at_the_top_until_the_user_moves_the_cursor(tmp_path):
+    """The first row's process falls down the sort: the cursor stays on the first row and
+    the view at the top (the busiest rows on screen); it followed that process before and
+    the table scrolled away by itself. Once the user moves, the cursor follows its process
+    and the view keeps it shown."""
+    att = many(30)
+
+    def power(pid, w):
+        att.procs = tuple(proc(p.pid, p.name, w) if p.pid == pid else p for p in att.procs)
+
+    async with running(tmp_path, att) as (app, clock, pilot):
+        table = app.screen.query_one(ProcessTable)
+        assert selected_pid(app) == 1000
+        power(1000, 0.5)  # the first row drops to the end of the sort
+        await tick(pilot, clock)
+        assert table.top == 0 and table.cursor_row == 0 and selected_pid(app) == 1001
+        assert "1-13 of 30" in screen_text(app)[0]
+        await pilot.press("down")  # the user moves: from now on the cursor follows
+        assert selected_pid(app) == 1002
+        power(1002, 0.25)
+        await tick(pilot, clock)
+        assert selected_pid(app) == 1002 and table.cursor_row == 29
+        assert "18-30 of 30" in screen_text(app)[0]
+
+
+@pytest.mark.asyncio
+async def test_a_replay_at_80x24_keeps_the_busiest_rows_shown():
+    """`tuimeter --replay demo-job.csv` at 80x24: at 0:00:31 the table showed `7-8 of 13`
+    with the two 270 W train.py rows off screen; it shows the first rows."""
+    from tests.fakes.scripted import FakeClock
+    from tuimeter.tui.run import replay_app
+
+    path = Path(__file__).resolve().parents[1] / "data" / "sessions" / "demo-job.csv"
+    clock = FakeClock()
+    app = replay_app(str(path), clock)
+    async with app.run_test(size=(80, 24)) as pilot:
+        table = app.screen.query_one(ProcessTable)
+        for second in range(1, 41):
+            await tick(pilot, clock)
+            assert (table.top, table.cursor_row) == (0, 0), f"at {second} s"
+            if table.rows:
+                assert re.search(r"1-\d+ of \d+", screen_text(app)[0]), f"at {second} s"

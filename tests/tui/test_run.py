@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from tuimeter.tui.run import build
+from tuimeter.tui.screens import QuitScreen
 from tuimeter.tui.widgets import JobPanel
 
 from .conftest import wait_for
@@ -188,3 +189,110 @@ def test_command_gets_its_session_in_the_environment(tmp_path, monkeypatch):
         assert session.server.session_id == session.recorder.writer.session_id
     finally:
         session.close()
+
+
+def _sleeper_build(tmp_path, code: str = "import time; time.sleep(120)"):
+    """`tuimeter -o s.csv -- python -c CODE` built for a pilot (the engine unstarted)."""
+    session, problem = build(["-o", str(tmp_path / "s.csv"), "--no-socket", "--no-gpu", "--",
+                              sys.executable, "-c", code], start_engine=False)
+    assert problem is None
+    return session
+
+
+def _end(popen) -> None:
+    if popen.poll() is None:
+        popen.kill()
+        popen.wait()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("keys", [["q", "s"], ["ctrl+c", "ctrl+c"], ["q", "ctrl+c"]])
+async def test_q_with_a_running_command_asks_before_stopping_it(tmp_path, keys):
+    """`tuimeter -- CMD` and a reflexive `q`: the command keeps running while the question
+    is open; `s` (or Ctrl-C again) stops it and quits: exit 143 (SIGTERM)."""
+    session = _sleeper_build(tmp_path)
+    popen = session.job.popen
+    try:
+        async with session.app.run_test(size=(80, 24)) as pilot:
+            session.app.engine.tick()
+            await pilot.press(keys[0])
+            assert await wait_for(pilot, lambda: isinstance(session.app.screen, QuitScreen))
+            assert popen.poll() is None and session.app.is_running
+            await pilot.press(keys[1])
+        assert session.close() == 143
+        assert popen.poll() is not None
+    finally:
+        _end(popen)
+
+
+@pytest.mark.asyncio
+async def test_q_then_stay_keeps_the_command_and_the_ui(tmp_path):
+    """`q`, then `n` (or Esc): nothing is stopped, the UI goes on; `q` asks again."""
+    session = _sleeper_build(tmp_path)
+    popen = session.job.popen
+    try:
+        async with session.app.run_test(size=(80, 24)) as pilot:
+            for stay in ("n", "escape"):
+                await pilot.press("q")
+                assert await wait_for(pilot, lambda: isinstance(session.app.screen, QuitScreen))
+                await pilot.press(stay)
+                assert await wait_for(pilot, lambda: not isinstance(session.app.screen,
+                                                                    QuitScreen))
+                assert session.app.is_running and popen.poll() is None
+            await pilot.press("q", "s")
+        session.close()
+    finally:
+        _end(popen)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("second", ["l", "q"])
+async def test_q_then_leave_running_detaches_the_command_with_its_log(tmp_path, capsys,
+                                                                      second):
+    """`q`, then `l` (or a second `q`): tuimeter quits, the command runs on and its output
+    still goes into the log file the question and the last lines name."""
+    stamp = tmp_path / "go"
+    code = ("import os, sys, time\n"
+            f"while not os.path.exists({str(stamp)!r}): time.sleep(0.05)\n"
+            "print('after tuimeter left', flush=True)\ntime.sleep(120)\n")
+    session = _sleeper_build(tmp_path, code)
+    popen = session.job.popen
+    try:
+        async with session.app.run_test(size=(100, 30)) as pilot:
+            session.app.engine.tick()
+            await pilot.press("q")
+            assert await wait_for(pilot, lambda: isinstance(session.app.screen, QuitScreen))
+            question = str(session.app.screen.query_one("#question").render())
+            assert session.job.log_path in question
+            await pilot.press(second)
+        assert session.close() == 0
+        err = capsys.readouterr().err
+        assert f"left running; its output goes on into {session.job.log_path}" in err
+        assert popen.poll() is None  # alive after tuimeter's clean-up
+        stamp.write_text("")
+        from tests.helpers import wait_for as wait_real
+
+        wait_real(lambda: "after tuimeter left" in open(session.job.log_path).read(), 30,
+                  "the detached command's output in its log")
+        assert popen.poll() is None
+    finally:
+        _end(popen)
+
+
+@pytest.mark.asyncio
+async def test_q_with_a_followed_pid_never_signals_it(tmp_path):
+    """`tuimeter --pid PID`: `q` quits at once (nothing to ask) and the followed process,
+    which tuimeter did not start, runs on."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        session, problem = build(["--pid", str(child.pid), "-o", str(tmp_path / "s.csv"),
+                                  "--no-socket", "--no-gpu"], start_engine=False)
+        assert problem is None
+        async with session.app.run_test(size=(80, 24)) as pilot:
+            session.app.engine.tick()
+            await pilot.press("q")
+            assert await wait_for(pilot, lambda: not session.app.is_running)
+        assert session.close() == 0
+        assert child.poll() is None
+    finally:
+        _end(child)

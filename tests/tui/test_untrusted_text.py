@@ -101,7 +101,10 @@ def test_a_process_named_with_escapes_sends_none_to_the_real_terminal(tmp_path):
                   "XDG_CONFIG_HOME": str(tmp_path / "cfg")})
     try:
         assert run.wait_for(SHOWN.encode()), "the job's name never appeared"
-        run.press("q")
+        start = len(run.received)
+        run.press("q")  # the command still runs: q asks first (its name escaped there too)
+        assert run.wait_for(b"still running", start), "q did not ask"
+        run.press("s")
         run.proc.wait(60)
     finally:
         run.close()

@@ -25,15 +25,17 @@ class _Lost(Exception):
 
 def gpu_info(nv: Any, handle: Any, name: str, now_s: float,
              errors: tuple[type[BaseException], ...]) -> DeviceInfo | None:
-    """The readings of one GPU, each field None where NVML cannot give it; None if the GPU
-    is lost. ``errors`` are the NVML error classes (see ``nvml._nvml_errors``)."""
+    """The readings of one GPU, each field None where NVML cannot give it (an NVML error,
+    or an ``AttributeError``: a binding or driver without that function or constant costs
+    that field only); None if the GPU is lost. ``errors`` are the NVML error classes (see
+    ``nvml._nvml_errors``)."""
 
     def ask(call: Callable[[], Any]) -> Any:
         try:
             return call()
         except nv.NVMLError_GpuIsLost as e:
             raise _Lost() from e
-        except errors:
+        except (*errors, AttributeError):  # an older binding or driver without the call
             return None
 
     try:

@@ -19,6 +19,12 @@ spin on it at 100 % of a core; this one stops reading and calls the app's
 ``terminal_lost`` on the app's loop, at once (the app polled the terminal every second).
 Closing waits for the output thread a bounded time (:meth:`QuietLinuxDriver.close`).
 
+A ``SIGCONT`` resumes the application only after our own suspend (Ctrl-Z). Textual's
+driver resumed on every ``SIGCONT``: a terminal that hangs up sends its controlling
+process ``SIGHUP`` *and* ``SIGCONT``, so the app, already quitting, started a new input
+thread that waited in ``select`` for ever and kept the process alive after its session
+had ended (a closed terminal left it behind 7 times in 8).
+
 Where the parser does not say whether it waits (another Textual), the thread wakes every
 0.1 s, as Textual's own does. Everything else is Textual's driver.
 """
@@ -69,12 +75,68 @@ class _WakingEvent(threading.Event):
                 pass
 
 
+class _TerminalFile:
+    """The terminal as Textual's output thread writes to it, where a write or flush that
+    fails (``EIO``: the terminal hung up) is dropped instead of raised. Raised, it ended
+    the output thread; the app's next frames then filled its queue (30 writes) and the
+    app's loop blocked for ever on the next one, before it could handle the SIGHUP. The
+    first failure calls ``on_lost`` (once)."""
+
+    def __init__(self, file, on_lost) -> None:
+        self._file = file
+        self._on_lost = on_lost
+        self.lost = False
+
+    def _failed(self) -> None:
+        if not self.lost:
+            self.lost = True
+            self._on_lost()
+
+    def write(self, text: str) -> None:
+        if self.lost:
+            return
+        try:
+            self._file.write(text)
+        except (OSError, ValueError):
+            self._failed()
+
+    def flush(self) -> None:
+        if self.lost:
+            return
+        try:
+            self._file.flush()
+        except (OSError, ValueError):
+            self._failed()
+
+    def fileno(self) -> int:
+        return self._file.fileno()
+
+    def isatty(self) -> bool:
+        return self._file.isatty()
+
+
 class QuietLinuxDriver(LinuxDriver):
     """:class:`LinuxDriver` whose input thread sleeps until input or until stopped."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.exit_event = _WakingEvent()
+        self._suspended = False  # stopped by our SIGTSTP handler: a SIGCONT resumes
+        self._file = _TerminalFile(self._file, self._output_lost)
+        self._stopping = False  # the application mode ended for good: nothing resumes
+
+    def _sigtstp_application(self, *args) -> None:
+        self._suspended = self._auto_restart and not self._stopping
+        super()._sigtstp_application(*args)
+
+    def _sigcont_application(self, *args) -> None:
+        """Resume only what our SIGTSTP suspended: a SIGCONT also comes with a terminal's
+        hang-up (to the controlling process) or from ``kill -CONT``, and resuming then
+        started a second input thread (one the quitting app never stopped)."""
+        if not self._suspended or self._stopping:
+            return
+        self._suspended = False
+        super()._sigcont_application(*args)
 
     def input_timeout(self, parser: XTermParser) -> float | None:
         """How long the input thread may sleep: for ever, unless the parser waits to
@@ -143,10 +205,24 @@ class QuietLinuxDriver(LinuxDriver):
             os.close(wake)
             os.close(wake_w)
 
+    def _output_lost(self) -> None:
+        """A write to the terminal failed (output thread): the terminal is gone."""
+        try:
+            self._loop.call_soon_threadsafe(self.on_input_ended)
+        except (AttributeError, RuntimeError):  # no loop yet, or it has closed
+            pass
+
     def on_input_ended(self) -> None:
         """The terminal's input ended (it hung up): on the app's loop, the app's
         ``terminal_lost`` (it ends the session as ``q`` does)."""
         self._app.terminal_lost()
+
+    def disable_input(self) -> None:
+        """Textual's; once the app is shutting down (``App._shutdown`` calls this first),
+        no later SIGCONT starts the input again."""
+        if self._app is not None and not self._app._running:
+            self._stopping = True
+        super().disable_input()
 
     def close(self) -> None:
         """Stop the output thread, waiting for it at most :data:`STOP_S`: when the terminal

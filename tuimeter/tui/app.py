@@ -52,7 +52,7 @@ from .functions_key import FunctionsKey
 from .format import fmt_duration, fmt_interval
 from .main_screen import MainScreen, Status
 from .messages import SnapshotFeed, SnapshotReady
-from .screens import HelpScreen, LabelScreen
+from .screens import HelpScreen, LabelScreen, QuitScreen
 from .widgets import ProfilePanel
 
 if TYPE_CHECKING:
@@ -112,13 +112,14 @@ class TuimeterApp(App[Snapshot | None]):
     TITLE = "tuimeter"
     BINDINGS = [
         Binding("m", "mark", "Mark"),
-        Binding("M", "mark_labelled", "Label mark", key_display="M"),
+        # the footer keeps ? and q at 80 columns: M, + and - are in the help and palette
+        Binding("M", "mark_labelled", "Label mark", key_display="M", show=False),
         Binding("p", "pause", "Pause"),
         Binding("g", "group", "Group", show=False),
         Binding("e", "export", "Export"),
         Binding("f", "functions", "Functions", show=False),  # help and palette list it
-        Binding("plus,equals_sign", "slower", "Slower", key_display="+"),
-        Binding("minus,underscore", "faster", "Faster", key_display="-"),
+        Binding("plus,equals_sign", "slower", "Slower", key_display="+", show=False),
+        Binding("minus,underscore", "faster", "Faster", key_display="-", show=False),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
         Binding("ctrl+c", "quit", "Quit", show=False),  # as in top/htop (Textual: ctrl+q)
@@ -134,8 +135,10 @@ class TuimeterApp(App[Snapshot | None]):
                  start_engine: bool = True, keep_session: bool = True,
                  exporters: Sequence = (), session: LiveSession | None = None,
                  profile_source: Callable[[], tuple] | None = None,
-                 theme: str | None = None, config_path: str | os.PathLike | None = None
-                 ) -> None:
+                 theme: str | None = None, config_path: str | os.PathLike | None = None,
+                 process_scan: Callable | None = None) -> None:
+        """``process_scan``: every process on the machine as rows, for the process filter
+        (``process_rows.every_process_rows``; the command line passes it)."""
         super().__init__()
         self.config_path = config_path
         """Where a theme chosen in the palette is saved (config.toml); None: not saved."""
@@ -164,7 +167,7 @@ class TuimeterApp(App[Snapshot | None]):
         self.feed = SnapshotFeed(self.post_message, engine.history_len)
         follows = job is not None or (replay is not None and replay.recorded_job)
         self.main = MainScreen(engine.domains, self._status, attribution=attribution,
-                               follows_job=follows)
+                               follows_job=follows, process_scan=process_scan)
         self._marks = 0
         self._finished = False
         self._job_exited_at: float | None = None
@@ -173,6 +176,9 @@ class TuimeterApp(App[Snapshot | None]):
         self._sessions_asked = False  # the replayed file's sessions scan has started
         self._record_error_shown = False
         self._quit_requested = False  # see request_quit
+        self.leave_job_running = False
+        """``q``, then "leave it running": the command tuimeter started is not stopped
+        at the end (``Session.close``); its output goes on into its log."""
         #: ``tuimeter profile --ui``: returns the live profile's (functions, total J)
         self.profile_source = profile_source
         self._profile_panel: ProfilePanel | None = None
@@ -390,7 +396,9 @@ class TuimeterApp(App[Snapshot | None]):
             if label:
                 self._add_marker(label, pressed_at)
 
-        self.push_screen(LabelScreen(), added)
+        snap = self.engine.snapshot
+        at = fmt_duration(snap.elapsed_s) if snap is not None else "the time"
+        self.push_screen(LabelScreen(at), added)
 
     def _add_marker(self, label: str, at_s: float | None = None) -> None:
         if self._finished or self._replay_done:
@@ -487,6 +495,21 @@ class TuimeterApp(App[Snapshot | None]):
         self.call_from_thread(self.say, f"exported to {os.path.abspath(dst.path)}", timeout=15)
 
     async def action_quit(self) -> None:
+        """Quit; while the command tuimeter started runs, ask first (:class:`QuitScreen`:
+        stop it, leave it running, or stay). A followed ``--pid`` is never signalled."""
+        job = self.job
+        if (job is not None and job.popen is not None and not self._finished
+                and job.poll().running):
+            if not isinstance(self.screen, QuitScreen):
+                self.push_screen(QuitScreen(job.name, job.pid, job.log_path),
+                                 self._quit_answered)
+            return
+        self.exit(self.finish())
+
+    def _quit_answered(self, answer: str | None) -> None:
+        if answer is None:
+            return
+        self.leave_job_running = answer == "leave"
         self.exit(self.finish())
 
     # -- shutdown -----------------------------------------------------------------

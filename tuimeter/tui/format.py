@@ -31,7 +31,8 @@ def fmt_power(w: float | None) -> str:
     if abs(w) >= 1000:
         return f"{w / 1000:.2f} kW"
     if 0 < abs(w) < 1:
-        return f"{w * 1000:.0f} mW"
+        mw = round(w * 1000)
+        return f"{mw} mW" if mw else "0 mW"  # never "-0 mW" (idle/system at -0.3 mW)
     return f"{w:.1f} W"
 
 

@@ -71,6 +71,34 @@ def process_rows(snap: Snapshot) -> list[Row]:
     return rows
 
 
+def every_process_rows() -> list[Row]:
+    """A row for every process on the machine now, at 0 W (the filter looks through these
+    too: the snapshot holds only the top processes by power, so an idle ``sleep`` or
+    ``tmux`` was never found). Read with psutil, each field on its own (a process that went
+    or hides its command line keeps the rest); on a worker thread, only while filtering."""
+    import psutil
+
+    rows = []
+    for proc in psutil.process_iter(["pid", "ppid", "name", "cmdline", "uids"]):
+        info = proc.info
+        pid = info.get("pid")
+        if not isinstance(pid, int):
+            continue
+        uids = info.get("uids")
+        cmdline = info.get("cmdline") or []
+        rows.append(Row(key=f"{pid}:scan", name=str(info.get("name") or ""), pid=pid,
+                        ppid=int(info.get("ppid") or 0),
+                        cmdline=" ".join(str(a) for a in cmdline),
+                        uid=getattr(uids, "real", None)))
+    return rows
+
+
+def with_every_process(rows: list[Row], others: Sequence[Row]) -> list[Row]:
+    """``rows`` (the snapshot's), then each of ``others`` whose pid is not among them."""
+    pids = {r.pid for r in rows}
+    return rows + [r for r in others if r.pid not in pids]
+
+
 def _group_row(g: GroupRow) -> Row:
     """A row of another grouping (``tuimeter.grouping``): the job as one row, or a
     cgroup. Not one process, so it has no pid (never signalled, no tree); its name says

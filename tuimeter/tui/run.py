@@ -48,6 +48,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--session", metavar="ID",
                    help="with --replay, for a file holding several sessions: replay this one "
                         "(default: the first)")
+    p.add_argument("--no-record", action="store_true",
+                   help="a look without a session file (no -o, no -- CMD: its output is "
+                        "logged next to the session file); by default the UI records into "
+                        "the data folder, which keeps the newest 50 sessions and 500 MB")
     p.add_argument("--export-dir", metavar="DIR", default=None,
                    help="where `e` writes exports (default: the current directory)")
     return p
@@ -62,6 +66,7 @@ class Session:
         self.live = live
         self.job = job
         self.temp_path = temp_path  # the recorder's file when it is only for this replay
+        self.pruned: Any = None  # the old sessions the data folder let go (retention.Pruned)
 
     @property
     def recorder(self) -> Any:
@@ -86,8 +91,12 @@ class Session:
         for problem in summary.problems:
             say(f"tuimeter: error: {problem}")
         code = 0
+        left = None  # the command left running at the user's word (q, then l)
         if self.job is not None and self.job.popen is not None:
-            code = exit_status(self.job.stop()) or 0
+            if self.app.leave_job_running and self.job.poll().running:
+                left = self.job
+            else:
+                code = exit_status(self.job.stop()) or 0
         rec = self.recorder
         if rec is not None and rec.error:
             say(f"tuimeter: error: {rec.error}; the session up to then is in {rec.path}")
@@ -98,9 +107,20 @@ class Session:
             say("tuimeter: replay not saved (use -o FILE to keep it)")
         elif rec is not None:
             say(f"tuimeter: session saved to {rec.path}")
+        else:
+            say("tuimeter: not recorded (--no-record)")
+        if self.pruned is not None and self.pruned.removed:
+            from ..session.retention import KEEP_BYTES, KEEP_SESSIONS
+
+            say(f"tuimeter: removed the {len(self.pruned.removed)} oldest sessions "
+                f"({self.pruned.freed_bytes / 1e6:.1f} MB) from {self.pruned.folder}: it "
+                f"keeps the newest {KEEP_SESSIONS} and {KEEP_BYTES // 10**6} MB")
         for path in self.app.exports:
             say(f"tuimeter: exported to {os.path.abspath(path)}")
-        if self.job is not None and self.job.log_path:
+        if left is not None:
+            say(f"tuimeter: {left.name} (pid {left.pid}) left running"
+                + (f"; its output goes on into {left.log_path}" if left.log_path else ""))
+        elif self.job is not None and self.job.log_path:
             say(f"tuimeter: output of {self.job.name} is in {self.job.log_path}")
         return code
 
@@ -150,6 +170,9 @@ def _usage_problem(args: argparse.Namespace, command: list[str] | None) -> str |
         return "--speed needs --replay FILE"
     if args.session is not None and not args.replay:
         return "--session needs --replay FILE"
+    if args.no_record and (args.output or command or args.replay):
+        return ("--no-record writes no session file: it takes no -o FILE, no --replay, and "
+                "no -- CMD (a command's output is logged next to its session file)")
     if not os.path.isdir(args.export_dir):
         return f"--export-dir {args.export_dir} is not a directory"
     return None
@@ -174,12 +197,15 @@ def _live_session(args: argparse.Namespace, command: list[str] | None
 
     # the marker socket first, before the sensors are probed (seconds under load)
     listening, listen_error = (None, None) if args.no_socket else listen_early()
+    args.no_file = args.no_record
     try:
         engine, recorder, exporters = open_measurement(args, measure_options(args))
     except BaseException:
         if listening is not None:
             listening.close()
         raise
+    if args.no_record:
+        recorder = None
     attribution = ("off" if args.no_attribution else
                    "on" if engine.attributor is not None else "unavailable")
     live = LiveSession(engine, recorder, exporters, command=command,
@@ -237,6 +263,7 @@ def build(argv: list[str], *, start_engine: bool = True, need_terminal: bool = F
     from ..sensors.replay import ReplayError
     from ..session.measure import SetupError
     from .app import TuimeterApp
+    from .process_rows import every_process_rows
 
     try:
         live, attribution, temp_path = _live_session(args, command)
@@ -246,6 +273,7 @@ def build(argv: list[str], *, start_engine: bool = True, need_terminal: bool = F
         live.open()
     except StartError as exc:
         return None, str(exc)
+    pruned = _prune_data_folder(args, live.recorder)
     job = None
     if live.child is not None:
         job = JobWatcher(live.child.pid, live.child, command, live.log_path)
@@ -256,31 +284,53 @@ def build(argv: list[str], *, start_engine: bool = True, need_terminal: bool = F
     app = TuimeterApp(live.engine, job=job, replay=live.replay,
                       attribution=attribution, export_dir=args.export_dir,
                       start_engine=start_engine, keep_session=temp_path is None,
-                      session=live, theme=args.theme, config_path=default_config_path())
-    return Session(app, live, job, temp_path), None
+                      session=live, theme=args.theme, config_path=default_config_path(),
+                      process_scan=every_process_rows if attribution == "on" else None)
+    session = Session(app, live, job, temp_path)
+    session.pruned = pruned
+    return session, None
+
+
+def _prune_data_folder(args: argparse.Namespace, recorder: Any) -> Any:
+    """A session recorded into the data folder by default: the folder keeps the newest
+    sessions within bounds (``session/retention.py``); what went. None otherwise."""
+    path = getattr(recorder, "path", None)
+    if args.output or args.replay or not path:
+        return None
+    from ..config import default_data_dir
+    from ..session.retention import prune
+
+    folder = os.path.dirname(os.path.abspath(path))
+    if folder != os.path.abspath(default_data_dir()):
+        return None  # output_dir in config.toml: the user's folder, not ours to prune
+    return prune(folder, path)
 
 
 def cmd_ui(argv: list[str]) -> int:
     """The UI command; its exit status."""
-    # SIGTERM ends the session like `q` (summary, file closed, a replay's temporary file
-    # removed): the running app handles it in its event loop; one that comes before the
-    # app is up (while the files are created, too) makes it quit as it starts, and one
-    # during the clean-up does not cut it short
+    # SIGTERM and SIGHUP (the terminal closed) end the session like `q` (summary, file
+    # closed, a replay's temporary file removed): the running app handles them in its
+    # event loop; one that comes before the app is up (while the files are created, too)
+    # makes it quit as it starts, and one during the clean-up does not cut it short
     early: list[int] = []
-    old = signal.signal(signal.SIGTERM, lambda signum, _f: early.append(signum))
+    ending = [s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
+    old = {s: signal.signal(s, lambda signum, _f: early.append(signum)) for s in ending}
     try:
         session, problem = build(argv, need_terminal=True)
         if session is None:
             return fail(problem or "cannot start")
         app = session.app
-        signal.signal(signal.SIGTERM, lambda _s, _f: app.request_quit())
+        for s in ending:
+            signal.signal(s, lambda _s, _f: app.request_quit())
         if early:
             app.request_quit()
         try:
             app.run()
         finally:
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            for s in ending:
+                signal.signal(s, signal.SIG_IGN)
             code = session.close()
         return code
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for s, handler in old.items():
+            signal.signal(s, handler)

@@ -1,4 +1,5 @@
-"""Modal screens: the help screen (``?``) and the marker label prompt (``M``)."""
+"""Modal screens: the help screen (``?``), the marker label prompt (``M``) and the question
+before quitting while the followed command runs (``q``)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ KEYS = (
     ("d", "devices: each GPU's and CPU's readings in full (busy, memory, temperature ...)"),
     ("g", "process table: per process, the followed job as one row, or per cgroup"),
     ("?", "this help (Esc closes it)"),
-    ("q", "quit (the session file is closed and its path printed)"),
+    ("q", "quit (the session file is closed and its path printed); with a command still "
+          "running, asks: stop it, leave it running, or stay"),
 )
 
 LEGEND = (
@@ -51,7 +53,7 @@ def help_text(sensors: Sequence[SensorStatus], session_path: str | None,
     text = Text()
     text.append("Keys\n", style="bold underline")
     for key, what in KEYS:
-        text.append(f"  {key:<3}", style="bold")
+        text.append(f"  {key:<4}", style="bold")  # "[ ]" and its text apart
         text.append(f"{what}\n")
     text.append("\nProcess table\n", style="bold underline")
     for key, what in PROCESS_KEYS:
@@ -149,9 +151,14 @@ class LabelScreen(ModalScreen[str | None]):
     }
     """
 
+    def __init__(self, at_text: str = "the time") -> None:
+        super().__init__()
+        self.at_text = at_text  # when M was pressed (session time), as the prompt says
+
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static("Marker label (Enter to add, Esc to cancel):")
+            yield Static(f"Marker at about {self.at_text}, when M was pressed (not when Enter "
+                         "is). Label (Enter adds it, Esc cancels):")
             yield Input(placeholder="e.g. training starts", id="label")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -170,3 +177,49 @@ class LabelScreen(ModalScreen[str | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class QuitScreen(ModalScreen[str | None]):
+    """``q`` while the command tuimeter started still runs: stop it and quit (``s``,
+    or Ctrl-C: the second Ctrl-C of a user who pressed it twice), leave it running and
+    quit (``l``, or ``q`` again: a reflexive second ``q`` never kills), or stay (``n``,
+    Esc). Dismissed with ``"stop"``, ``"leave"`` or None."""
+
+    BINDINGS = [
+        Binding("s,ctrl+c", "answer('stop')", "Stop it and quit"),
+        Binding("l,q", "answer('leave')", "Leave it running and quit"),
+        Binding("n,escape", "answer(None)", "Stay"),
+    ]
+    DEFAULT_CSS = """
+    QuitScreen { align: center middle; }
+    QuitScreen > Vertical {
+        width: 76; max-width: 98%; height: auto; border: heavy $warning; padding: 0 1;
+        background: $surface;
+    }
+    """
+
+    def __init__(self, name: str, pid: int, log_path: str | None) -> None:
+        super().__init__()
+        self.job_name = name
+        self.pid = pid
+        self.log_path = log_path
+
+    def question(self) -> Text:
+        text = Text(f"{safe_text(self.job_name)} (pid {self.pid}) is still running.\n",
+                    style="bold")
+        text.append("  s  ", style="bold")
+        text.append("stop it (SIGTERM) and quit\n")
+        text.append("  l  ", style="bold")
+        text.append("leave it running and quit")
+        if self.log_path:
+            text.append(f": its output goes on into {safe_text(self.log_path)}")
+        text.append("\n  n  ", style="bold")
+        text.append("stay (Esc)")
+        return text
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(self.question(), id="question")
+
+    def action_answer(self, answer: str | None) -> None:
+        self.dismiss(answer)

@@ -5,8 +5,9 @@ filter, sort, tree) and their cells, and hands them to one :class:`ProcessTable`
 (``_process_table.py``: a Line API widget), which repaints only the lines whose cells
 changed. The panel's height is set by the screen (40 % of it, 6 lines when compact), not
 by its rows: processes come and go every second, and a frame never re-lays out the screen
-(more rows than lines scroll). The cursor follows the process it was on (processes are
-keyed by pid and start time, ``ProcessPanel.selected_key``).
+(more rows than lines scroll). Until the user moves the cursor it stays on the first row
+and the view at the top; after, the cursor follows the process it was on (processes are
+keyed by pid and start time, ``ProcessPanel.selected_key``) and the view keeps it shown.
 
 Keys (while the table or its filter has the focus; the footer shows them): ``s`` / ``S``
 next sort order / reverse it, ``/`` filter, ``t`` tree, Enter the selected process's
@@ -21,10 +22,11 @@ Every name, command line and user is text from outside: drawn as a ``Text`` thro
 from __future__ import annotations
 
 import signal as _signal
+import time
 from typing import Callable
 
 from rich.text import Text
-from textual import events
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -36,7 +38,7 @@ from ...engine.procsignal import user_name
 from ...model import Snapshot
 from ...text import safe_text
 from ..format import fmt_energy, fmt_power, fmt_share
-from ..process_rows import GROUPINGS, SORT_BY_COLUMN, SORTS, Row, arrange
+from ..process_rows import GROUPINGS, SORT_BY_COLUMN, SORTS, Row, arrange, with_every_process
 from ..process_screens import ProcessDetailScreen, SignalScreen
 from ._process_table import Cells, Column, ProcessTable
 from ._text_line import TextLine
@@ -54,6 +56,10 @@ PROCESS_KEYS = (
 
 #: below this table width the USER column is left out
 USER_MIN_WIDTH = 100
+
+
+#: while filtering, how often every process is scanned again, s
+SCAN_EVERY_S = 2.0
 
 
 def _columns(width: int) -> tuple[Column, ...]:
@@ -129,8 +135,9 @@ class ProcessPanel(Vertical):
         Binding("S", "reverse_sort", "Reverse", key_display="S", group=Binding.Group("Sort")),
         Binding("slash", "filter", "Filter", key_display="/"),
         Binding("t", "tree", "Tree"),
-        Binding("k", "signal('TERM')", "TERM", group=Binding.Group("Signal")),
-        Binding("K", "signal('KILL')", "KILL", key_display="K", group=Binding.Group("Signal")),
+        # in the help, the palette and the details (Enter), not the footer: ? and q fit
+        Binding("k", "signal('TERM')", "TERM", show=False),
+        Binding("K", "signal('KILL')", "KILL", key_display="K", show=False),
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
 
@@ -145,14 +152,22 @@ class ProcessPanel(Vertical):
     group_by: reactive[str] = reactive("process")
     """What a row is: a key of ``process_rows.GROUPINGS`` ("process": one process)."""
 
-    def __init__(self, mode: str = "unavailable", **kw) -> None:
+    def __init__(self, mode: str = "unavailable", scan: Callable[[], list[Row]] | None = None,
+                 **kw) -> None:
+        """``scan``: every process on the machine as rows (``every_process_rows``), which
+        the filter looks through too; None: only the snapshot's rows."""
         super().__init__(**kw)
         self.mode = mode
+        self.scan = scan
         self.snapshot: Snapshot | None = None
         """The snapshot of the rows drawn."""
         self.rows: list[tuple[Row, str]] = []
         """What the table shows, in order: each row with its tree prefix."""
         self._keys: list[str] = []  # the rows' keys, as drawn
+        self.every_process: list[Row] = []
+        """While filtering a live view: every process the last scan saw (at 0 W), so the
+        filter finds idle ones the snapshot's top processes leave out."""
+        self._scanned_at = -SCAN_EVERY_S  # monotonic time of the last such scan
 
     def compose(self) -> ComposeResult:
         # kept, not queried at each frame (a query walks the DOM)
@@ -203,6 +218,10 @@ class ProcessPanel(Vertical):
         rows_of: Callable[[Snapshot], list[Row]] = GROUPINGS.get(self.group_by,
                                                                  GROUPINGS["process"])
         rows = rows_of(snap) if snap is not None else []
+        if (self.filter_text and self.scan is not None and self.mode == "on"
+                and self.group_by == "process"):
+            self._scan_when_due()
+            rows = with_every_process(rows, self.every_process)
         self.rows = arrange(rows, self.sort, self.reverse, self.filter_text,
                             self.tree_view and self.group_by == "process")
         note = self._note_line
@@ -223,7 +242,10 @@ class ProcessPanel(Vertical):
         cols = _columns(self.size.width)
         table.set_columns(cols, [self._label(c) for c in cols])
         keys = [r.key for r, _ in self.rows]
-        cursor = keys.index(selected) if selected in keys else table.cursor_row
+        if not table.moved:  # the view stays at the top until the user moves the cursor
+            cursor = 0
+        else:  # then the cursor follows its process, kept in view
+            cursor = keys.index(selected) if selected in keys else table.cursor_row
         table.set_rows([_cells(r, prefix, cols) for r, prefix in self.rows], cursor)
         self._keys = keys
 
@@ -238,12 +260,37 @@ class ProcessPanel(Vertical):
         if self.snapshot is not None:
             self._draw()  # the columns for the new width
 
+    def _scan_when_due(self) -> None:
+        now = time.monotonic()
+        if now - self._scanned_at >= SCAN_EVERY_S:
+            self._scanned_at = now
+            self._scan_every_process()
+
+    @work(thread=True, exclusive=True, group="process-scan")
+    def _scan_every_process(self) -> None:
+        rows = self.scan()
+        try:
+            self.app.call_from_thread(self._scanned, rows)
+        except RuntimeError:  # the app has ended meanwhile
+            pass
+
+    def _scanned(self, rows: list[Row]) -> None:
+        self.every_process = rows
+        if self.filter_text:
+            self._redraw()
+
+    def watch_filter_text(self, text: str) -> None:
+        if not text:
+            self.every_process = []  # not kept while there is no filter
+            self._scanned_at = -SCAN_EVERY_S
+        self._redraw()
+
     def _redraw(self) -> None:
         """The order, filter or tree changed: draw again (new headers)."""
         if self.is_mounted:
             self._draw()
 
-    watch_sort_index = watch_reverse = watch_filter_text = watch_tree_view = watch_group_by = \
+    watch_sort_index = watch_reverse = watch_tree_view = watch_group_by = \
         lambda self: self._redraw()
 
     # -- the selection --------------------------------------------------------------

@@ -113,6 +113,10 @@ class ProcessTable(StyledOnce, can_focus=True):
         """The index of the row under the cursor (0 when there are no rows)."""
         self.top = 0
         """The index of the first row drawn (below the header)."""
+        self.moved = False
+        """The user has moved the cursor (keys, click, wheel). Until then the panel keeps
+        it on the first row and the view at the top, as htop does: following the first
+        row's process down the sort scrolled the busiest rows off the screen by itself."""
         self._strips = KeptStrips()  # each line's, with what it is drawn from
 
     def allow_focus(self) -> bool:
@@ -251,14 +255,18 @@ class ProcessTable(StyledOnce, can_focus=True):
         return strip
 
     # -- keys and mouse ----------------------------------------------------------------
+    def _user_moves(self, row: int) -> None:
+        self.moved = True
+        self.move_cursor(row)
+
     def action_cursor(self, step: int) -> None:
-        self.move_cursor(self.cursor_row + step)
+        self._user_moves(self.cursor_row + step)
 
     def action_page(self, step: int) -> None:
-        self.move_cursor(self.cursor_row + step * self.visible_rows)
+        self._user_moves(self.cursor_row + step * self.visible_rows)
 
     def action_cursor_to(self, row: int) -> None:
-        self.move_cursor(row if row >= 0 else len(self._rows) - 1)
+        self._user_moves(row if row >= 0 else len(self._rows) - 1)
 
     def action_select_cursor(self) -> None:
         if self._rows:
@@ -280,9 +288,10 @@ class ProcessTable(StyledOnce, can_focus=True):
         if index >= len(self._rows):
             return
         if index == self.cursor_row:
+            self.moved = True
             self.post_message(self.Selected(index))
         else:
-            self.move_cursor(index)
+            self._user_moves(index)
 
     def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
         self._wheel(event, 1)
@@ -295,4 +304,4 @@ class ProcessTable(StyledOnce, can_focus=True):
         scrolled away from the cursor would come back to it at the next frame."""
         if self._rows:
             event.stop()
-            self.move_cursor(self.cursor_row + step)
+            self._user_moves(self.cursor_row + step)

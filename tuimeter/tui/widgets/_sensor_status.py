@@ -45,6 +45,10 @@ def status_text(sensors: Sequence[SensorStatus], detail: bool = True, extra: str
     missing = [s for s in sensors if not s.available]
     text = Text()
     text.append("Sensors: ", style="bold")
+    if missing and not detail:  # first: a line cut at 80 columns still says where to look
+        fixes = sum(1 for s in missing if s.fix)
+        text.append("(? for the fixes) " if fixes > 1 else "(? for the fix) " if fixes
+                    else "(? for details) ")
     text.append(", ".join(f"{s.name} ok" for s in ok) or "none found")
     for s in missing:
         text.append(" | ")
@@ -56,10 +60,6 @@ def status_text(sensors: Sequence[SensorStatus], detail: bool = True, extra: str
         text.append(f": {safe_text(s.reason)}")  # reasons quote files, errors, paths
         if s.fix:
             text.append(f" Fix: {safe_text(s.fix)}")
-    if missing and not detail:
-        fixes = sum(1 for s in missing if s.fix)
-        text.append(" (? for the fixes)" if fixes > 1 else " (? for the fix)" if fixes
-                    else " (? for details)")
     if extra:  # exporter trouble: server down, points dropped
         text.append(" | ")
         text.append(safe_text(extra), style="bold")  # a server's own error text

@@ -33,6 +33,8 @@ def grid_source(c: CarbonInfo) -> str:
     if is_world_average(c):
         return "world avg"
     m = _COUNTRY_SOURCE.match(c.source)
+    if m and "guessed from time zone" in c.source:  # the help names the zone
+        return f"{m[1]}? (time zone)"
     return f"{m[1]} {m[2]}" if m else ""
 
 
