@@ -1,7 +1,8 @@
 """Short phases on the counters' *measured* update periods (issue 28, item 4's rest):
 ``tuimeter doctor`` stores the periods it measured on this host in the data folder, and
 Meters and ``report`` use them for that host's domains, saying where the period came from
-(``update_period_note``); the nominal periods elsewhere."""
+(``update_period_note``); the nominal periods elsewhere. And an attached Meter's own energy
+gets the short-phase rule too (its own GPU share takes that GPU's counter period)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import contextlib
 import io
 import json
 import os
+import signal
 import socket
+import subprocess
 import sys
 import time
 
@@ -18,7 +21,7 @@ import pytest
 from tests.fakes.fake_pynvml import FakeGpu
 from tests.fakes.powercap import FakePowercap
 from tests.fakes.scripted import ScriptedSensor, domain
-from tests.helpers import make_engine
+from tests.helpers import ROOT, count_totals, env_for, make_engine, wait_for
 from tests.test_doctor import install_nvml
 from tuimeter import api, periods
 from tuimeter.cli import main
@@ -153,3 +156,84 @@ def test_a_hostile_date_is_not_shown():
         p.write_text(json.dumps(doc))
         got = periods.load("h", p)
     assert got.periods_s == {"nvml": 0.2} and got.note == "measured by doctor on an unknown date"
+
+
+# -- an attached meter's own energy -----------------------------------------------------
+INTERVAL_S = 0.05  # the session's ticks: a short phase holds several whole ticks
+
+ATTACHED = """
+import json, sys, threading
+import tuimeter
+from tuimeter.session import mark_client
+
+def seq():
+    return max([r.get("tick_seq") or 0 for r in mark_client.request({"op": "status"})
+                if r.get("ok")] or [0])
+
+def ticks(n):  # wait for n more ticks of the session (a condition, not a sleep)
+    start = seq()
+    while seq() < start + n:
+        threading.Event().wait(0.01)
+
+sys.stdin.readline()  # go: the GPU lists this process now
+with tuimeter.Meter(label="warm") as m:
+    ticks(6)  # the session follows this tree and its GPU share
+    for _ in range(5):  # a loaded machine may stretch a blink past 3 NVML updates: again
+        m.mark("blink")
+        ticks(4)  # about 0.2 s: whole ticks inside, fewer than 3 updates of 100 ms
+        m.mark("long")
+        ticks(12)  # about 0.6 s
+        blink = [p for p in m.phases if p.label == "blink"][-1]
+        if blink.duration_s < 0.29:
+            break
+print(json.dumps({"attached": m.attached, "phases": [
+    {"label": p.label, "duration_s": p.duration_s, "provenance": p.provenance,
+     "own_provenance": p.own_provenance, "own_domains": p.own_domains,
+     "update_period_s": p.update_period_s} for p in m.phases]}))
+"""
+
+
+def test_an_attached_meters_own_gpu_phase_shorter_than_three_nvml_updates_is_interpolated(
+        tmp_path):
+    """A ``tuimeter.Meter()`` attached to a running ``tuimeter record`` (0.05 s ticks) over
+    a fake NVML GPU running only this program and a fake powercap tree: a ~0.2 s phase
+    holds whole ticks but fewer than 3 of NVML's ~100 ms counter updates, so its own
+    energy (its GPU share) is ``interpolated`` like the machine's; a ~0.6 s phase's own
+    energy is ``attributed``."""
+    fake = FakePowercap(tmp_path / "sys").intel_desktop(psys=False)
+    pids_file = tmp_path / "pids.txt"
+    config = tmp_path / "gpus.json"
+    config.write_text(json.dumps({"watts": [100.0], "pids_file": str(pids_file)}))
+    out = tmp_path / "run.csv"
+    env = env_for(tmp_path, fake)
+    record = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.nvml_record", str(config), "--", "record",
+         "-o", str(out), "--interval", str(INTERVAL_S)], env=env, cwd=ROOT,
+        stderr=subprocess.PIPE, text=True)
+    prog = None
+    try:
+        wait_for(lambda: count_totals(out) >= 1, what="the session's first tick")
+        prog = subprocess.Popen([sys.executable, "-c", ATTACHED], env=env, cwd=ROOT,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        pids_file.write_text(f"{prog.pid}\n")
+        stdout, err = prog.communicate("go\n", timeout=120)
+        assert prog.returncode == 0, err
+    finally:
+        if prog is not None and prog.poll() is None:
+            prog.kill()
+        record.send_signal(signal.SIGINT)
+        record.communicate(timeout=60)
+    res = json.loads(stdout.strip().splitlines()[-1])
+    assert res["attached"]
+    by_label = {}
+    for p in res["phases"]:
+        by_label.setdefault(p["label"], []).append(p)
+    blink, long = by_label["blink"][-1], by_label["long"][-1]
+    print(f"attached: blink {blink['duration_s']:.3f} s own {blink['own_provenance']}, "
+          f"long {long['duration_s']:.3f} s own {long['own_provenance']}")
+    assert blink["duration_s"] < 0.29, "no blink under 3 NVML updates in 5 tries"
+    assert blink["own_domains"].get("gpu0", 0) > 0  # its GPU share is in its own energy
+    assert (blink["provenance"], blink["own_provenance"]) == ("interpolated", "interpolated")
+    assert blink["update_period_s"] == 0.1
+    assert long["own_provenance"] == "attributed" and long["provenance"] == "measured"

@@ -739,9 +739,12 @@ def _to_phase(label: str, pe, own=None, work: dict | None = None, baseline=None)
 def _attached_phases(bounds: list, work: Sequence[dict] = (), baseline=None,
                      periods=None) -> list[Phase]:
     """Phases from marker replies: samples between the markers (:func:`_reply_samples`),
-    of the machine's domains and of this tree's own (``own`` in the replies)."""
+    of the machine's domains and of this tree's own (``own`` in the replies: a GPU's own
+    share takes that GPU's counter update period, as in own mode)."""
     samples = _reply_samples(bounds, _machine, periods)
     own_samples = _reply_samples(bounds, _own)
+    for key, s in own_samples.items():
+        s.take_update_period(samples.get(key))
     out = []
     for i in range(len(bounds) - 1):  # the open phase (no end marker yet) is left out
         label, start = bounds[i]
