@@ -21,17 +21,26 @@ from tuimeter.cli import main
 pytestmark = pytest.mark.usefixtures("runtime_dir")
 
 
-def test_baseline_command_stores_the_idle_power_of_a_fake_gpu(tmp_path):
-    """``tuimeter baseline`` over a fake NVML GPU idling at 80 W and an idle fake RAPL
-    tree: the stored idle power is the truth within 1% (RAPL's 0 W), in the data folder."""
+def run_baseline(tmp_path, util_pct: float):
+    """``tuimeter baseline`` over a fake NVML GPU at 80 W and ``util_pct`` % busy, and an
+    idle fake RAPL tree."""
     fake = FakePowercap(tmp_path / "sys").intel_desktop(dram=True, psys=False)
     env = env_for(tmp_path, fake)
     cfg = tmp_path / "gpus.json"
-    cfg.write_text(json.dumps({"watts": [80.0], "pids_file": str(tmp_path / "none")}))
-    res = subprocess.run([sys.executable, "-m", "tests.fakes.nvml_record", str(cfg), "--",
-                          "baseline", "--seconds", "1.5", "--interval", "0.25"],
-                         env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    cfg.write_text(json.dumps({"watts": [80.0], "pids_file": str(tmp_path / "none"),
+                               "util_pct": [util_pct]}))
+    return subprocess.run([sys.executable, "-m", "tests.fakes.nvml_record", str(cfg), "--",
+                           "baseline", "--seconds", "1.5", "--interval", "0.25"],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_baseline_command_stores_the_idle_power_of_a_fake_gpu(tmp_path):
+    """``tuimeter baseline`` over a fake NVML GPU idling at 80 W (0% busy) and an idle fake
+    RAPL tree: the stored idle power is the truth within 1% (RAPL's 0 W), in the data
+    folder, with the GPU's utilisation meanwhile; no GPU warning."""
+    res = run_baseline(tmp_path, 0)
     assert res.returncode == 0, res.stderr
+    assert "GPU" not in res.stderr
     path = tmp_path / "data" / "tuimeter" / "baseline.json"
     doc = json.loads(path.read_text())
     print("stored idle W:", {d: e["idle_w"] for d, e in doc["domains"].items()})
@@ -40,6 +49,23 @@ def test_baseline_command_stores_the_idle_power_of_a_fake_gpu(tmp_path):
     assert doc["seconds"] == 1.5 and doc["taken_at"] and doc["method"]
     assert 0 <= doc["cpu_busy_pct"] <= 100  # the machine's CPU use meanwhile (a warning > 20%)
     assert "stored in" in res.stdout and re.search(r"gpu0: (79\.\d|80\.\d)\d W idle", res.stdout)
+    assert doc["gpu_busy_pct"] == {"gpu0": 0.0}
+
+
+def test_a_busy_gpu_during_the_baseline_is_warned_in_one_line_and_stored(tmp_path):
+    """Issue 28: the baseline checks the GPU was idle as it checks the CPUs. A fake GPU
+    reporting 60% utilisation (NVML ``nvmlDeviceGetUtilizationRates``) throughout: one
+    warning line naming it, its utilisation stored beside the idle power (still stored:
+    the user decides), exit 0."""
+    res = run_baseline(tmp_path, 60)
+    assert res.returncode == 0, res.stderr
+    warned = [ln for ln in res.stderr.splitlines() if "GPU" in ln]
+    print("baseline GPU check:", warned, [ln for ln in res.stdout.splitlines() if "gpu0" in ln])
+    assert len(warned) == 1 and warned[0].startswith("tuimeter: warning: ")
+    assert "gpu0 60%" in warned[0]
+    doc = json.loads((tmp_path / "data" / "tuimeter" / "baseline.json").read_text())
+    assert doc["gpu_busy_pct"] == {"gpu0": 60.0}
+    assert re.search(r"gpu0: (79\.\d|80\.\d)\d W idle \(GPU 60% busy\)", res.stdout)
 
 
 def test_bad_baseline_input_is_one_line_and_exit_2(tmp_path):

@@ -345,6 +345,7 @@ def test_names_from_the_machine_are_escaped_in_the_text(tmp_path, window, env, n
 def test_json_is_strict_and_parses_back(tmp_path, env, no_nvml, monkeypatch, capsys):
     pc = FakePowercap(tmp_path / "pc").intel_desktop()
     monkeypatch.setenv("XDG_CONFIG_HOME", env["XDG_CONFIG_HOME"])
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))  # periods stored there
     rc = main(["check", "--json", "--seconds", "0.01", "--powercap-root", str(pc.sensor_root)])
     out = capsys.readouterr().out
 
@@ -378,7 +379,7 @@ def test_end_to_end_json_over_a_fake_tree_from_the_environment(tmp_path):
     its package counter advanced while the doctor waits."""
     pc = FakePowercap(tmp_path / "pc").intel_desktop()
     env = dict(os.environ, TUIMETER_POWERCAP_ROOT=str(pc.sensor_root),
-               XDG_CONFIG_HOME=str(tmp_path / "config"))
+               XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_DATA_HOME=str(tmp_path / "data"))
     for k in ("TUIMETER_COUNTRY", "TUIMETER_CARBON_INTENSITY", "TUIMETER_PUE"):
         env.pop(k, None)
     halt = threading.Event()

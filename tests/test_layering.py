@@ -30,7 +30,7 @@ HEADLESS = [
     "tuimeter.engine.procsignal", "tuimeter.work", "tuimeter.sync",
     "tuimeter.integrations", "tuimeter.integrations.mlflow", "tuimeter.integrations.wandb",
     "tuimeter.integrations.huggingface", "tuimeter.integrations.lightning",
-    "tuimeter.baseline", "tuimeter.baseline_cli",
+    "tuimeter.baseline", "tuimeter.baseline_cli", "tuimeter.periods",
 ]
 PACKAGE = ROOT / "tuimeter"
 

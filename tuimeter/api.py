@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar, overload
 from .carbon import g_per_j
 from .engine.trees import rank_from_env
 from .labels import check_label
-from .phases import Samples, average_power_w, energy_between, update_period_s
+from .phases import Samples, average_power_w, energy_between
 from .work import EnergyPer, check_units, energy_per
 
 ATTRIBUTED = "attributed"
@@ -93,6 +93,9 @@ class Phase:
     #: set when the phase is ``interpolated`` for being shorter than a few updates of a
     #: counted counter: that counter's update period (s; NVML's 0.1)
     update_period_s: float | None = None
+    #: where that period comes from: ``nominal`` (NVML's documented 100 ms, RAPL's 1 ms)
+    #: or ``measured by doctor on <date>`` (``tuimeter doctor`` stored it for this host)
+    update_period_note: str | None = None
     #: with a baseline (``tuimeter baseline``): the counted domains' idle power x the
     #: time each was measured, and the rest; ``baseline`` says which one and when
     idle_energy_j: float | None = None
@@ -338,6 +341,8 @@ class Meter:
         self._work: list[dict[str, float]] = []
         self._popped = 0  # own: bounds moved into _done so far (the ordinal of _bounds[0])
         self._baseline: Any = None  # tuimeter.baseline.Baseline of this host, if stored
+        #: tuimeter.periods.MeasuredPeriods of this host (``tuimeter doctor``), if stored
+        self._periods: Any = None
         self._g_per_j = 0.0
         self._end: float | None = None
         self._server_id = None
@@ -374,6 +379,7 @@ class Meter:
         self._server_id = replies[0].get("server")
         self._last_reply = (replies[0], _monotonic())
         self._baseline = _load_baseline(replies[0].get("host"))
+        self._periods = _load_periods(replies[0].get("host"))
         self._bounds.append((self.first_label, replies[0]))
         self._work.append({})
         if self.output:
@@ -395,6 +401,7 @@ class Meter:
             self.engine = make_engine(self.measure_options())
         eng = self.engine
         self._baseline = _load_baseline(eng.host)
+        self._periods = _load_periods(eng.host)
         eng.quick_handoffs = True  # the program runs in the engine's process (handoff.py)
         if self.output:
             self.recorder = open_recorder(self.output, eng.host, self.overwrite, self.append)
@@ -404,7 +411,7 @@ class Meter:
         self.server = self._live.server
         snap = eng.snapshot
         self._g_per_j = g_per_j(snap.carbon)
-        self._samples = {d.id: _domain_samples(d, self._g_per_j) for d in eng.domains}
+        self._samples = {d.id: _domain_samples(d, self._g_per_j, self._periods) for d in eng.domains}
         eng.subscribe(self._on_tick)
         self._own = True
         first = eng.add_marker(self.first_label, "api", os.getpid()).elapsed_s
@@ -566,7 +573,7 @@ class Meter:
         """Phases so far. Own mode: the open phase too, and parts not yet ticked are
         extrapolated from the last tick; attached: finished phases only."""
         if self.attached:
-            return _attached_phases(self._bounds, self._work, self._baseline)
+            return _attached_phases(self._bounds, self._work, self._baseline, self._periods)
         with self._lock:
             return list(self._done) + self._pending_phases()
 
@@ -598,7 +605,8 @@ class Meter:
             for d in snap.domains:
                 s = self._samples.get(d.domain.id)
                 if s is None:
-                    s = self._samples[d.domain.id] = _domain_samples(d.domain, self._g_per_j)
+                    s = self._samples[d.domain.id] = _domain_samples(d.domain, self._g_per_j,
+                                                                     self._periods)
                 if d.energy_j is None:
                     s.add_lost(snap.elapsed_s, snap.interval_s)
                 else:  # a bridged reading spans the lost ticks before it
@@ -623,8 +631,7 @@ class Meter:
             s = self._own_samples.get(key)
             if s is None:
                 s = self._own_samples[key] = Samples(True, {ATTRIBUTED}, self._g_per_j)
-                machine = self._samples.get(key)  # a GPU's own share: that GPU's counter
-                s.update_s = machine.update_s if machine is not None else 0.0
+                s.take_update_period(self._samples.get(key))  # a GPU's own: its counter
             s.add(snap.elapsed_s, span, energies.get(key, 0.0), g_per_j=factor)
 
     def _finalize(self, force: bool = False) -> None:
@@ -673,10 +680,19 @@ def _load_baseline(host: str | None):
         return None
 
 
-def _domain_samples(domain, g_per_j: float) -> Samples:
-    """A domain's samples, with its counter's update period (short phases: phases.py)."""
+def _load_periods(host: str | None):
+    """The counters' update periods ``tuimeter doctor`` measured on this host, else None
+    (the nominal ones hold)."""
+    from .periods import load
+
+    return load(host)
+
+
+def _domain_samples(domain, g_per_j: float, periods=None) -> Samples:
+    """A domain's samples, with its counter's update period (short phases: phases.py):
+    the host's measured one (``periods``) where stored, else the nominal."""
     s = Samples(domain.in_total, {str(domain.provenance)}, g_per_j)
-    s.update_s = update_period_s(domain.source)
+    s.set_update_period(domain.source, periods)
     return s
 
 
@@ -716,14 +732,19 @@ def _to_phase(label: str, pe, own=None, work: dict | None = None, baseline=None)
     return Phase(label, pe.t0_s, pe.t1_s - pe.t0_s, pe.energy_j, pe.co2_g, pe.provenance,
                  {d: v.energy_j for d, v in pe.domains.items()}, pe.lost_s, **own_kw,
                  work=work or {}, update_period_s=pe.update_period_s,
+                 update_period_note=pe.update_period_note,
                  **_split(pe, baseline))
 
 
-def _attached_phases(bounds: list, work: Sequence[dict] = (), baseline=None) -> list[Phase]:
+def _attached_phases(bounds: list, work: Sequence[dict] = (), baseline=None,
+                     periods=None) -> list[Phase]:
     """Phases from marker replies: samples between the markers (:func:`_reply_samples`),
-    of the machine's domains and of this tree's own (``own`` in the replies)."""
-    samples = _reply_samples(bounds, _machine)
+    of the machine's domains and of this tree's own (``own`` in the replies: a GPU's own
+    share takes that GPU's counter update period, as in own mode)."""
+    samples = _reply_samples(bounds, _machine, periods)
     own_samples = _reply_samples(bounds, _own)
+    for key, s in own_samples.items():
+        s.take_update_period(samples.get(key))
     out = []
     for i in range(len(bounds) - 1):  # the open phase (no end marker yet) is left out
         label, start = bounds[i]
@@ -758,12 +779,13 @@ def _own(reply: dict) -> list | None:
     return [{**d, "in_total": True, "provenance": prov} for d in own["domains"]]
 
 
-def _reply_samples(bounds: list, entries=_machine) -> dict[str, Samples]:
+def _reply_samples(bounds: list, entries=_machine, periods=None) -> dict[str, Samples]:
     """Per domain, one sample between each two markers the session answered: the
     difference of its cumulative energies at them (each extrapolated from its last tick
     to the marker), holding the ticks that ended between them, less the one the first
     marker cut. After the last answer (the session vanished): its last power.
-    ``entries``: the domains of a reply (the machine's, or this tree's own)."""
+    ``entries``: the domains of a reply (the machine's, or this tree's own);
+    ``periods``: the host's measured update periods (None: the nominal ones)."""
     out: dict[str, Samples] = {}
     prev = prev_energies = prev_co2 = None
     for _label, reply in bounds:
@@ -780,7 +802,7 @@ def _reply_samples(bounds: list, entries=_machine) -> dict[str, Samples]:
                 s = out[d["id"]] = Samples(d["in_total"], (), reply.get("co2_g_per_j", 0.0))
             s.provs = {d["provenance"]}
             s.in_total = d["in_total"]
-            s.update_s = update_period_s(d.get("source") or "")
+            s.set_update_period(d.get("source") or "", periods)
             if prev is None:
                 s.add(reply["elapsed_s"], 0.0, 0.0, ticks=0)  # where the data starts
             else:

@@ -22,7 +22,7 @@ import json
 import math
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
@@ -51,6 +51,8 @@ class Baseline:
     method: str = METHOD
     #: the machine's CPU use during the baseline, % of all CPUs (None: not known)
     cpu_busy_pct: float | None = None
+    #: each GPU's mean utilisation during the baseline, % (NVML; {}: no GPU read)
+    gpu_busy_pct: dict = field(default_factory=dict)
 
     def describe(self) -> str:
         return f"baseline of {self.taken_at} on {self.host} ({self.seconds:g} s, {self.method})"
@@ -95,11 +97,19 @@ def idle_powers(series: Mapping[str, list[float]], ticks: int = STEADY_TICKS) ->
 def save(baseline: Baseline, path: Path) -> None:
     """Write ``baseline`` to ``path``: a new file beside it, renamed over it (a link at
     ``path`` is replaced, never written through)."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     doc = {"schema": SCHEMA, "host": baseline.host, "taken_at": baseline.taken_at,
            "seconds": baseline.seconds, "method": baseline.method,
            "cpu_busy_pct": baseline.cpu_busy_pct,
+           "gpu_busy_pct": baseline.gpu_busy_pct,
            "domains": {d: {"idle_w": w} for d, w in baseline.idle_w.items()}}
+    write_json(doc, path)
+
+
+def write_json(doc: dict, path: Path) -> None:
+    """Write ``doc`` as JSON to ``path`` in the data folder (made 0700 if missing): a new
+    file beside it (``O_EXCL|O_NOFOLLOW``, mode 0600), renamed over it (a link at
+    ``path`` is replaced, never written through)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
                  0o600)

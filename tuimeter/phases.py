@@ -40,10 +40,26 @@ UPDATE_PERIOD_S = {"nvml": 0.1, "rapl": 0.001}
 FEW_UPDATES = 3
 
 
+#: where a period from :data:`UPDATE_PERIOD_S` comes from (``Samples.update_note``)
+NOMINAL = "nominal"
+
+
+def source_kind(source: str) -> str:
+    """The counter kind of a domain's source: ``rapl:one-core`` is ``rapl``."""
+    return source.split(":", 1)[0]
+
+
 def update_period_s(source: str) -> float:
-    """The update period of a source's counter (0: none known; ``rapl:one-core`` is
-    RAPL's)."""
-    return UPDATE_PERIOD_S.get(source.split(":", 1)[0], 0.0)
+    """The nominal update period of a source's counter, s (0: none known;
+    ``rapl:one-core`` is RAPL's); :meth:`Samples.set_update_period` prefers the one
+    ``tuimeter doctor`` measured on the host."""
+    return UPDATE_PERIOD_S.get(source_kind(source), 0.0)
+
+
+def short_reason(period_s: float, note: str | None) -> str:
+    """Why a short phase is ``interpolated``, in words: ``counter updates every 100 ms,
+    measured by doctor on 2026-12-01`` (``note``: :attr:`Samples.update_note`)."""
+    return f"counter updates every {period_s * 1e3:.3g} ms, {note or NOMINAL}"
 
 
 class Samples:
@@ -62,7 +78,7 @@ class Samples:
     """
 
     __slots__ = ("t1", "iv", "e", "ticks", "g", "lost_t1", "lost_iv", "in_total", "provs",
-                 "g_per_j", "clip", "tail_w", "_ordered", "update_s")
+                 "g_per_j", "clip", "tail_w", "_ordered", "update_s", "update_note")
 
     def __init__(self, in_total: bool = True, provs: Iterable[str] = (),
                  g_per_j: float = 0.0):
@@ -81,6 +97,27 @@ class Samples:
         self._ordered: tuple[int, bool] | None = None  # (samples, starts in order) cached
         #: how often the domain's counter updates, s (0: unknown; :data:`UPDATE_PERIOD_S`)
         self.update_s = 0.0
+        #: where ``update_s`` comes from: :data:`NOMINAL`, or ``measured by doctor on
+        #: <date>`` (:mod:`tuimeter.periods`)
+        self.update_note = NOMINAL
+
+    def set_update_period(self, source: str, measured=None) -> None:
+        """Take the update period of ``source``'s counter: ``measured``
+        (:class:`tuimeter.periods.MeasuredPeriods`, this host's) where it has one for the
+        kind, else the nominal one."""
+        kind = source_kind(source)
+        if measured is not None and kind in measured.periods_s:
+            self.update_s, self.update_note = measured.periods_s[kind], measured.note
+        else:
+            self.update_s, self.update_note = update_period_s(source), NOMINAL
+
+    def take_update_period(self, other: "Samples | None") -> None:
+        """The period of ``other``'s counter (an own share of a machine domain: that
+        domain's counter); none known without it."""
+        if other is None:
+            self.update_s, self.update_note = 0.0, NOMINAL
+        else:
+            self.update_s, self.update_note = other.update_s, other.update_note
 
     def add(self, t1_s: float, span_s: float, energy_j: float,
             ticks: float | None = None, g_per_j: float | None = None) -> None:
@@ -128,7 +165,7 @@ class Samples:
         out = Samples(self.in_total, self.provs, self.g_per_j)
         out.t1, out.iv, out.e, out.ticks, out.g = self.t1, self.iv, self.e, self.ticks, self.g
         out.lost_t1, out.lost_iv, out.tail_w = self.lost_t1, self.lost_iv, self.tail_w
-        out.clip, out.update_s = clip, self.update_s
+        out.clip, out.update_s, out.update_note = clip, self.update_s, self.update_note
         if len(self.t1) > _SLICE_MIN:  # checked once here, for every clipped copy
             self.starts_in_order()
         out._ordered = self._ordered
@@ -184,6 +221,8 @@ class DomainEnergy:
     #: the counter's update period when the phase is shorter than FEW_UPDATES of them
     #: (then ``interpolated``), else None
     short_of_s: float | None = None
+    #: where ``short_of_s`` comes from (:attr:`Samples.update_note`), else None
+    short_note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -200,6 +239,8 @@ class PhaseEnergy:
     #: the longest update period of a counted counter the phase is too short for (then
     #: ``interpolated``: fewer than FEW_UPDATES updates inside it), else None
     update_period_s: float | None = None
+    #: where that period comes from: ``nominal`` or ``measured by doctor on <date>``
+    update_period_note: str | None = None
 
 
 def average_power_w(energy_j: float | None, duration_s: float) -> float | None:
@@ -343,20 +384,25 @@ def energy_between(samples: Mapping[str, Samples | Sequence[Samples]], t0_s: flo
             whole, lost, extra, read = whole + w, lost + ls, extra + x, read or r
             provs |= s.provs
         is_lost = lost > 0 and not read and extra == 0
-        period = max(s.update_s for s in parts)
+        slowest = max(parts, key=lambda s: s.update_s)
+        period = slowest.update_s
         short = period if read and 0 < t1_s - t0_s < FEW_UPDATES * period else None
         d = domains[dom] = DomainEnergy(
             max(0.0, energy), max(0.0, co2), parts[0].in_total,
             provenance(whole, provs, extrapolated=extra > 0, lost=is_lost,
-                       short=short is not None), lost, whole, extra, short)
+                       short=short is not None), lost, whole, extra, short,
+            slowest.update_note if short is not None else None)
         if d.in_total and not is_lost:
             kinds |= provs
     counted = [d for d in domains.values() if d.in_total]
-    short = max((d.short_of_s for d in counted if d.short_of_s is not None), default=None)
+    shorts = [d for d in counted if d.short_of_s is not None]
+    slow = max(shorts, key=lambda d: d.short_of_s) if shorts else None
+    short = slow.short_of_s if slow is not None else None
     prov = provenance(max((d.whole_ticks for d in counted), default=0.0), kinds,
                       extrapolated=any(d.extrapolated_s > 0 for d in counted),
                       lost=bool(counted) and all(d.provenance == LOST for d in counted),
                       short=short is not None)
     return PhaseEnergy(t0_s, t1_s, sum(d.energy_j for d in counted),
                        sum(d.co2_g for d in counted), prov,
-                       max((d.lost_s for d in counted), default=0.0), domains, short)
+                       max((d.lost_s for d in counted), default=0.0), domains, short,
+                       slow.short_note if slow is not None else None)

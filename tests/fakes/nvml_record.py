@@ -2,7 +2,8 @@
 
     python -m tests.fakes.nvml_record CONFIG.json -- record -o run.csv --interval 0.2
 
-CONFIG: ``{"watts": [100, 120, ...], "pids_file": PATH}``. GPU *i* draws ``watts[i]``
+CONFIG: ``{"watts": [100, 120, ...], "pids_file": PATH}``, optionally ``"util_pct":
+[0, ...]`` (GPU *i*'s utilisation, ``nvmlDeviceGetUtilizationRates().gpu``). GPU *i* draws ``watts[i]``
 all the time: its energy counter (mJ) is ``watts[i] x`` this process's monotonic time
 since start, so the truth over any span is ``watts[i] x`` its length (to the mJ). Its
 compute processes are the pids on line *i* of ``pids_file`` (read at each call; none
@@ -66,7 +67,10 @@ def install(config_path: str) -> None:
     with open(config_path) as fh:
         config = json.load(fh)
     t0 = time.monotonic()
-    gpus = [ClockedGpu(i, w, config["pids_file"], t0) for i, w in enumerate(config["watts"])]
+    util = config.get("util_pct") or []  # GPU i's utilisation (FakeGpu's default else)
+    gpus = [ClockedGpu(i, w, config["pids_file"], t0,
+                       **({"util_gpu_pct": util[i]} if i < len(util) else {}))
+            for i, w in enumerate(config["watts"])]
     sys.modules["pynvml"] = make_fake_pynvml(gpus)
 
 

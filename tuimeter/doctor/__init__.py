@@ -142,6 +142,27 @@ def to_json(report: dict) -> str:
     return json.dumps(_finite(report), indent=2, allow_nan=False, ensure_ascii=True)
 
 
+def _store_periods(report: dict) -> str | None:
+    """Store the update periods the report measured for this host
+    (:mod:`tuimeter.periods`); the line that says where, None when none was measured.
+    A failed write is a problem in the report, not a failed doctor."""
+    from .. import periods
+
+    measured = periods.from_report(report)
+    if measured is None:
+        return None
+    path = periods.default_path()
+    try:
+        periods.save(measured, path)
+    except OSError as exc:
+        report["problems"].append({"sensor": "doctor", "level": "warning",
+                                   "what": f"cannot store the update periods in {path}: "
+                                           f"{exc.strerror or exc}",
+                                   "fix": "check the data folder's permissions"})
+        return None
+    return f"update periods stored in {path} (phases on this host use them)"
+
+
 def cmd_doctor(argv: list[str]) -> int:
     """``tuimeter doctor [--json] [--seconds S] [--powercap-root DIR] [--no-gpu]``."""
     from ..options import Parser as _Parser, positive_float as _positive_float
@@ -158,6 +179,8 @@ def cmd_doctor(argv: list[str]) -> int:
     p.add_argument("--powercap-root", metavar="DIR",
                    help="powercap folder (default /sys/class/powercap, or $TUIMETER_POWERCAP_ROOT)")
     p.add_argument("--no-gpu", action="store_true", help="do not check NVML")
+    p.add_argument("--no-store", action="store_true", help="do not store the counters' "
+                   "measured update periods in the data folder (phases use them)")
     args = p.parse_args(argv)
     if args.seconds > 60:
         p.error(f"--seconds must be <= 60, got {args.seconds:g}")
@@ -169,6 +192,7 @@ def cmd_doctor(argv: list[str]) -> int:
     except Exception as exc:  # noqa: BLE001 - guarded inside already; belt and braces
         print(f"tuimeter: error: doctor failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    stored = None if args.no_store else _store_periods(report)
     try:
         if args.json:
             print(to_json(report))
@@ -176,6 +200,8 @@ def cmd_doctor(argv: list[str]) -> int:
             from .render import render_text
 
             print(render_text(report))
+            if stored:
+                print(stored)
     except BrokenPipeError:  # `tuimeter doctor | head`: the reader left, nothing to say
         try:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -39,9 +39,11 @@ import bisect
 import math
 from array import array
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..carbon import co2_g
-from ..phases import DomainEnergy, Samples, combine, energy_between, update_period_s
+from ..periods import load as load_periods
+from ..phases import DomainEnergy, Samples, combine, energy_between
 from ..text import safe_text
 from ..work import EnergyPer, energy_per
 from .owners import OWNER_KINDS, owner_rows
@@ -86,7 +88,8 @@ class _Series(Samples):
             getattr(out, name).extend(getattr(later, name))
         out.provs = self.provs | later.provs
         out.last_prov = later.last_prov
-        out.g_per_j, out.update_s = self.g_per_j, max(self.update_s, later.update_s)
+        out.g_per_j = self.g_per_j
+        out.take_update_period(max((self, later), key=lambda part: part.update_s))
         if self.g is not None or later.g is not None or self.g_per_j != later.g_per_j:
             out.g = array("d")
             for part in (self, later):
@@ -109,6 +112,8 @@ class SessionData:
     meta: SessionMeta = field(default_factory=SessionMeta)
     owners: dict = field(default_factory=dict)  # owner key -> _Series (``--by``)
     work: list = field(default_factory=list)  # (t wall s, unit, count): ``work`` rows
+    #: the counters' update periods ``tuimeter doctor`` stored for this host, else None
+    periods: Any = None
 
 
 @dataclass
@@ -199,7 +204,8 @@ def _session(sessions: dict, key: tuple, path: str, offset_s: float) -> SessionD
     ``wall - elapsed_s`` is ``offset_s``)."""
     cur = sessions.get(key)
     if cur is None:
-        cur = sessions[key] = SessionData(key[0], key[1], path, offset_s)
+        cur = sessions[key] = SessionData(key[0], key[1], path, offset_s,
+                                          periods=load_periods(key[0]))
     return cur
 
 
@@ -209,7 +215,7 @@ def _new_series(cur: SessionData, domain: str, in_total: bool, key: tuple,
     sample's: the source says how often its counter updates)."""
     s = cur.series[domain] = _Series(in_total, (key, cur.path))
     s.g_per_j = _g_per_j(cur)
-    s.update_s = update_period_s(source)
+    s.set_update_period(source, cur.periods)
     return s
 
 
@@ -322,6 +328,9 @@ class Segment(_Span):
     work: dict = field(default_factory=dict)  # unit -> count in the segment (``work`` rows)
     #: set when ``interpolated`` for being shorter than a few counter updates: the period
     update_period_s: float | None = None
+    #: where that period comes from: ``nominal``, or ``measured by doctor on <date>``
+    #: (the update periods ``tuimeter doctor`` stored for this host)
+    update_period_note: str | None = None
 
     def energy_per(self, unit: str) -> EnergyPer | None:
         """J per ``unit`` of the segment: the host's energy (``basis`` machine: a report
@@ -483,7 +492,7 @@ def _host_report(host: str, sessions: list[SessionData], by: str | None = None) 
                                 pe.energy_j / host_e if host_e > 0 else 0.0, seg_domains[k],
                                 None if owners is None else
                                 owner_rows(owners, pe.energy_j, pe.co2_g), work[k],
-                                pe.update_period_s))
+                                pe.update_period_s, pe.update_period_note))
     counted = {d.provenance for d in dom_totals.values() if d.in_total}
     return HostReport(host, sorted({s.path for s in sessions}),
                       len({s.session for s in sessions}), start_t,

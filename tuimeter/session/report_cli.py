@@ -114,7 +114,8 @@ def to_json(rep: Report, per: tuple = (), baseline=None) -> dict:
                       **_span(s),
                       "start": _iso(s.start_t), "end": _iso(s.end_t), "share": s.share,
                       "provenance": s.provenance, "domains": _domains(s.domains, s.duration_s),
-                      **({"update_period_s": s.update_period_s}
+                      **({"update_period_s": s.update_period_s,
+                          "update_period_note": s.update_period_note}
                          if s.update_period_s is not None else {}),
                       **_owners_json(s, describe), **_per_json(s, per),
                       **_split_json(s, baseline)}
