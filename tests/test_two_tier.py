@@ -200,3 +200,46 @@ def test_full_scan_every_must_be_positive(tmp_path):
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "must be > 0" in lines[0], r.stderr
     assert not out.exists()
+
+
+def test_record_without_a_job_reads_the_busy_process_between_full_scans(tmp_path):
+    """Over the real /proc, no job followed (so ticks between full scans read only the
+    busy processes): a busy process started beside `record --full-scan-every 0.4` shows in
+    the process rows with its energy, and every tick's rows still add up to the total."""
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    from tests.fakes.powercap import FakePowercap
+    from tests.helpers import ROOT, env_for, tuimeter
+    from tests.test_record_cli import Driver
+
+    fake = FakePowercap(tmp_path / "sys").intel_desktop(dram=True)
+    out = tmp_path / "s.csv"
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    driver = Driver(fake)
+    driver.start()
+    try:
+        r = subprocess.run(tuimeter("record", "-o", str(out), "-q", "--interval", "0.1",
+                                    "--duration", "1.5", "--full-scan-every", "0.4",
+                                    "--no-gpu", "--no-socket"),
+                           env=env_for(tmp_path, fake), cwd=ROOT, capture_output=True,
+                           text=True, timeout=60)
+    finally:
+        busy.kill()
+        busy.wait()
+        driver.halt.set()
+        driver.join()
+    assert r.returncode == 0, r.stderr
+    df = pd.read_csv(out)
+    rows = df[(df.kind == "process") & (df.domain == "all")]
+    mine = rows[rows.pid == busy.pid]
+    # in more ticks than the (about 4) full scans: the ticks between read it too
+    assert mine.timestamp.nunique() >= 8 and mine.energy_j.sum() > 0
+    totals = df[df.kind == "total"].set_index("timestamp").energy_j
+    for kind in ("process", "cgroup"):
+        sums = df[(df.kind == kind) & (df.domain == "all")].groupby("timestamp").energy_j.sum()
+        both = sums.index.intersection(totals.index)
+        assert len(both) >= 5
+        assert (sums[both] - totals[both]).abs().max() < 5e-5, kind
