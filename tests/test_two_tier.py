@@ -45,7 +45,8 @@ def machine(tmp_path, children_files=True):
 def script(proc: FakeProcFs, n: int) -> dict[int, int]:
     """Tick ``n``'s CPU use (10 ms ticks) and births and exits: a busy process, a job
     whose children come and go (one too short for any scan), a cold daemon that wakes and
-    starts a short child, a cron that wakes later, sleepers that never run."""
+    starts a child, a cron that wakes later, a busy child of an idle init that exits,
+    sleepers that never run."""
     use = {3: 100, 9: 2, 10: 40}  # at most 400 ticks (4 CPUs) in all
     if n == 2:
         proc.spawn(11, 10, "worker")
@@ -73,6 +74,13 @@ def script(proc: FakeProcFs, n: int) -> dict[int, int]:
         proc.exit(20)
     if 8 <= n <= 12:
         use[4] = 10
+    if n == 2:  # busy, its parent (init) never: its exit waits for a full scan to be seen
+        proc.spawn(30, 1, "burst")
+    if 2 <= n <= 13:
+        use[30] = 20
+    if n == 14:
+        proc.tick(0.0, {30: 20})
+        proc.exit(30)
     return use
 
 
