@@ -349,7 +349,7 @@ class Attributor:
         if tier is None or tier.due(now_s) or ((self._root is not None or self._trees)
                                                and not self.scanner.lists_children()):
             table = self.scanner.scan()
-            return (*self._apply_scan(table), True, set(table))
+            return (*self._apply_scan(table), True, set(table) if tier is not None else set())
         read = self._read_set(tier)
         table = self.scanner.scan_pids(read)
         return (*self._apply_scan(table, read=read), False, set(table))
