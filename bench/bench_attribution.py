@@ -12,6 +12,9 @@ this process's CPU clock (the bench is single-threaded):
   energy per cgroup), and the same with cgroups off, the two timed tick after tick in turn;
 * ``attribute + owner trees``: the same with ``--trees`` owner trees followed apart
   (:meth:`Attributor.track`, one per rank: the waking processes, as ranks that marked);
+* ``two-tier``: the attributor with ``full_scan_s`` (``--full-scan-every``, 5 s): the
+  mean over the ticks (one in 5 a full scan at 1 s ticks) beside the full scan's mean,
+  timed tick after tick in turn, no job followed;
 * ``recorder tick``: Engine.tick with attribution plus the session CSV rows, i.e. what the
   recorder's sampling thread does each tick (scripted package + dram sensor);
 * ``naive psutil``: ``psutil.process_iter(["pid", "ppid", "name", "cpu_times",
@@ -97,6 +100,20 @@ def timed_together(fns, ticks: int, gap: float) -> list[float]:
     return [sorted(ts)[len(ts) // 2] for ts in times]
 
 
+def mean_together(fns, ticks: int, gap: float) -> list[float]:
+    """Mean CPU ms of each of ``fns`` (called in turn each tick) over ``ticks`` calls."""
+    for fn in fns:
+        fn()
+    totals = [0.0] * len(fns)
+    for _ in range(ticks):
+        time.sleep(gap)
+        for i, fn in enumerate(fns):
+            t0 = time.process_time()
+            fn()
+            totals[i] += (time.process_time() - t0) * 1e3
+    return [t / ticks for t in totals]
+
+
 class _Busy:
     """A process as the cgroup tally sees it, given 1 J of CPU every tick."""
 
@@ -136,6 +153,7 @@ def main() -> int:
     ap.add_argument("--trees", type=int, default=8)
     ap.add_argument("--ticks", type=int, default=30)
     ap.add_argument("--gap", type=float, default=0.05)
+    ap.add_argument("--full-scan-every", type=float, default=5.0)
     args = ap.parse_args()
     if not os.path.exists("/proc/self/stat"):
         print("needs Linux /proc (the psutil path is what runs elsewhere)")
@@ -171,6 +189,20 @@ def main() -> int:
                                        args.ticks, args.gap)
         scan_ms, floor_ms = timed_together([scanner.scan, bare_proc_loop], args.ticks,
                                            args.gap)
+        # no job followed (`record` without a command): where the kernel lists no
+        # children (CONFIG_PROC_CHILDREN off) a followed job makes every tick a full scan
+        two = Attributor([], scanner=ProcFsScanner(), full_scan_s=args.full_scan_every)
+        full = Attributor([], scanner=ProcFsScanner())
+        now = [0.0]
+
+        def step(att):
+            def fn():
+                now[0] += 0.5  # both are called once per bench tick: 1 s per tick each
+                att.attribute(1.0, doms, now[0])
+            return fn
+
+        full_mean, two_mean = mean_together([step(full), step(two)], max(args.ticks, 20),
+                                            args.gap)
         rows = [
             ("floor: bare open/read/close of each /proc/<pid>/stat", floor_ms),
             ("scan (/proc/<pid>/stat)", scan_ms),
@@ -183,6 +215,9 @@ def main() -> int:
             ("attribute (psutil scanner)", timed(lambda: slow.attribute(1.0, doms, 0.0),
                                                  args.ticks, args.gap)),
         ]
+        rows += [("attribute, full scan each tick (mean)", full_mean),
+                 (f"attribute, two-tier, full every {args.full_scan_every:g} s (mean)",
+                  two_mean)]
         rec.close()
         pids = [c.pid for c in children[:args.procs]]
         tally = tally_ms(pids, args.ticks)

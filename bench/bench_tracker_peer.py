@@ -12,6 +12,8 @@ from ``/proc/PID/stat`` at both ends; the load average is printed with each figu
   tree (an Intel desktop whose counters do not move: reading them costs the same);
 * ``record --no-attribution``: the same without the process scan.
 
+* ``record --full-scan-every S`` (with ``--full-scan-every S``): the two-tier scan.
+
 ``--sleepers N`` starts N sleeping processes first (the issue's "400 more sleeping
 processes"), kept for every run; ``--interval 0.1`` runs tuimeter at 0.1 s.
 
@@ -82,6 +84,8 @@ def main() -> int:
     p.add_argument("--warmup", type=float, default=4.0)
     p.add_argument("--sleepers", type=int, default=0)
     p.add_argument("--interval", default="1", help="tuimeter's interval, s (the peer's is 1 s)")
+    p.add_argument("--full-scan-every", metavar="S",
+                   help="also run record with the two-tier scan, a full scan every S s")
     args = p.parse_args()
     sleepers = [subprocess.Popen(["sleep", "3600"]) for _ in range(args.sleepers)]
     try:
@@ -97,8 +101,12 @@ def main() -> int:
                 print(f"codecarbon tracker at 1 s        {pct:6.2f}% of a core; {load()}")
             base = [sys.executable, "-m", "tuimeter", "record", "-i", args.interval, "-q",
                     "--no-gpu"]
-            for what, extra in ((f"record at {args.interval} s", []),
-                                ("record --no-attribution", ["--no-attribution"])):
+            runs = [(f"record at {args.interval} s", []),
+                    ("record --no-attribution", ["--no-attribution"])]
+            if args.full_scan_every:
+                runs.insert(1, (f"record --full-scan-every {args.full_scan_every}",
+                                ["--full-scan-every", args.full_scan_every]))
+            for what, extra in runs:
                 out = os.path.join(tmp, "s.csv")
                 pct = share(base + ["-o", out, "--overwrite", *extra], env, args.warmup,
                             args.seconds)

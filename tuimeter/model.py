@@ -416,6 +416,9 @@ class Attribution(NamedTuple):
     #: the processes' CPU time in the interval over all CPUs' time (0..1), None when the
     #: machine's CPU time could not be read
     cpu_busy_ratio: float | None = None
+    #: the power of the CPU time of processes this tick did not read (W; the two-tier
+    #: scan, README "Attribution"): in "other processes" and in no cgroup
+    unread_power_w: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -461,6 +464,7 @@ class Snapshot:
     #: the machine's CPU load in the interval: the processes' CPU time over all CPUs' time
     #: (0..1, attribution); None without attribution
     cpu_busy_ratio: float | None = None
+    unread_power_w: float = 0.0  # W of processes not read this tick (two-tier scan)
 
     def domain(self, domain_id: str) -> DomainSample | None:
         for d in self.domains:

@@ -154,6 +154,11 @@ def add_measure_options(p: argparse.ArgumentParser) -> None:
                    help=f"do not use the GPU sensors ({', '.join(gpu_sensor_names())})")
     p.add_argument("--no-attribution", action="store_true", default=None,
                    help="do not attribute power to processes")
+    p.add_argument("--full-scan-every", type=positive_float, default=None, metavar="S",
+                   dest="full_scan_s",
+                   help="read every process only every S seconds, the busy ones and the "
+                        "followed job each tick (cheaper with many processes; default: "
+                        "every process every tick)")
     p.add_argument("--no-socket", action="store_true",
                    help="do not listen for markers from `tuimeter mark` and the API")
     from .export import add_export_options
@@ -179,7 +184,7 @@ def measure_options(args: argparse.Namespace) -> "MeasureOptions":
         powercap_root=args.powercap_root, gpu=not args.no_gpu, country=args.country,
         carbon_intensity=args.carbon_intensity, pue=args.pue, pid=args.pid,
         attribution=not args.no_attribution, carbon_source=args.carbon_source,
-        carbon_zone=args.carbon_zone,
+        carbon_zone=args.carbon_zone, full_scan_s=getattr(args, "full_scan_s", None),
     )
 
 

@@ -67,6 +67,7 @@ from . import trees as _trees_mod
 from .cgroups import CgroupTally
 from .procscan import ProcFsScanner, ProcStat, make_scanner, read_details
 from .trees import CPU, Tree
+from .twotier import Window
 
 #: domains divided by CPU share (when they count in the machine total)
 CPU_KINDS = frozenset({DomainKind.PACKAGE, DomainKind.DRAM, DomainKind.MEMORY, DomainKind.PSYS})
@@ -79,7 +80,7 @@ class _Proc:
 
     __slots__ = ("pid", "start", "ppid", "name", "stat", "cpu_s", "children_s", "in_job",
                  "cpu_j", "gpu_j", "used_s", "tick_cpu_j", "tick_gpu_j", "display", "trees",
-                 "cmdline", "uid", "sure")
+                 "cmdline", "uid", "sure", "late_s")
 
     def __init__(self, pid: int, start: float, ppid: int, name: str):
         self.pid, self.start, self.ppid, self.name = pid, start, ppid, name
@@ -99,6 +100,7 @@ class _Proc:
         #: seen by a scan that began after its start tick: (pid, start) is its alone
         #: (procscan, "Identity"); until then its share carries no start (k/K refuse)
         self.sure = False
+        self.late_s = 0.0  # two-tier: CPU time not yet settled (see .twotier)
 
 
 def split_gpu(sensor: GpuProcessSource, index: int, now_us: int | None = None) -> dict[int, float]:
@@ -133,8 +135,14 @@ class Attributor:
 
     def __init__(self, sensors: Iterable = (), carbon: CarbonInfo | None = None, *,
                  scanner=None, top_n: int = TOP_N,
-                 wallclock: Callable[[], float] = time.time, cgroups: bool = True):
+                 wallclock: Callable[[], float] = time.time, cgroups: bool = True,
+                 full_scan_s: float | None = None):
         self.scanner = scanner or make_scanner()
+        #: two-tier scan (:mod:`.twotier`): a full scan every ``full_scan_s`` seconds, the
+        #: busy processes and the job in between; None (or a scanner without
+        #: ``scan_pids``): a full scan every tick
+        self._tier = (Window(full_scan_s) if full_scan_s and full_scan_s > 0
+                      and hasattr(self.scanner, "scan_pids") else None)
         #: whether a start is the process's alone (a scanner that does not say: always)
         self._sure = getattr(self.scanner, "sure", None) or (lambda start: True)
         self.cgroups = (CgroupTally(self.scanner.root)
@@ -156,7 +164,12 @@ class Attributor:
         #: find the job's ranks (members whose environment names a rank) as owner trees
         self.find_ranks = isinstance(self.scanner, ProcFsScanner)
         self._machine_s = self.scanner.machine_cpu_s()
-        self._apply_scan(self.scanner.scan(), baseline=True)
+        table = self.scanner.scan()
+        self._apply_scan(table, baseline=True)
+        if self._tier is not None:
+            self._tier.prev_read = set(table)
+            self._tier.prev_tick = self.scanner.scan_tick
+            self._tier.prev_busy_s = self.scanner.busy_s
 
     # -- jobs -----------------------------------------------------------------------
     def follow(self, pid: int) -> None:
@@ -168,6 +181,8 @@ class Attributor:
                 # born since the last scan: all its CPU time falls in this interval
                 self._procs[pid] = _Proc(pid, st.start, st.ppid, st.name)
             self._root = (pid, start)
+            if self._tier is not None:
+                self._tier.force = True
             self._root_name = _command_name(self.scanner, pid) or (st.name if st else str(pid))
             self._job_cpu_j = self._job_gpu_j = self._job_co2_g = 0.0
             self._exit_code = None
@@ -194,6 +209,8 @@ class Attributor:
                     return True
             if pid not in self._procs:  # born since the last scan
                 self._procs[pid] = _Proc(pid, st.start, st.ppid, st.name)
+            if self._tier is not None:
+                self._tier.force = True
             self._add_tree(self._procs[pid], _trees_mod.check_rank(rank), since_s, marked)
             return True
 
@@ -258,16 +275,23 @@ class Attributor:
                 members.add(p.pid)
 
     # -- scanning -------------------------------------------------------------------
-    def _apply_scan(self, table: dict[int, ProcStat], baseline: bool = False
-                    ) -> tuple[list[_Proc], list[_Proc]]:
+    def _apply_scan(self, table: dict[int, ProcStat], baseline: bool = False,
+                    read: set[int] | None = None) -> tuple[list[_Proc], list[_Proc]]:
         """Update live processes from a scan and set each one's ``used_s`` (CPU seconds in
         the interval). Returns (changed, exited) processes.
 
         Only processes whose stat changed are touched: the scanner hands back the same
         object for an unchanged one, so an idle process costs a dict lookup.
+        ``read``: the pids a partial scan read (two-tier); one of them missing has exited
+        only if its parent was read too (which holds its last CPU time as children's
+        time); otherwise it is left for the next full scan.
         """
         procs, members = self._procs, self._members
-        gone = [procs.pop(pid) for pid in procs.keys() - table.keys()]
+        if read is None:
+            gone = [procs.pop(pid) for pid in procs.keys() - table.keys()]
+        else:
+            gone = [procs.pop(pid) for pid in read - table.keys()
+                    if pid in procs and procs[pid].ppid in table]
         for g in gone:
             members.discard(g.pid)
             _trees_mod.leave(g)
@@ -319,9 +343,38 @@ class Attributor:
         with self._lock:
             return self._attribute(max(interval_s, 1e-9), domains, now_s)
 
+    def _scan(self, now_s: float) -> tuple[list[_Proc], list[_Proc], bool, set[int]]:
+        """This tick's scan: (changed, exited, whether it was a full scan, pids read)."""
+        tier = self._tier
+        if tier is None or tier.due(now_s) or ((self._root is not None or self._trees)
+                                               and not self.scanner.lists_children()):
+            table = self.scanner.scan()
+            return (*self._apply_scan(table), True, set(table) if tier is not None else set())
+        read = self._read_set(tier)
+        table = self.scanner.scan_pids(read)
+        return (*self._apply_scan(table, read=read), False, set(table))
+
+    def _read_set(self, tier: Window) -> set[int]:
+        """Two-tier: the hot processes, the job's and owner trees' members with the job
+        root's parent, and their children not known yet."""
+        procs = self._procs
+        followed = set(self._members)
+        followed.update(p.pid for p in procs.values() if p.trees)
+        read = tier.hot | followed
+        root = procs.get(self._root[0]) if self._root is not None else None
+        if root is not None:
+            read.add(root.ppid)
+        todo = list(followed)
+        while todo:
+            for kid in self.scanner.children(todo.pop()):
+                if kid not in procs and kid not in read:
+                    read.add(kid)
+                    todo.append(kid)
+        return read
+
     def _attribute(self, interval_s: float, domains: Sequence[DomainSample], now_s: float):
         machine = self.scanner.machine_cpu_s()
-        changed, gone = self._apply_scan(self.scanner.scan())
+        changed, gone, full, read = self._scan(now_s)
         d_machine = None
         if machine is not None and self._machine_s is not None:
             d_machine = machine - self._machine_s
@@ -335,8 +388,18 @@ class Attributor:
                   else (co2_total / total_j if total_j > 0 else 0.0))
 
         active = [p for p in changed if p.used_s > 0] + [g for g in gone if g.used_s > 0]
+        tier = self._tier
+        if tier is not None:
+            for p in active:
+                if not tier.fresh(p):
+                    tier.add_late(p)
+            active = [p for p in active if p.used_s > 0]
         used = sum(p.used_s for p in active)
         denom = max(d_machine or 0.0, used)
+        pool_tick_j = 0.0
+        if tier is not None:
+            pool_tick_j = self._window_tick(tier, full, read, active, cpu_j, used, denom,
+                                            now_s, factor)
         touched: dict[int, _Proc] = {}
         for p in active:
             p.tick_cpu_j, p.tick_gpu_j = (cpu_j * p.used_s / denom if denom > 0 else 0.0), 0.0
@@ -384,14 +447,50 @@ class Attributor:
                             heapq.nlargest(self.top_n, job_procs.values(), key=by_power))
         for p in touched.values():
             p.used_s = 0.0
-        idle_w = (total_j - attributed) / interval_s if counted else None
+        idle_w = (total_j - attributed - pool_tick_j) / interval_s if counted else None
         job = self._job_sample(interval_s, job_cpu, job_gpu, total_j, factor, members)
         cgroups = (self.cgroups.tally(touched.values(), gone, interval_s)
                    if self.cgroups is not None else ())
         owners = _trees_mod.owner_samples(self._trees, interval_s, factor)
         busy = min(used / d_machine, 1.0) if d_machine is not None and d_machine > 0 else None
         return Attribution(tuple(shares), idle_w, job, owners=owners, cgroups=cgroups,
-                           cpu_busy_ratio=busy)
+                           cpu_busy_ratio=busy, unread_power_w=pool_tick_j / interval_s)
+
+    def _window_tick(self, tier: Window, full: bool, read: set[int], active, cpu_j: float,
+                     used: float, denom: float, now_s: float, factor: float) -> float:
+        """Two-tier bookkeeping of one tick (:mod:`.twotier`): the unseen CPU time's energy
+        into the pool (returned: this tick's part, "other processes"), and at a full scan
+        the late processes settled from it and the hot set renewed."""
+        busy = self.scanner.busy_s
+        pool_tick_j = 0.0
+        if not (full and tier.prev_full) and busy is not None and tier.prev_busy_s is not None:
+            unseen = max(busy - tier.prev_busy_s - used, 0.0)
+            if denom > 0:
+                pool_tick_j = min(cpu_j * unseen / denom, max(cpu_j - cpu_j * used / denom, 0.0))
+                tier.pool_j += pool_tick_j
+                tier.pool_s += unseen
+        tier.prev_busy_s = busy
+        tier.busy.update(p.pid for p in active)
+        tier.busy.update(p.pid for p in tier.late.values())
+        if full:
+            for p, e in tier.settle():
+                p.cpu_j += e
+                if p.in_job:
+                    self._job_cpu_j += e
+                    self._job_co2_g += e * factor
+            tier.hot = tier.busy & self._procs.keys()
+            tier.busy = set()
+            tier.last_full_s, tier.force = now_s, False
+        tier.prev_read, tier.prev_tick, tier.prev_full = read, self.scanner.scan_tick, full
+        return pool_tick_j
+
+    def process_energy_j(self, pid: int) -> float | None:
+        """The energy attributed to live process ``pid`` so far (J, CPU and GPU sides),
+        None if it is not known. With the two-tier scan, a process not read every tick
+        has its energy added at each full scan."""
+        with self._lock:
+            p = self._procs.get(pid)
+            return None if p is None else p.cpu_j + p.gpu_j
 
     def _split_gpus(self, counted, gone, touched, frac) -> float:
         """Add each GPU domain's energy to its processes' ``tick_gpu_j``; return GPU total."""
@@ -499,8 +598,9 @@ def _command_name(scanner, pid: int) -> str:
 
 def make_attributor(opts=None, sensors: Iterable = (), carbon: CarbonInfo | None = None
                     ) -> Attributor:
-    """The attributor for a measurement; follows ``opts.pid`` from the start if set."""
-    attributor = Attributor(sensors, carbon)
+    """The attributor for a measurement; follows ``opts.pid`` from the start if set, and
+    scans in two tiers where ``opts.full_scan_s`` is set."""
+    attributor = Attributor(sensors, carbon, full_scan_s=getattr(opts, "full_scan_s", None))
     pid = getattr(opts, "pid", None)
     if pid is not None:
         attributor.follow(pid)

@@ -65,6 +65,10 @@ class ProcFsScanner:
         self.boot_clock = boot_clock or _boot_clock
         #: the boot-clock tick at which the last scan began (see "Identity" above)
         self.scan_tick = -math.inf
+        #: the processes' part of the machine's CPU time (user + nice + system, seconds)
+        #: at the last :meth:`machine_cpu_s` (None: unread)
+        self.busy_s: float | None = None
+        self._children_ok: bool | None = None  # whether task/TID/children exists here
 
     def sure(self, start: float) -> bool:
         """Whether a process with ``start`` (ticks) seen by the last scan is told apart
@@ -78,7 +82,67 @@ class ProcFsScanner:
         except OSError:
             return None
         fields = line.split()[1:9]  # user nice system idle iowait irq softirq steal
-        return sum(int(x) for x in fields) * self.tick_s if fields else None
+        if not fields:
+            self.busy_s = None
+            return None
+        self.busy_s = sum(int(x) for x in fields[:3]) * self.tick_s
+        return sum(int(x) for x in fields) * self.tick_s
+
+    def scan_pids(self, pids) -> dict[int, ProcStat]:
+        """Only ``pids`` now (those gone are left out), through the same cache as
+        :meth:`scan`; :attr:`scan_tick` is set as a scan sets it."""
+        self.scan_tick = math.floor(self.boot_clock() / self.tick_s)
+        out: dict[int, ProcStat] = {}
+        cache, read, parse = self._cache, self._read, self._parse
+        for pid in pids:
+            data = read(pid)
+            if data is None:
+                cache.pop(pid, None)
+                continue
+            hit = cache.get(pid)
+            if hit is not None and hit[0] == data:
+                out[pid] = hit[1]
+                continue
+            st = parse(pid, data)
+            if st is not None:
+                cache[pid] = (data, st)
+                out[pid] = st
+        return out
+
+    def lists_children(self) -> bool:
+        """Whether this kernel lists children in ``/proc/PID/task/TID/children``
+        (``CONFIG_PROC_CHILDREN``; some distribution kernels leave it out). Probed once, on
+        the first process whose task folder can be read."""
+        if self._children_ok is None:
+            try:
+                names = [n for n in os.listdir(self.root) if n.isdigit()]
+            except OSError:
+                names = []
+            for name in names:
+                try:
+                    tid = next(iter(os.listdir(f"{self.root}/{name}/task")))
+                except (OSError, StopIteration):
+                    continue
+                self._children_ok = os.path.exists(f"{self.root}/{name}/task/{tid}/children")
+                break
+        return bool(self._children_ok)
+
+    def children(self, pid: int) -> list[int]:
+        """``pid``'s live children (every thread's ``/proc/PID/task/TID/children``); []
+        when it is gone or the kernel does not list them (:meth:`lists_children`)."""
+        base = f"{self.root}/{pid}/task"
+        try:
+            tids = os.listdir(base)
+        except OSError:
+            return []
+        out: list[int] = []
+        for tid in tids:
+            try:
+                with open(f"{base}/{tid}/children", "rb") as fh:
+                    out.extend(int(x) for x in fh.read().split())
+            except (OSError, ValueError):
+                continue
+        return out
 
     def read_one(self, pid: int) -> ProcStat | None:
         """One process now, or None if it is gone."""

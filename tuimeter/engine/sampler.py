@@ -636,7 +636,7 @@ class Engine:
             bridged=tuple(d.domain.id for d in counted if d.bridged_s is not None),
             note="partial" if partial else "",
         )
-        processes, idle_w, job, owners, cgroups, busy = Attribution(*attribution)
+        processes, idle_w, job, owners, cgroups, busy, unread_w = Attribution(*attribution)
         return Snapshot(
             seq=self._seq,
             timestamp=self.wallclock(),
@@ -659,6 +659,7 @@ class Engine:
             monitor_cpu_percent=monitor_pct,
             cgroups=tuple(cgroups),
             cpu_busy_ratio=busy,
+            unread_power_w=unread_w,
         )
 
     # -- thread -------------------------------------------------------------------

@@ -42,6 +42,9 @@ class MeasureOptions:
     carbon_zone: str | None = None  # the live source's zone or UK outward code
     pid: int | None = None  # follow this process tree (attribution)
     attribution: bool = True
+    #: two-tier scan: read every process only every ``full_scan_s`` seconds, the busy ones
+    #: and the job each tick (README, "Attribution"); None: every process every tick
+    full_scan_s: float | None = None
     extra_sensors: list = field(default_factory=list)  # tests and the API can add sensors
     host: str | None = None
 

@@ -1,0 +1,253 @@
+"""The two-tier scan (``Attributor(full_scan_s=...)``, :mod:`tuimeter.engine.twotier`):
+over the same fake /proc and the same power, each process's energy at every full scan
+matches a full scan every tick within 1%, the followed job's to the joule every tick, and
+the ticks between full scans read only the busy processes and the job."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fakes.procfs import FakeProcFs
+from tests.fakes.scripted import FakeClock, ScriptedSensor, domain
+from tests.helpers import CARBON, make_engine
+from tuimeter.engine.attribution import Attributor
+from tuimeter.engine.procscan import ProcFsScanner
+from tuimeter.model import DomainKind
+
+SLEEPERS = range(100, 160)
+
+
+def meter(proc: FakeProcFs, clock: FakeClock, full_scan_s: float | None):
+    """An engine over ``proc`` with a package and a DRAM domain (attribution on)."""
+    sensor = ScriptedSensor("rapl", [domain("package-0"), domain("package-0/dram", DomainKind.DRAM)],
+                            {"package-0": 40.0, "package-0/dram": 6.0})
+    scanner = ProcFsScanner(str(proc.root), boot_clock=proc.boot_clock)
+    att = Attributor([sensor], CARBON, scanner=scanner, top_n=1000, cgroups=False,
+                     full_scan_s=full_scan_s)
+    eng, _ = make_engine([sensor], carbon=CARBON, attributor=att, clock=clock)
+    eng.open()
+    return eng, att, sensor, scanner
+
+
+def machine(tmp_path, children_files=True):
+    proc = FakeProcFs(tmp_path, ncpu=4, children_files=children_files)
+    proc.spawn(1, 0, "init")
+    for pid in (2, 3, 4):
+        proc.spawn(pid, 1, {2: "daemon", 3: "hot", 4: "cron"}[pid])
+    for pid in SLEEPERS:
+        proc.spawn(pid, 1, "sleep")
+    proc.spawn(9, 1, "tuimeter")
+    proc.spawn(10, 9, "job")
+    proc.write()
+    return proc
+
+
+def script(proc: FakeProcFs, n: int) -> dict[int, int]:
+    """Tick ``n``'s CPU use (10 ms ticks) and births and exits: a busy process, a job
+    whose children come and go (one too short for any scan), a cold daemon that wakes and
+    starts a child, a cron that wakes later, a busy child of an idle init that exits,
+    sleepers that never run."""
+    use = {3: 100, 9: 2, 10: 40}  # at most 400 ticks (4 CPUs) in all
+    if n == 2:
+        proc.spawn(11, 10, "worker")
+    if n == 3:
+        proc.spawn(12, 11, "helper")
+    if 11 in proc.procs:
+        use[11] = 60
+    if 12 in proc.procs:
+        use[12] = 30 + 5 * n
+    if n == 6:  # its last moments are seen only as its parent's children time
+        proc.tick(0.0, {12: use.pop(12)})
+        proc.exit(12)
+    if n == 7:  # born and reaped within the tick
+        proc.spawn(13, 10, "cc")
+        proc.tick(0.0, {13: 40})
+        proc.exit(13)
+    if 7 <= n <= 9:
+        use[2] = 10 * n
+    if n == 8:
+        proc.spawn(20, 2, "hook")
+    if 20 in proc.procs:
+        use[20] = 70
+    if n == 12:
+        proc.tick(0.0, {20: use.pop(20)})
+        proc.exit(20)
+    if 8 <= n <= 12:
+        use[4] = 10
+    if n == 2:  # busy, its parent (init) never: its exit waits for a full scan to be seen
+        proc.spawn(30, 1, "burst")
+    if 2 <= n <= 13:
+        use[30] = 20
+    if n == 14:
+        proc.tick(0.0, {30: 20})
+        proc.exit(30)
+    return use
+
+
+def run_side_by_side(tmp_path, ticks=20, full_scan_s=5.0, children_files=True):
+    proc = machine(tmp_path, children_files)
+    clock = FakeClock()
+    full, _, s_full, _ = meter(proc, clock, None)
+    two, att, s_two, scanner = meter(proc, clock, full_scan_s)
+    out = []
+    for n in range(1, ticks + 1):
+        use = script(proc, n)
+        if n == 1:
+            full.attributor.follow(10)
+            two.attributor.follow(10)
+        for s in (s_full, s_two):  # the power changes from tick to tick (+-5%)
+            s.set_power("package-0", 40.0 + 2.0 * ((n * 7) % 3 - 1), clock())
+        clock.advance(1.0)
+        proc.tick(1.0, use)
+        reads = []  # the pids the two-tier tick read (all: a full scan)
+        real, real_scan = scanner._read, scanner.scan
+        scanner._read = lambda pid: reads.append(pid) or real(pid)
+        scanner.scan = lambda: reads.extend(proc.procs) or real_scan()
+        a, b = full.tick(), two.tick()
+        scanner._read, scanner.scan = real, real_scan
+        energy = {pid: (full.attributor.process_energy_j(pid), att.process_energy_j(pid))
+                  for pid in proc.procs}
+        out.append((n, a, b, set(reads), energy))
+    return out
+
+
+def test_each_process_gets_its_full_scan_energy_within_1pc_at_every_full_scan(tmp_path):
+    """At the ticks where the two-tier scan reads every process (every 5 s from the first
+    tick), every process's cumulative energy is within 1% of a full scan's every tick."""
+    checked = 0
+    for n, a, b, reads, energy in run_side_by_side(tmp_path):
+        if n % 5 != 1:
+            continue
+        for pid, (want, got) in energy.items():
+            assert got == pytest.approx(want, rel=0.01, abs=1e-9), (n, pid)
+            checked += want > 0
+    assert checked >= 12
+
+
+def test_the_job_is_exact_every_tick_and_only_busy_processes_are_read_between(tmp_path):
+    """The followed job (children born, one reaped unseen) has the same energy every
+    tick; a tick between full scans reads no sleeper; the rows still add up."""
+    partial = 0
+    for n, a, b, reads, _ in run_side_by_side(tmp_path):
+        assert b.job.total_energy_j == pytest.approx(a.job.total_energy_j, rel=1e-9), n
+        assert b.job.n_processes == a.job.n_processes
+        shown = sum(p.power_w for p in b.processes)
+        assert b.idle_power_w + shown <= b.total.power_w + 1e-9
+        if n % 5 != 1:
+            assert not reads & set(SLEEPERS), n
+            partial += 1
+        else:
+            assert set(SLEEPERS) <= reads
+    assert partial == 16
+
+
+def test_without_children_files_a_followed_job_is_read_by_full_scans(tmp_path):
+    """Where the kernel does not list children (CONFIG_PROC_CHILDREN off, as on this
+    machine), a job's new members cannot be found between full scans: every tick is a
+    full scan while a job is followed, so its energy stays exact."""
+    for n, a, b, reads, _ in run_side_by_side(tmp_path, ticks=8, children_files=False):
+        assert b.job.total_energy_j == pytest.approx(a.job.total_energy_j, rel=1e-9), n
+        assert set(SLEEPERS) <= reads
+
+
+def test_record_full_scan_every_runs_the_job_and_records_its_energy(tmp_path):
+    """`record --full-scan-every 0.5 -- CMD` over a fake powercap tree: the command runs and
+    the session has its attributed energy; per tick the process rows (top processes,
+    idle/system, other processes) add up to the machine total."""
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    from tests.fakes.powercap import FakePowercap
+    from tests.helpers import ROOT, env_for, tuimeter
+    from tests.test_record_cli import Driver
+
+    fake = FakePowercap(tmp_path / "sys").intel_desktop(dram=True)
+    out = tmp_path / "s.csv"
+    busy = "import time\nt=time.process_time()\nwhile time.process_time()-t<0.6: pass"
+    driver = Driver(fake)
+    driver.start()
+    try:
+        r = subprocess.run(tuimeter("record", "-o", str(out), "-q", "--interval", "0.1",
+                                    "--full-scan-every", "0.5", "--no-gpu", "--no-socket",
+                                    "--", sys.executable, "-c", busy),
+                           env=env_for(tmp_path, fake), cwd=ROOT, capture_output=True,
+                           text=True, timeout=60)
+    finally:
+        driver.halt.set()
+        driver.join()
+    assert r.returncode == 0, r.stderr
+    df = pd.read_csv(out)
+    job = df[(df.kind == "job") & (df.domain == "all")]
+    assert job.energy_j.sum() > 0
+    procs = df[(df.kind == "process") & (df.domain == "all")].groupby("timestamp").energy_j.sum()
+    totals = df[df.kind == "total"].set_index("timestamp").energy_j
+    both = procs.index.intersection(totals.index)
+    assert len(both) >= 3
+    assert (procs[both] - totals[both]).abs().max() < 5e-5  # the file keeps 6 decimals
+    groups = df[(df.kind == "cgroup") & (df.domain == "all")].groupby("timestamp").energy_j.sum()
+    both = groups.index.intersection(totals.index)
+    assert len(both) >= 3
+    assert (groups[both] - totals[both]).abs().max() < 5e-5
+
+
+def test_full_scan_every_must_be_positive(tmp_path):
+    """A bad --full-scan-every is a one-line error, exit 2, no file."""
+    import subprocess
+
+    from tests.fakes.powercap import FakePowercap
+    from tests.helpers import ROOT, env_for, tuimeter
+
+    fake = FakePowercap(tmp_path / "sys").intel_desktop()
+    out = tmp_path / "bad.csv"
+    r = subprocess.run(tuimeter("record", "-o", str(out), "--no-gpu", "--full-scan-every", "0"),
+                       env=env_for(tmp_path, fake), cwd=ROOT, capture_output=True, text=True,
+                       timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode == 2
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "must be > 0" in lines[0], r.stderr
+    assert not out.exists()
+
+
+def test_record_without_a_job_reads_the_busy_process_between_full_scans(tmp_path):
+    """Over the real /proc, no job followed (so ticks between full scans read only the
+    busy processes): a busy process started beside `record --full-scan-every 0.4` shows in
+    the process rows with its energy, and every tick's rows still add up to the total."""
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    from tests.fakes.powercap import FakePowercap
+    from tests.helpers import ROOT, env_for, tuimeter
+    from tests.test_record_cli import Driver
+
+    fake = FakePowercap(tmp_path / "sys").intel_desktop(dram=True)
+    out = tmp_path / "s.csv"
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    driver = Driver(fake)
+    driver.start()
+    try:
+        r = subprocess.run(tuimeter("record", "-o", str(out), "-q", "--interval", "0.1",
+                                    "--duration", "1.5", "--full-scan-every", "0.4",
+                                    "--no-gpu", "--no-socket"),
+                           env=env_for(tmp_path, fake), cwd=ROOT, capture_output=True,
+                           text=True, timeout=60)
+    finally:
+        busy.kill()
+        busy.wait()
+        driver.halt.set()
+        driver.join()
+    assert r.returncode == 0, r.stderr
+    df = pd.read_csv(out)
+    rows = df[(df.kind == "process") & (df.domain == "all")]
+    mine = rows[rows.pid == busy.pid]
+    # in more ticks than the (about 4) full scans: the ticks between read it too
+    assert mine.timestamp.nunique() >= 8 and mine.energy_j.sum() > 0
+    totals = df[df.kind == "total"].set_index("timestamp").energy_j
+    for kind in ("process", "cgroup"):
+        sums = df[(df.kind == kind) & (df.domain == "all")].groupby("timestamp").energy_j.sum()
+        both = sums.index.intersection(totals.index)
+        assert len(both) >= 5
+        assert (sums[both] - totals[both]).abs().max() < 5e-5, kind
