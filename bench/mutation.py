@@ -56,7 +56,8 @@ MODULES: dict[str, tuple[str, ...]] = {
     "engine/attribution.py": ("tests/test_attribution.py", "tests/test_owners.py",
                               "tests/test_gh200.py"),
     "engine/sampler.py": ("tests/test_engine.py", "tests/test_rapl_faults.py",
-                          "tests/test_csvfile.py"),
+                          "tests/test_csvfile.py", "tests/test_owners.py",
+                          "tests/test_device_info.py"),
 }
 
 _CMP = {"<": ("<=", ">="), "<=": ("<", ">"), ">": (">=", "<="), ">=": (">", "<"),

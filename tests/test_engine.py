@@ -453,3 +453,39 @@ def test_a_sensor_with_only_the_required_methods_is_read():
     assert (m0.status, m0.energy_j, m0.power_w) == (Status.OK, pytest.approx(10.0),
                                                     pytest.approx(10.0))
     assert eng.poll_interval_s == 1.0 and [s.available for s in eng.statuses] == [True]
+
+
+def test_the_snapshot_says_tuimeters_own_cpu_as_a_percent_of_one_core():
+    """tuimeter's own CPU time over the tick's interval: 0.5 CPU-s in a 2 s tick is 25 %
+    of a core (the monitor's overhead the UI shows), not 0.5 x 2."""
+    cpu = FakeClock(0.0)
+    eng, clock, _ = make([rapl_like()], interval=2.0, cpu_clock=cpu)
+    cpu.advance(0.5)
+    clock.advance(2.0)
+    assert eng.tick().monitor_cpu_percent == pytest.approx(25.0)
+
+
+def test_work_totals_count_each_unit_from_the_start():
+    """The snapshot's ``work_totals``: every unit counted since the session began, summed
+    over ticks (the job panel's units/s and J per unit start from them)."""
+    eng, clock, _ = make([rapl_like()])
+    eng.add_work({"images": 5.0})
+    clock.advance(1.0)
+    assert dict(eng.tick().work_totals) == {"images": 5.0}
+    eng.add_work({"images": 3.0, "tokens": 100.0})
+    clock.advance(1.0)
+    assert dict(eng.tick().work_totals) == {"images": 8.0, "tokens": 100.0}
+
+
+def test_a_long_sessions_markers_are_bounded_and_none_reaches_the_file_late():
+    """More markers than the snapshot keeps: it holds the newest ``MAX_MARKERS_KEPT`` (a
+    bounded memory), and every one is in the tick's ``new_markers`` (what the file gets)."""
+    from tuimeter.engine.sampler import MAX_MARKERS_KEPT
+
+    eng, clock, _ = make([rapl_like()])
+    for k in range(MAX_MARKERS_KEPT + 5):
+        eng.add_marker(f"m{k}")
+    clock.advance(1.0)
+    snap = eng.tick()
+    assert len(snap.new_markers) == MAX_MARKERS_KEPT + 5
+    assert [m.label for m in snap.markers] == [f"m{k}" for k in range(5, MAX_MARKERS_KEPT + 5)]

@@ -179,6 +179,25 @@ def test_only_a_short_span_lost_to_a_reset_is_estimated(tmp_path, junk_ticks, es
         assert rig.recorded_j("package-0") == pytest.approx(40.0 * 5, rel=5e-3)
 
 
+def test_a_reset_before_any_measured_power_leaves_its_span_lost(tmp_path):
+    """energy_uj reads junk from the first tick, then the counter is found jumped for good:
+    there is no power measured before the lost span to estimate it from, so it stays lost
+    (nothing invented), and the intervals after the reset's base are measured: 40 J each."""
+    rig = Rig(client(tmp_path, 10_000_000_000))
+    rig.fake.show("package-0", "junk\n")
+    rig.tick(package_0=40.0)
+    rig.fake.clear("package-0")
+    rig.fake.jump("package-0", 100_000.0)
+    rig.tick(package_0=40.0)  # the jumped value: rejected
+    after = rig.tick(package_0=40.0)  # the reset: a base at the last tick
+    assert (after.estimated_s, after.bridged_s) == (None, None)
+    for _ in range(2):
+        rig.tick(package_0=40.0)
+    assert [s.domain("package-0").energy_j for s in rig.snaps[-2:]] == [
+        pytest.approx(40.0, rel=5e-3)] * 2
+    assert rig.recorded_j("package-0") == pytest.approx(40.0 * 3, rel=5e-3)
+
+
 # -- wraps: a plausible wrap always counts --------------------------------------------------
 
 
