@@ -123,6 +123,22 @@ def test_idle_processes_are_not_listed_and_shares_never_exceed_the_machine():
     assert snap.idle_power_w == pytest.approx(0.0, abs=1e-9)
 
 
+def test_a_short_tick_keeps_its_shares_idle_power_and_busy_ratio():
+    """A 0.1 s tick on 4 CPUs: 0.4 machine CPU-seconds, pid 10 used 0.1 of them.
+    Its share is 1/4 (12 W of the 48 W CPU side), idle/system 36 W, the CPU 25 % busy:
+    the same figures as a 1 s tick, nothing lost below one CPU-second or one second."""
+    sc = FakeScanner()
+    sc.run(10, 0.0)
+    eng, _, clock = engine_with(sc)
+    sc.add(10, 0.1)
+    snap = tick(eng, clock, sc, dt=0.1)
+    p = by_pid(snap)[10]
+    assert p.cpu_share == pytest.approx(0.25)
+    assert p.power_w == pytest.approx(12.0) and p.energy_j == pytest.approx(1.2)
+    assert snap.idle_power_w == pytest.approx(36.0)
+    assert snap.cpu_busy_ratio == pytest.approx(0.25)
+
+
 def test_job_tree_keeps_every_joule_when_children_start_and_exit():
     """A job gains children started later (and grandchildren born in the same tick);
     members that exit keep the joules they were given; the job's total is the sum of its
@@ -534,6 +550,27 @@ def test_gpu_split_follows_the_declared_capability_not_a_method_name():
         assert gpu_joules(snap) == {pid: pytest.approx(j) for pid, j in expected.items()}, cls
         assert attribution_errors(snap) == [], cls  # the GPU left alone, not a failed tick
         assert by_pid(snap)[10].cpu_energy_j == pytest.approx(12.0), cls
+
+
+def test_a_negative_utilisation_of_another_vendor_takes_no_gpu_energy():
+    """A sensor of another vendor reporting a negative SM figure for pid 10 (junk its
+    driver let through): pid 10 gets 0 J of the GPU's 200 J, never a negative share that
+    would give joules back, and pid 11 gets all of them."""
+    from tuimeter.sensors.capabilities import GpuProcessSource, GpuProcessUtil
+
+    class Junk(_OtherVendor, GpuProcessSource):
+        def gpu_processes(self, index, now_us=None):
+            return [GpuProcessUtil(10, -30.0, 0.0, 0.0, 0.0, 0, 1, -30.0),
+                    GpuProcessUtil(11, 10.0, 0.0, 0.0, 0.0, 0, 1, 10.0)]
+
+    sc = FakeScanner()
+    sc.run(10, 0.0)
+    sc.run(11, 0.0)
+    dom = dataclasses.replace(domain("vgpu0", DomainKind.GPU, source="vendor2"), index=0)
+    eng, _, clock = engine_with(sc, extra=[Junk("vendor2", [dom], {"vgpu0": 200.0})])
+    snap = tick(eng, clock, sc)
+    assert gpu_joules(snap) == {11: pytest.approx(200.0)}
+    assert all(p.gpu_energy_j >= 0 for p in snap.processes)
 
 
 def test_mig_gpu_energy_is_split_evenly_over_every_instances_processes(monkeypatch):

@@ -61,17 +61,20 @@ def test_gpu_energy_goes_to_each_tree_by_domain(monkeypatch):
 
 def test_a_tree_tracked_with_a_rank_keeps_it():
     """A rank given where the environment cannot be read (not /proc) names the tree; a
-    second tree inside it with the same rank is not that rank again."""
+    second tree inside it with the same rank is not that rank again; following a process
+    followed already says yes and adds no tree."""
     sc = FakeScanner()
     sc.run(10, 0.0)
     sc.run(11, 0.0, ppid=10, start=20.0)
     eng, att, clock = engine_with(sc)
     assert eng.track_owner(10, rank="3")
     assert eng.track_owner(11, rank="3")
+    assert eng.track_owner(10)  # a second marker of the same process: followed already
     sc.add(10, 1.0)
     snap = tick(eng, clock, sc)
     assert own(snap, 10).rank == "3"
     assert own(snap, 11).rank is None
+    assert sorted(o.pid for o in snap.owners) == [10, 11]  # one tree each, not two of 10
 
 
 def test_a_tree_whose_processes_exited_keeps_its_total_and_drops_out():
