@@ -499,7 +499,7 @@ def test_a_long_sessions_markers_are_bounded_and_none_reaches_the_file_late():
 def test_stop_closes_the_last_part_of_an_interval_with_a_final_tick():
     """Stopped 0.4 s after the last tick: ``stop()`` takes a final tick, so the session's
     total holds those 0.4 s too (40 W package: 56 J over 1.4 s, not 40 J); stopped right
-    on a tick, it takes none (nothing left to close)."""
+    on a tick, or with ``final_tick=False``, it takes none."""
     eng, clock, _ = make([rapl_like()])
     clock.advance(1.0)
     eng.tick()
@@ -511,3 +511,8 @@ def test_stop_closes_the_last_part_of_an_interval_with_a_final_tick():
     clock.advance(1.0)
     last = eng.tick()
     assert eng.stop() is last
+    eng, clock, _ = make([rapl_like()])  # stop(final_tick=False): the last tick stays last
+    clock.advance(1.0)
+    last = eng.tick()
+    clock.advance(0.4)
+    assert eng.stop(final_tick=False) is last
