@@ -53,9 +53,11 @@ MODULES: dict[str, tuple[str, ...]] = {
     "session/schema.py": ("tests/test_schema.py", "tests/test_reader.py",
                           "tests/test_csvfile.py"),
     "points.py": ("tests/test_export_points.py", "tests/test_session_points.py"),
-    "engine/attribution.py": ("tests/test_attribution.py",),
+    "engine/attribution.py": ("tests/test_attribution.py", "tests/test_owners.py",
+                              "tests/test_gh200.py"),
     "engine/sampler.py": ("tests/test_engine.py", "tests/test_rapl_faults.py",
-                          "tests/test_csvfile.py"),
+                          "tests/test_csvfile.py", "tests/test_owners.py",
+                          "tests/test_device_info.py"),
 }
 
 _CMP = {"<": ("<=", ">="), "<=": ("<", ">"), ">": (">=", "<="), ">=": (">", "<"),

@@ -118,8 +118,25 @@ def test_idle_processes_are_not_listed_and_shares_never_exceed_the_machine():
     sc.add(10, 5.0)  # more than 4 CPUs x 1 s
     snap = tick(eng, clock, sc)
     assert set(by_pid(snap)) == {10}
+    assert snap.cpu_busy_ratio == 1.0  # the CPU's use is at most all of it
     assert by_pid(snap)[10].cpu_share == pytest.approx(1.0)
     assert snap.idle_power_w == pytest.approx(0.0, abs=1e-9)
+
+
+def test_a_short_tick_keeps_its_shares_idle_power_and_busy_ratio():
+    """A 0.1 s tick on 4 CPUs: 0.4 machine CPU-seconds, pid 10 used 0.1 of them.
+    Its share is 1/4 (12 W of the 48 W CPU side), idle/system 36 W, the CPU 25 % busy:
+    the same figures as a 1 s tick, nothing lost below one CPU-second or one second."""
+    sc = FakeScanner()
+    sc.run(10, 0.0)
+    eng, _, clock = engine_with(sc)
+    sc.add(10, 0.1)
+    snap = tick(eng, clock, sc, dt=0.1)
+    p = by_pid(snap)[10]
+    assert p.cpu_share == pytest.approx(0.25)
+    assert p.power_w == pytest.approx(12.0) and p.energy_j == pytest.approx(1.2)
+    assert snap.idle_power_w == pytest.approx(36.0)
+    assert snap.cpu_busy_ratio == pytest.approx(0.25)
 
 
 def test_job_tree_keeps_every_joule_when_children_start_and_exit():
@@ -268,6 +285,61 @@ def test_a_shown_process_carries_its_command_line_owner_and_start():
         child.wait()
 
 
+@linux_only
+def test_a_name_cut_at_15_characters_shows_argv0s_and_a_short_one_stays(tmp_path):
+    """The kernel keeps 15 characters of a command's name: a program started as
+    ``tuimeter-long-worker-name`` is shown by its argv[0] (the whole name); one whose kernel
+    name is short (``python3.11``) keeps it even where argv[0] says
+    ``python3.11-renamed-by-argv`` (the name is not cut: argv[0] is what the program
+    claims)."""
+    long_exe = tmp_path / "tuimeter-long-worker-name"
+    long_exe.symlink_to(sys.executable)
+    loop = ["-c", "while 1: pass"]
+    cut = subprocess.Popen([str(long_exe), *loop, "x" * 80])
+    real = os.path.basename(os.path.realpath(sys.executable))  # python3.11, say
+    short = subprocess.Popen([f"{real}-renamed-by-argv", *loop],
+                             executable=os.path.realpath(sys.executable))
+    try:
+        att = Attributor([], CARBON, scanner=ProcFsScanner(), top_n=10_000)
+        att.follow(short.pid)
+        assert att.track(cut.pid)
+        from tuimeter.model import DomainSample
+        sample = DomainSample(domain("package-0"), 10.0, 10.0, 10.0, 0.0, 0.0)
+        names: dict[int, str] = {}
+        for _ in range(1000):  # until both children have used some CPU (no wall-clock bound)
+            time.sleep(0.01)
+            result = att.attribute(1.0, [sample], 0.0)
+            names.update((p.pid, p.name) for p in result.processes)
+            if cut.pid in names and short.pid in names:
+                break
+        # the job's and the tree's names: the command line, cut at 60 characters
+        assert result.job.name == f"{real}-renamed-by-argv -c while 1: pass"
+        (tree,) = result.owners
+        assert tree.name == ("tuimeter-long-worker-name -c while 1: pass " + "x" * 80)[:59] + "…"
+        assert psutil.Process(short.pid).name() == real  # the kernel's name: short
+        assert names[cut.pid] == "tuimeter-long-worker-name"
+        assert names[short.pid] == real
+    finally:
+        for child in (cut, short):
+            child.kill()
+            child.wait()
+
+
+def test_the_job_runs_while_its_root_lives_and_a_reused_pid_is_not_it():
+    """``job.running``: True while the followed process (pid, start time) is alive; False
+    once it exited, and still False when its pid comes back as another process."""
+    sc = FakeScanner()
+    sc.run(100, 0.0, start=5.0)  # a start time that is not its pid
+    eng, att, clock = engine_with(sc)
+    att.follow(100)
+    sc.add(100, 1.0)
+    assert tick(eng, clock, sc).job.running
+    sc.exit(100)
+    assert not tick(eng, clock, sc).job.running
+    sc.run(100, 0.0, start=9.0)  # the pid reused
+    assert not tick(eng, clock, sc).job.running
+
+
 def test_processes_too_short_to_be_seen_count_for_the_parent_that_waited():
     """A child born and reaped between two scans (a compiler under make) is invisible, but
     its CPU time arrives in the parent's children time: it goes to the parent, in the job."""
@@ -404,10 +476,16 @@ def test_gpu_process_we_cannot_see_is_shown_by_pid(gpu_setup):
     snap = gpu_tick(gpu, sc, eng, clock, samples=[(999, 50)])
     assert by_pid(snap)[999].gpu_energy_j == pytest.approx(300.0)
     assert by_pid(snap)[999].name == "pid 999 (not visible)"
+    assert by_pid(snap)[999].start is None  # no start of ours names it
 
 
 def gpu_joules(snap):
     return {p.pid: p.gpu_energy_j for p in snap.processes if p.gpu_energy_j}
+
+
+def attribution_errors(snap):
+    """The tick's attribution failures (the engine logs one and the tick goes on)."""
+    return [e.message for e in snap.events if e.source == "attribution"]
 
 
 def test_junk_samples_do_not_take_the_gpu_or_hide_later_samples(gpu_setup):
@@ -467,8 +545,32 @@ def test_gpu_split_follows_the_declared_capability_not_a_method_name():
         dom = dataclasses.replace(domain("vgpu0", DomainKind.GPU, source="vendor2"), index=0)
         gpu = cls("vendor2", [dom], {"vgpu0": 200.0})
         eng, _, clock = engine_with(sc, extra=[gpu])
+        sc.add(10, 1.0)
         snap = tick(eng, clock, sc)
         assert gpu_joules(snap) == {pid: pytest.approx(j) for pid, j in expected.items()}, cls
+        assert attribution_errors(snap) == [], cls  # the GPU left alone, not a failed tick
+        assert by_pid(snap)[10].cpu_energy_j == pytest.approx(12.0), cls
+
+
+def test_a_negative_utilisation_of_another_vendor_takes_no_gpu_energy():
+    """A sensor of another vendor reporting a negative SM figure for pid 10 (junk its
+    driver let through): pid 10 gets 0 J of the GPU's 200 J, never a negative share that
+    would give joules back, and pid 11 gets all of them."""
+    from tuimeter.sensors.capabilities import GpuProcessSource, GpuProcessUtil
+
+    class Junk(_OtherVendor, GpuProcessSource):
+        def gpu_processes(self, index, now_us=None):
+            return [GpuProcessUtil(10, -30.0, 0.0, 0.0, 0.0, 0, 1, -30.0),
+                    GpuProcessUtil(11, 10.0, 0.0, 0.0, 0.0, 0, 1, 10.0)]
+
+    sc = FakeScanner()
+    sc.run(10, 0.0)
+    sc.run(11, 0.0)
+    dom = dataclasses.replace(domain("vgpu0", DomainKind.GPU, source="vendor2"), index=0)
+    eng, _, clock = engine_with(sc, extra=[Junk("vendor2", [dom], {"vgpu0": 200.0})])
+    snap = tick(eng, clock, sc)
+    assert gpu_joules(snap) == {11: pytest.approx(200.0)}
+    assert all(p.gpu_energy_j >= 0 for p in snap.processes)
 
 
 def test_mig_gpu_energy_is_split_evenly_over_every_instances_processes(monkeypatch):
@@ -493,6 +595,61 @@ def test_garbled_process_list_falls_back_and_keeps_the_split(monkeypatch):
         snap = gpu_tick(gpu, sc, eng, clock, samples=[(100, 60), (200, 20)])
         assert gpu_joules(snap) == {100: pytest.approx(225.0), 200: pytest.approx(75.0)}
         assert snap.domain("gpu0").total_energy_j == pytest.approx(300.0, rel=5e-3)
+
+
+def test_gpu_samples_all_at_zero_sm_split_the_gpu_evenly_over_them(gpu_setup):
+    """NVML has samples but every one says 0 % SM (a context that only copies memory):
+    the GPU's 300 J go evenly to the sampled processes (150 J each), not to idle/system
+    and not a division by zero that loses the tick's attribution."""
+    gpu, sc, eng, clock = gpu_setup
+    snap = gpu_tick(gpu, sc, eng, clock, samples=[(100, 0), (200, 0)])
+    assert gpu_joules(snap) == {100: pytest.approx(150.0), 200: pytest.approx(150.0)}
+    assert attribution_errors(snap) == []
+    assert snap.job.gpu_energy_j == pytest.approx(150.0)
+
+
+def test_a_gpu_tick_under_one_joule_is_split_and_shared_too(gpu_setup):
+    """A short tick of an idle GPU (0.6 J): split 60:20 like any other, each process's
+    ``gpu_share`` its part of the GPU (0.75 / 0.25), not 0 below some floor."""
+    gpu, sc, eng, clock = gpu_setup
+    snap = gpu_tick(gpu, sc, eng, clock, joules=0.6, samples=[(100, 60), (200, 20)])
+    procs = by_pid(snap)
+    assert procs[100].gpu_energy_j == pytest.approx(0.45)
+    assert procs[100].gpu_share == pytest.approx(0.75)
+    assert procs[200].gpu_share == pytest.approx(0.25)
+
+
+def test_the_top_processes_rank_by_cpu_and_gpu_joules_together(gpu_setup):
+    """top_n 1: pid 200 with 300 J of GPU and no CPU outranks pid 100 with 1 CPU-second
+    (12 J) and a little GPU (the process table lists the most power, both sides)."""
+    gpu, sc, eng, clock = gpu_setup
+    eng.attributor.top_n = 1
+    sc.add(100, 1.0)
+    snap = gpu_tick(gpu, sc, eng, clock, samples=[(100, 1), (200, 99)])
+    (top,) = snap.processes
+    assert top.pid == 200 and top.energy_j == pytest.approx(297.0)
+
+
+def test_job_and_tree_co2_follow_the_domains_when_the_attributor_has_no_carbon():
+    """With a live carbon source the attributor has no fixed figure: the job's and an owner
+    tree's CO2e are their joules at the domains' own g/J (CARBON_400: 400 g/kWh), not 0."""
+    from tests.helpers import CARBON_400
+
+    sc = FakeScanner()
+    sc.run(10, 0.0)
+    sensor = ScriptedSensor("rapl", [domain("package-0")], {"package-0": 40.0})
+    att = Attributor([sensor], None, scanner=sc)
+    eng, clock = make_engine([sensor], carbon=CARBON_400, attributor=att)
+    eng.open()
+    att.follow(10)
+    assert eng.track_owner(10)
+    sc.add(10, 2.0)  # half of 4 CPUs: 20 J
+    snap = tick(eng, clock, sc)
+    g_per_j = 400.0 / 3.6e6
+    assert snap.job.energy_j == pytest.approx(20.0)
+    assert snap.job.co2_g == pytest.approx(20.0 * g_per_j)
+    (tree,) = snap.owners
+    assert tree.co2_g == pytest.approx(20.0 * g_per_j)
 
 
 # -- CSV ---------------------------------------------------------------------------------

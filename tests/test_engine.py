@@ -453,3 +453,66 @@ def test_a_sensor_with_only_the_required_methods_is_read():
     assert (m0.status, m0.energy_j, m0.power_w) == (Status.OK, pytest.approx(10.0),
                                                     pytest.approx(10.0))
     assert eng.poll_interval_s == 1.0 and [s.available for s in eng.statuses] == [True]
+
+
+def test_the_snapshot_says_tuimeters_own_cpu_as_a_percent_of_one_core():
+    """tuimeter's own CPU time over the tick's interval: 0.5 CPU-s in a 2 s tick is 25 %
+    of a core (the monitor's overhead the UI shows), not 0.5 x 2."""
+    cpu = FakeClock(0.0)
+    eng, clock, _ = make([rapl_like()], interval=2.0, cpu_clock=cpu)
+    cpu.advance(0.5)
+    clock.advance(2.0)
+    assert eng.tick().monitor_cpu_percent == pytest.approx(25.0)
+
+
+def test_work_totals_count_each_unit_from_the_start():
+    """The snapshot's ``work_totals``: every unit counted since the session began, summed
+    over ticks (the job panel's units/s and J per unit start from them); each count is
+    stamped when it was made (the session file's work rows); none before the first tick."""
+    eng, clock, _ = make([rapl_like()])
+    assert eng.snapshot.interval_s == 0.0 and eng.snapshot.work_totals == ()  # not ticked
+    clock.advance(0.5)
+    assert eng.add_work({"images": 5.0}).elapsed_s == pytest.approx(0.5)  # when counted
+    clock.advance(0.5)
+    snap = eng.tick()
+    assert dict(snap.work_totals) == {"images": 5.0}
+    assert [w.elapsed_s for w in snap.new_work] == [pytest.approx(0.5)]
+    eng.add_work({"images": 3.0, "tokens": 100.0})
+    clock.advance(1.0)
+    assert dict(eng.tick().work_totals) == {"images": 8.0, "tokens": 100.0}
+
+
+def test_a_long_sessions_markers_are_bounded_and_none_reaches_the_file_late():
+    """More markers than the snapshot keeps: it holds the newest ``MAX_MARKERS_KEPT`` (a
+    bounded memory), and every one is in the tick's ``new_markers`` (what the file gets)."""
+    from tuimeter.engine.sampler import MAX_MARKERS_KEPT
+
+    eng, clock, _ = make([rapl_like()])
+    for k in range(MAX_MARKERS_KEPT + 5):
+        eng.add_marker(f"m{k}")
+    clock.advance(1.0)
+    snap = eng.tick()
+    assert len(snap.new_markers) == MAX_MARKERS_KEPT + 5
+    assert [m.label for m in snap.markers] == [f"m{k}" for k in range(5, MAX_MARKERS_KEPT + 5)]
+
+
+def test_stop_closes_the_last_part_of_an_interval_with_a_final_tick():
+    """Stopped 0.4 s after the last tick: ``stop()`` takes a final tick, so the session's
+    total holds those 0.4 s too (40 W package: 56 J over 1.4 s, not 40 J); stopped right
+    on a tick, or with ``final_tick=False``, it takes none."""
+    eng, clock, _ = make([rapl_like()])
+    clock.advance(1.0)
+    eng.tick()
+    clock.advance(0.4)
+    final = eng.stop()
+    assert final.elapsed_s == pytest.approx(1.4)
+    assert final.domain("package-0").total_energy_j == pytest.approx(56.0)
+    eng, clock, _ = make([rapl_like()])
+    clock.advance(1.0)
+    last = eng.tick()
+    assert eng.stop() is last
+    eng, clock, _ = make([rapl_like()])  # stop(final_tick=False): the last tick stays last
+    clock.advance(1.0)
+    last = eng.tick()
+    clock.advance(0.4)
+    assert eng.stop(final_tick=False) is last

@@ -59,6 +59,24 @@ def test_gpu_energy_goes_to_each_tree_by_domain(monkeypatch):
     assert a.in_job and not b.in_job
 
 
+def test_a_tree_tracked_with_a_rank_keeps_it():
+    """A rank given where the environment cannot be read (not /proc) names the tree; a
+    second tree inside it with the same rank is not that rank again; following a process
+    followed already says yes and adds no tree."""
+    sc = FakeScanner()
+    sc.run(10, 0.0)
+    sc.run(11, 0.0, ppid=10, start=20.0)
+    eng, att, clock = engine_with(sc)
+    assert eng.track_owner(10, rank="3")
+    assert eng.track_owner(11, rank="3")
+    assert eng.track_owner(10)  # a second marker of the same process: followed already
+    sc.add(10, 1.0)
+    snap = tick(eng, clock, sc)
+    assert own(snap, 10).rank == "3"
+    assert own(snap, 11).rank is None
+    assert sorted(o.pid for o in snap.owners) == [10, 11]  # one tree each, not two of 10
+
+
 def test_a_tree_whose_processes_exited_keeps_its_total_and_drops_out():
     sc = FakeScanner()
     sc.run(10, 0.0)
@@ -107,6 +125,39 @@ def test_meter_own_mode_phases_carry_this_process_trees_own_energy():
     assert phase.own_co2_g == pytest.approx(36.0 * 1e-4)
     assert phase.own_power_w == pytest.approx(12.0)
     assert m.own_energy_j == pytest.approx(36.0)
+
+
+def test_meter_own_mode_first_tick_counts_the_tree_from_the_meters_start():
+    """The engine's first readings 0.5 s before the Meter's first marker: the first tick gives
+    the tree 0.5 s of its 1 CPU of 4 (6 J: 12 W from the marker on), all inside the phase;
+    the next tick 12 J. Own energy 18 J, not 6 J spread over the whole first tick (3 J
+    of it before the phase began)."""
+    import tuimeter
+
+    me = os.getpid()
+    sc = FakeScanner()
+    sc.run(me, 0.0)
+    eng, att, clock = unopened_engine(sc)
+    opened: list = []
+
+    def cpu_clock():  # read once as the engine opens, after its first readings: the
+        if not opened:  # meter's marker (after the marker server started) comes 0.5 s on
+            opened.append(clock.advance(0.5))
+        return 0.0
+
+    eng.cpu_clock = cpu_clock
+    with tuimeter.Meter(engine=eng, autostart=False, attach=False, label="work") as m:
+        sc.add(me, 1.0)  # 1 CPU of 4 over a 1 s tick: 12 J, 6 J of it since the marker
+        clock.advance(0.5)
+        sc.machine += 4.0
+        eng.tick()
+        sc.add(me, 1.0)
+        tick(eng, clock, sc)
+    (phase,) = m.phases
+    assert phase.start_s == pytest.approx(0.5)
+    assert phase.energy_j == pytest.approx(1.5 * 48.0)
+    assert phase.own_energy_j == pytest.approx(6.0 + 12.0)
+    assert m.own_energy_j == pytest.approx(18.0)
 
 
 def test_meter_without_attribution_has_no_own_energy():

@@ -179,6 +179,43 @@ def test_only_a_short_span_lost_to_a_reset_is_estimated(tmp_path, junk_ticks, es
         assert rig.recorded_j("package-0") == pytest.approx(40.0 * 5, rel=5e-3)
 
 
+def test_a_span_lost_to_a_reset_is_estimated_at_the_power_of_2_s_ticks(tmp_path):
+    """The same reset with ``--interval 2``: 40 W for 2 s is 80 J a tick; the lost span
+    (2 intervals, 4 s) is estimated at 40 W (not at 80 J x 2 s), so the session records
+    40 W over all its 14 s."""
+    rig = Rig(client(tmp_path, 10_000_000_000), interval_s=2.0)
+    for _ in range(4):
+        rig.tick(2.0, package_0=40.0)
+    rig.fake.show("package-0", "junk\n")
+    rig.tick(2.0, package_0=40.0)
+    rig.fake.clear("package-0")
+    rig.fake.jump("package-0", 100_000.0)
+    rig.tick(2.0, package_0=40.0)  # the jumped value: rejected
+    after = rig.tick(2.0, package_0=40.0)  # the reset: a base at the last tick
+    assert (after.estimated_s, after.bridged_s) == (4.0, 6.0)
+    assert after.power_w == pytest.approx(40.0, rel=5e-3)
+    assert rig.recorded_j("package-0") == pytest.approx(40.0 * 14.0, rel=5e-3)
+
+
+def test_a_reset_before_any_measured_power_leaves_its_span_lost(tmp_path):
+    """energy_uj reads junk from the first tick, then the counter is found jumped for good:
+    there is no power measured before the lost span to estimate it from, so it stays lost
+    (nothing invented), and the intervals after the reset's base are measured: 40 J each."""
+    rig = Rig(client(tmp_path, 10_000_000_000))
+    rig.fake.show("package-0", "junk\n")
+    rig.tick(package_0=40.0)
+    rig.fake.clear("package-0")
+    rig.fake.jump("package-0", 100_000.0)
+    rig.tick(package_0=40.0)  # the jumped value: rejected
+    after = rig.tick(package_0=40.0)  # the reset: a base at the last tick
+    assert (after.estimated_s, after.bridged_s) == (None, None)
+    for _ in range(2):
+        rig.tick(package_0=40.0)
+    assert [s.domain("package-0").energy_j for s in rig.snaps[-2:]] == [
+        pytest.approx(40.0, rel=5e-3)] * 2
+    assert rig.recorded_j("package-0") == pytest.approx(40.0 * 3, rel=5e-3)
+
+
 # -- wraps: a plausible wrap always counts --------------------------------------------------
 
 
