@@ -130,10 +130,15 @@ def test_permission_error_from_the_kernel_is_a_refusal(sleeper, monkeypatch):
     def deny(*_a):
         raise PermissionError(1, "Operation not permitted")
 
-    monkeypatch.setattr(procsignal, "_pidfd", lambda pid: None)
-    monkeypatch.setattr(procsignal.os, "kill", deny)
-    with pytest.raises(Refused, match=f"not permitted to send SIGTERM to pid {sleeper.pid}"):
-        send(sleeper.pid, start_of(sleeper.pid), signal.SIGTERM)
+    # undone inside the test: os.kill is everyone's, and the sleeper fixture's teardown
+    # (which kills the child) may run before the monkeypatch fixture's (an autouse
+    # fixture in conftest.py sets monkeypatch up first)
+    with monkeypatch.context() as m:
+        m.setattr(procsignal, "_pidfd", lambda pid: None)
+        m.setattr(procsignal.os, "kill", deny)
+        with pytest.raises(Refused, match=f"not permitted to send SIGTERM to pid "
+                                          f"{sleeper.pid}"):
+            send(sleeper.pid, start_of(sleeper.pid), signal.SIGTERM)
 
 
 def test_pid_reused_between_check_and_send_is_refused(sleeper):
