@@ -32,6 +32,14 @@ def is_pid(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= PID_LIMIT
 
 
+def pid_problem(value: object) -> str | None:
+    """Why ``value`` is no pid (:func:`is_pid`), in one line; None when it is one. What the
+    marker socket answers and the mark/count clients raise."""
+    if is_pid(value):
+        return None
+    return f"pid {str(value)[:24]} is not a process id (1 .. {PID_LIMIT})"
+
+
 def parse_pid(text: str) -> int:
     """A pid typed on a command line, checked by :func:`is_pid`; ValueError (one line)."""
     try:

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 
 from ..labels import check_label
-from ..model import PID_LIMIT, is_pid, parse_pid
+from ..model import parse_pid, pid_problem
 from ..text import safe_text
 from .markers import SESSION_ENV, socket_dir
 from ..cli_help import help_text
@@ -215,12 +215,10 @@ class MarkResult:
 def send_mark(label: str, source: str = "cli", pid: int | None = None,
               target: str | None = FROM_ENV, timeout_s: float | None = None) -> MarkResult:
     """Mark every running session (or ``target``). Raises ValueError on a bad label or
-    a ``pid`` that is no process id (:func:`tuimeter.model.is_pid`)."""
+    a ``pid`` that is no process id (:func:`tuimeter.model.is_pid`), before anything is
+    sent."""
     label = check_label(label)
-    if pid is not None and not is_pid(pid):
-        raise ValueError(f"pid {str(pid)[:24]} is not a process id (1 .. {PID_LIMIT})")
-    return _deliver({"op": "mark", "label": label, "source": source,
-                     "pid": os.getpid() if pid is None else pid}, target, timeout_s)
+    return _deliver({"op": "mark", "label": label, "source": source}, pid, target, timeout_s)
 
 
 def send_count(units: dict, source: str = "cli", pid: int | None = None,
@@ -231,14 +229,19 @@ def send_count(units: dict, source: str = "cli", pid: int | None = None,
     from ..work import check_units
 
     units = check_units(units)
-    if pid is not None and not is_pid(pid):
-        raise ValueError(f"pid {str(pid)[:24]} is not a process id (1 .. {PID_LIMIT})")
-    return _deliver({"op": "count", "units": units, "source": source,
-                     "pid": os.getpid() if pid is None else pid}, target, timeout_s)
+    return _deliver({"op": "count", "units": units, "source": source}, pid, target,
+                    timeout_s)
 
 
-def _deliver(message: dict, target: str | None, timeout_s: float | None) -> MarkResult:
-    """Send ``message`` (a mark or a count) and say what became of it."""
+def _deliver(message: dict, pid: int | None, target: str | None,
+             timeout_s: float | None) -> MarkResult:
+    """Send ``message`` (a mark or a count) about ``pid`` (default: this process) and say
+    what became of it. Raises ValueError on a ``pid`` that is no process id, before
+    anything is sent."""
+    problem = None if pid is None else pid_problem(pid)
+    if problem is not None:
+        raise ValueError(problem)
+    message["pid"] = os.getpid() if pid is None else pid
     target = _resolve(target)
     answers = exchange(message, timeout_s, target)
     ok = [a for a in answers if a.reply is not None and a.reply.get("ok")]
@@ -289,16 +292,7 @@ def cmd_mark(argv: list[str]) -> int:
     if bad is not None:
         return bad
     label = " ".join(args.label)
-    try:
-        pid = None if args.pid is None else parse_pid(args.pid)
-        result = send_mark(label, source="cli", pid=pid,
-                           timeout_s=CLI_TIMEOUT_S if args.timeout is None else args.timeout,
-                           target=args.session if args.session is not None else FROM_ENV)
-    except ValueError as exc:
-        print(f"tuimeter: error: {safe_text(exc)}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    print_result(label, result)
-    return result.exit_status
+    return _send_from_cli(args, label, "marked", lambda **kw: send_mark(label, **kw))
 
 
 def cmd_count(argv: list[str]) -> int:
@@ -323,14 +317,26 @@ def cmd_count(argv: list[str]) -> int:
         return bad
     try:
         units = parse_pairs(args.pairs)
-        pid = None if args.pid is None else parse_pid(args.pid)
-        result = send_count(units, source="cli", pid=pid,
-                            timeout_s=CLI_TIMEOUT_S if args.timeout is None else args.timeout,
-                            target=args.session if args.session is not None else FROM_ENV)
     except ValueError as exc:
         print(f"tuimeter: error: {safe_text(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    print_result(" ".join(f"{k}={v:g}" for k, v in units.items()), result, "counted")
+    return _send_from_cli(args, " ".join(f"{k}={v:g}" for k, v in units.items()), "counted",
+                          lambda **kw: send_count(units, **kw))
+
+
+def _send_from_cli(args: argparse.Namespace, what: str, verb: str, send) -> int:
+    """The shared end of ``mark`` and ``count``: ``send(source=, pid=, timeout_s=,
+    target=)`` with the ``_target_options``, one line for what became of it, the exit
+    status (EXIT_BAD_INPUT and one line for a bad pid or payload)."""
+    try:
+        pid = None if args.pid is None else parse_pid(args.pid)
+        result = send(source="cli", pid=pid,
+                      timeout_s=CLI_TIMEOUT_S if args.timeout is None else args.timeout,
+                      target=args.session if args.session is not None else FROM_ENV)
+    except ValueError as exc:
+        print(f"tuimeter: error: {safe_text(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print_result(what, result, verb)
     return result.exit_status
 
 

@@ -70,7 +70,7 @@ import threading
 import time
 
 from ..labels import MAX_LABEL_CHARS, check_label  # noqa: F401 (part of this module's API)
-from ..model import PID_LIMIT, is_pid
+from ..model import pid_problem
 from ..points import points
 from .ids import new_session_id
 
@@ -252,9 +252,9 @@ def _handle(server: "MarkerServer", line: bytes,
         return {"ok": False, "expired": True, "error": "arrived after the client's deadline"}
     source = msg.get("source") if msg.get("source") in SOURCES else "socket"
     pid = msg.get("pid")
-    if pid is not None and not is_pid(pid):
-        return {"ok": False, "error": f"pid {str(pid)[:24]} is not a process id "
-                                      f"(1 .. {PID_LIMIT})"}
+    problem = None if pid is None else pid_problem(pid)
+    if problem is not None:
+        return {"ok": False, "error": problem}
     if op == "count":
         return _count(server, msg.get("units"), source, pid)
     try:
