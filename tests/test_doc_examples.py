@@ -86,12 +86,16 @@ BLOCKS = collect()
 
 
 def test_the_collector_finds_the_documented_examples():
-    """README's API examples are collected (a broken collector must not pass as "nothing
-    to run"), and every skip gives its reason."""
+    """The README's and the docs pages' examples are collected (a broken collector must
+    not pass as "nothing to run"): the README's own `Meter`, the API page's, the
+    notebook page's cell magic; and every skip gives its reason."""
     readme = [b for b in BLOCKS if b.path.name == "README.md"]
-    assert len(readme) >= 6
     assert any("tuimeter.Meter(" in b.code for b in readme)
-    assert any(b.code.startswith("%%tuimeter") for b in readme)
+    pages = {b.path.relative_to(ROOT).as_posix() for b in BLOCKS}
+    assert {"docs/api.md", "docs/work.md", "docs/pandas.md", "docs/notebook.md"} <= pages
+    assert any(b.code.startswith("%%tuimeter") for b in BLOCKS
+               if b.path.name == "notebook.md")
+    assert len(BLOCKS) >= 10
     for b in BLOCKS:
         assert b.skip is None or b.skip, f"{b.id}: a doctest skip needs a reason"
 

@@ -31,7 +31,7 @@ from tuimeter import api, sync
 from tuimeter.cli import main
 from tuimeter.session.reader import SessionReader
 
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "work.md"  # "Energy per sample and per token"
 
 
 @pytest.fixture(autouse=True)
@@ -51,23 +51,23 @@ def _rows(path: Path, kind: str) -> list[dict]:
     return [r for r in csv.DictReader(path.open()) if r["kind"] == kind]
 
 
-# -- the README's example, over a fake GPU ----------------------------------------------
-def _readme_block(heading: str) -> str:
-    text = README.read_text()
-    section = text.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+# -- the documented example, over a fake GPU ---------------------------------------------
+def _page_block(page: Path) -> str:
+    """The page's first ``python`` block."""
+    return re.search(r"```python\n(.*?)```", page.read_text(), re.S).group(1)
 
 
 GPU_W = 250.0  # the fake GPU's steady draw under the training loop
 
 
-def test_readme_training_loop_gives_j_per_sample_within_1_percent(tmp_path, monkeypatch,
-                                                                    capsys):
-    """The README's "Energy per sample and per token" example, run as written by a plain
-    ``tuimeter.Meter()`` over a fake RAPL tree (idle: its counters do not move) and a
-    fake NVML GPU drawing 250 W (its energy counter follows the monotonic clock) shared
-    alike by this process and another: each phase's J/sample is on the own basis, within
-    1% of its truth (half of 250 W x the phase's duration), where the machine's is 2x."""
+def test_documented_training_loop_gives_j_per_sample_within_1_percent(tmp_path, monkeypatch,
+                                                                        capsys):
+    """The "Energy per sample and per token" page's example (docs/work.md), run as
+    written by a plain ``tuimeter.Meter()`` over a fake RAPL tree (idle: its counters do
+    not move) and a fake NVML GPU drawing 250 W (its energy counter follows the monotonic
+    clock) shared alike by this process and another: each phase's J/sample is on the own
+    basis, within 1% of its truth (half of 250 W x the phase's duration), where the
+    machine's is 2x."""
     fake = FakePowercap(tmp_path / "sys").intel_desktop(dram=True, psys=False)
     monkeypatch.setenv("TUIMETER_POWERCAP_ROOT", str(fake.sensor_root))
     for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME"):
@@ -83,8 +83,7 @@ def test_readme_training_loop_gives_j_per_sample_within_1_percent(tmp_path, monk
                                             synchronize=lambda: synced.append(1))
     monkeypatch.setitem(sys.modules, "torch", fake_torch)
     namespace: dict = {}
-    exec(compile(_readme_block("Energy per sample and per token"), "README.md", "exec"),
-         namespace)
+    exec(compile(_page_block(PAGE), str(PAGE), "exec"), namespace)
     meter = namespace["meter"]
     train, ev = meter.phases
     assert train.work == {"samples": 20 * 64, "tokens": 20 * 64 * 512}
