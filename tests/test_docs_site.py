@@ -143,3 +143,14 @@ def test_pages_name_no_readme_section(page):
     """The reference left the README: a page that still says "see the README's X" sends
     the reader to a section that is no longer there."""
     assert not re.search(r"README[,'’]s? \"|README, \"", page.read_text(encoding="utf-8"))
+
+
+def section(page: Path, heading: str) -> str:
+    return page.read_text(encoding="utf-8").split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_site_home_has_the_readmes_limits():
+    """The limits are said twice, on GitHub's front page and the site's: the same words
+    (links relative to each page), so that one is never edited alone."""
+    assert section(ROOT / "docs" / "index.md", "Limits").strip() == \
+        section(README, "Limits").replace("](docs/", "](").strip()
