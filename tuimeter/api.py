@@ -47,7 +47,6 @@ import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar, overload
 
-from .carbon import g_per_j
 from .engine.trees import rank_from_env
 from .labels import check_label
 from .phases import Samples, average_power_w, energy_between
@@ -410,7 +409,7 @@ class Meter:
         self._live.open()  # sensors, marker server (other processes attach), session row
         self.server = self._live.server
         snap = eng.snapshot
-        self._g_per_j = g_per_j(snap.carbon)
+        self._g_per_j = snap.carbon.g_per_j
         self._samples = {d.id: _domain_samples(d, self._g_per_j, self._periods) for d in eng.domains}
         eng.subscribe(self._on_tick)
         self._own = True
@@ -600,7 +599,7 @@ class Meter:
     def _on_tick(self, snap) -> None:
         if snap.interval_s <= 0:
             return
-        factor = g_per_j(snap.carbon)  # this tick's (a live carbon source changes it)
+        factor = snap.carbon.g_per_j  # this tick's (a live carbon source changes it)
         with self._lock:
             for d in snap.domains:
                 s = self._samples.get(d.domain.id)

@@ -49,7 +49,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-from .carbon import g_per_j
 from .model import Provenance, Snapshot
 
 Field = Union[float, int, bool, str, None]
@@ -103,7 +102,7 @@ def points(snap: Snapshot) -> list[Point]:
                       "bridged": ",".join(t.bridged), "note": t.note}, ts))
     c = snap.carbon
     out.append(Point("grid", {"host": host, "carbon_source": c.source, "pue": f"{c.pue:g}"},
-                     {"g_per_kwh": float(c.g_per_kwh), "g_per_j": g_per_j(c)}, ts))
+                     {"g_per_kwh": float(c.g_per_kwh), "g_per_j": c.g_per_j}, ts))
     job = snap.job
     if job is not None:
         out.append(Point("job", {"host": host, "pid": str(job.pid), "name": job.name,
@@ -139,7 +138,7 @@ def _cgroup_points(snap: Snapshot, ts: int) -> list[Point]:
     ``idle/system``."""
     if not snap.cgroups:
         return []
-    host, factor, iv = snap.host, g_per_j(snap.carbon), snap.interval_s
+    host, factor, iv = snap.host, snap.carbon.g_per_j, snap.interval_s
     used = sorted((c for c in snap.cgroups if c.energy_j > 0), key=lambda c: c.energy_j,
                   reverse=True)
     out = [Point("cgroup", _cgroup_tags(host, c.info),
@@ -176,7 +175,7 @@ def _process_points(snap: Snapshot, ts: int) -> list[Point]:
     processes`` (the machine total less idle and the processes shown, never below 0)."""
     if not snap.processes and snap.idle_power_w is None:
         return []
-    host, factor, iv = snap.host, g_per_j(snap.carbon), snap.interval_s
+    host, factor, iv = snap.host, snap.carbon.g_per_j, snap.interval_s
     out = [Point("process", {"host": host, "pid": str(p.pid), "name": p.name,
                              "provenance": str(p.provenance)},
                  {"power_w": p.power_w, "energy_j": p.energy_j,
