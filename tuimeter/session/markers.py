@@ -151,7 +151,7 @@ def session_state(engine, marker=None, session_id: str | None = None,
                 out["total_power_w"] = p.fields["power_w"]
             elif p.name == "domain":
                 domains.append({"id": p.tags["domain"], "source": p.tags["source"],
-                                "in_total": p.tags["in_total"] == "1",
+                                "in_total": p.tags["in_total"],
                                 "provenance": p.tags["provenance"],
                                 "total_energy_j": p.fields["total_energy_j"],
                                 "total_co2_g": p.fields["total_co2_g"],
