@@ -50,7 +50,7 @@ def recorded(tmp_path):
     """(csv text, marker replies): the session file of four ticks and the reply to a
     marker after each tick."""
     from tuimeter.session.csvfile import SessionWriter
-    from tuimeter.session.markers import session_state
+    from tuimeter.session.protocol import session_state
 
     eng, clock, rapl, gpu = fixed_run()
     path = tmp_path / "run.csv"
