@@ -131,13 +131,13 @@ def decode_message(line: bytes) -> Message:
     if not (isinstance(meter, str) and 0 < len(meter) <= MAX_METER_ID
             and state in METER_STATES):
         meter = None
-    rank = msg.get("rank")
+    rank, source = msg.get("rank"), msg.get("source")
     return Message(
         op=msg.get("op", MARK), targeted=session is not None or path is not None,
         session=session if isinstance(session, str) else None,
         session_path=path if isinstance(path, str) else None,
         expires=_number(msg.get("expires")),
-        source=msg.get("source") if msg.get("source") in SOURCES else SOURCES[-1],
+        source=source if isinstance(source, str) and source in SOURCES else SOURCES[-1],
         pid=msg.get("pid"), label=msg.get("label"), units=msg.get("units"),
         meter=meter, meter_state=state if state in METER_STATES else None,
         rank=rank if isinstance(rank, str) else None)
@@ -234,14 +234,14 @@ def is_other(reply: dict | None) -> bool:
     return bool(reply and reply.get("other"))
 
 
-def error_of(reply: dict) -> str:
+def error_of(reply: dict | None) -> str:
     """Why a session refused a message ("" when it did not say)."""
-    return str(reply.get("error", ""))
+    return str((reply or {}).get("error", ""))
 
 
-def session_of(reply: dict) -> str:
+def session_of(reply: dict | None) -> str:
     """The id of the session that answered ("?" when it did not say)."""
-    return str(reply.get("session") or "?")
+    return str((reply or {}).get("session") or "?")
 
 
 @dataclass(frozen=True)
@@ -326,14 +326,19 @@ def _domains(items, **kw) -> tuple[DomainState, ...] | None:
     """The entries, or None when any is malformed (a state is read whole or not at all)."""
     if not isinstance(items, list):
         return None
-    out = tuple(_domain(d, **kw) for d in items)
-    return None if None in out else out
+    out = []
+    for item in items:
+        d = _domain(item, **kw)
+        if d is None:
+            return None
+        out.append(d)
+    return tuple(out)
 
 
 def decode_state(reply: dict | None) -> State | None:
     """An accepted reply as a :class:`State`; None for a refusal or a reply that does not
     read as one (a value of the wrong type: nothing from another process is trusted)."""
-    if not accepted(reply):
+    if reply is None or not accepted(reply):
         return None
     elapsed = _finite(reply.get("elapsed_s"))
     if elapsed is None:
