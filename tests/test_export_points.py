@@ -109,6 +109,31 @@ def test_points_carry_each_label_once_and_missing_values_as_none():
     assert all(p.timestamp_us == int(round(snap.timestamp * 1e6)) for p in pts)
 
 
+def test_prometheus_labels_are_written_from_typed_tags():
+    """The labels a dashboard filters on, written by the exporter from the typed points:
+    ``in_total="1"``/``"0"``, the job's pid in decimal, and a PUE of 1 as ``pue="1"`` (not
+    ``1.0``, as it always read)."""
+    from prometheus_client import generate_latest
+
+    from tuimeter.export.prometheus import PrometheusExporter
+
+    rapl = rapl_like()
+    eng, clock = make_engine([rapl], carbon=CarbonInfo(475.0, 1.0, "world"), host="n",
+                             attributor=_Job())
+    eng.open()
+    prom = PrometheusExporter(eng, "127.0.0.1", 0)
+    try:
+        clock.advance(1.0)
+        eng.tick()
+        text = generate_latest(prom.registry).decode()
+    finally:
+        prom.close()
+    assert 'carbon_source="world",host="n",pue="1"} 475.0' in text
+    assert 'domain="package-0",host="n",in_total="1"' in text
+    assert 'domain="package-0/core",host="n",in_total="0"' in text
+    assert 'name="train, v2.py",pid="4242"' in text
+
+
 class _Probe:
     """A third exporter, as a newcomer would add it: its own option, its own health."""
 
