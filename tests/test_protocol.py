@@ -49,14 +49,17 @@ class _RogueSession:
             except OSError:
                 return
             with conn:
-                buf = b""
-                while b"\n" not in buf:
-                    chunk = conn.recv(4096)
-                    if not chunk:
-                        break
-                    buf += chunk
-                self.asked += 1
-                conn.sendall(json.dumps(ROGUE).encode() + b"\n")
+                try:
+                    buf = b""
+                    while b"\n" not in buf:
+                        chunk = conn.recv(4096)
+                        if not chunk:
+                            break
+                        buf += chunk
+                    self.asked += 1
+                    conn.sendall(json.dumps(ROGUE).encode() + b"\n")
+                except OSError:  # a client that gave up: serve the next
+                    pass
 
     def close(self) -> None:
         self.sock.close()
