@@ -7,7 +7,7 @@ fields (units in their names: ``power_w``, ``total_energy_j``; None where there 
 value, never 0) and a timestamp in µs since the epoch. Tags and fields keep their types
 (float, int, bool, str, a tuple of str, None): each renderer writes its own text (the
 session CSV its cells, Prometheus its label values and InfluxDB its tags through
-:func:`tuimeter.export.base.label_text`, the marker reply its JSON), and none parses a
+:func:`tuimeter.export._tags.tag_text`, the marker reply its JSON), and none parses a
 string back. :func:`points` gives, in this order:
 
 * ``marker`` (one per new marker, at the marker's own instant) host, source: label, pid,
