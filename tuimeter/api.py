@@ -327,8 +327,7 @@ class Meter:
         self._live: LiveSession | None = None
         self._own = False
         self._lock = threading.Lock()
-        #: attached: (label, protocol.State or None); own: (label, elapsed_s)
-        self._bounds: list = []
+        self._bounds: list = []  # attached: (label, protocol.State); own: (label, elapsed_s)
         self._samples: dict[str, Samples] = {}  # own: per domain, since the oldest open phase
         #: own mode: this process tree's attributed energy per domain ("cpu", GPU ids)
         self._own_samples: dict[str, Samples] = {}
@@ -347,8 +346,7 @@ class Meter:
         self._end: float | None = None
         self._server_id = None
         self._meter_id = f"{os.getpid()}:{threading.get_ident()}:{id(self):x}"
-        #: attached: (the last state the session sent, local time it came)
-        self._last_reply: tuple[protocol.State, float] | None = None
+        self._last_reply: tuple[protocol.State, float] | None = None  # attached: (state, local t)
         self._profiler: Any = None  # profile=True: tuimeter.profile.inproc.InProcessProfiler
         self._profile_on = profile
         #: profile=True: energy per function, set when the meter stops
