@@ -84,8 +84,9 @@ if __name__ == "__main__":  # writes the reference files (only when the output i
 
 
 def test_points_carry_each_label_once_and_missing_values_as_none():
-    """The one projection: a domain's labels, the machine, grid and job points; a lost
-    domain is up=False with power None (not 0 W)."""
+    """The one projection: a domain's labels, the machine, grid and job points, typed (a
+    flag a bool, a pid an int, the PUE a float: each renderer writes its own text); a
+    lost domain is up=False with power None (not 0 W)."""
     from tuimeter.points import points
 
     eng, clock, cpu, gpu = fixed_run()
@@ -95,13 +96,42 @@ def test_points_carry_each_label_once_and_missing_values_as_none():
     assert [p.name for p in pts] == ["domain"] * 5 + ["machine", "grid", "job"]
     gpu0 = next(p for p in pts if p.tags.get("domain") == "gpu0")
     assert gpu0.tags == {"host": "node 7", "domain": "gpu0", "kind": "gpu", "source": "nvml",
-                         "provenance": "measured", "in_total": "1"}
+                         "provenance": "measured", "in_total": True}
     assert gpu0.fields["up"] is False and gpu0.fields["power_w"] is None
     grid = next(p for p in pts if p.name == "grid")
     # 360 g/kWh at PUE 1.2: 360 * 1.2 / 3.6e6 g per joule
-    assert grid.tags["pue"] == "1.2" and grid.fields["g_per_kwh"] == 360.0
+    assert grid.tags["pue"] == 1.2 and grid.fields["g_per_kwh"] == 360.0
     assert grid.fields["g_per_j"] == pytest.approx(360.0 * 1.2 / 3.6e6)
+    job = next(p for p in pts if p.name == "job")
+    assert job.tags["pid"] == 4242 and job.fields["running"] is True
+    machine = next(p for p in pts if p.name == "machine")
+    assert machine.fields["lost"] == ("gpu0",) and machine.fields["bridged"] == ()
     assert all(p.timestamp_us == int(round(snap.timestamp * 1e6)) for p in pts)
+
+
+def test_prometheus_labels_are_written_from_typed_tags():
+    """The labels a dashboard filters on, written by the exporter from the typed points:
+    ``in_total="1"``/``"0"``, the job's pid in decimal, and a PUE of 1 as ``pue="1"`` (not
+    ``1.0``, as it always read)."""
+    from prometheus_client import generate_latest
+
+    from tuimeter.export.prometheus import PrometheusExporter
+
+    rapl = rapl_like()
+    eng, clock = make_engine([rapl], carbon=CarbonInfo(475.0, 1.0, "world"), host="n",
+                             attributor=_Job())
+    eng.open()
+    prom = PrometheusExporter(eng, "127.0.0.1", 0)
+    try:
+        clock.advance(1.0)
+        eng.tick()
+        text = generate_latest(prom.registry).decode()
+    finally:
+        prom.close()
+    assert 'carbon_source="world",host="n",pue="1"} 475.0' in text
+    assert 'domain="package-0",host="n",in_total="1"' in text
+    assert 'domain="package-0/core",host="n",in_total="0"' in text
+    assert 'name="train, v2.py",pid="4242"' in text
 
 
 class _Probe:

@@ -42,13 +42,16 @@ def _engine():
 # -- line protocol ---------------------------------------------------------------------
 def test_line_protocol_escapes_and_leaves_out_missing_values():
     """Spaces/commas/equals escaped in tags, quotes in strings; None and NaN fields and
-    empty tags are left out (line protocol has no null)."""
-    got = line("m x", {"host": "a b,c=d", "empty": "", "z": "1"},
+    empty or None tags are left out (line protocol has no null); typed tags are written as
+    Prometheus labels are (a flag 1/0, an int in decimal, a float in its shortest form)."""
+    got = line("m x", {"host": "a b,c=d", "empty": "", "none": None, "z": "1"},
                {"power_w": 1.5, "missing": None, "nan": float("nan"), "label": 'say "hi"',
                 "n": 3, "ok": True}, 1_800_000_000_000_000)
     assert got == (r'm\ x,host=a\ b\,c\=d,z=1 power_w=1.5,label="say \"hi\"",n=3i,ok=true '
                    "1800000000000000")
     assert line("m", {}, {"a": None}, 1) is None
+    assert line("m", {"in_total": True, "off": False, "pid": 4242, "pue": 1.0, "r": 1.25},
+                {"v": 1.0}, 1) == "m,in_total=1,off=0,pid=4242,pue=1,r=1.25 v=1.0 1"
 
 
 def test_tag_backslashes_are_written_as_influxdb_reads_them():

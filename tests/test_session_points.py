@@ -50,7 +50,7 @@ def recorded(tmp_path):
     """(csv text, marker replies): the session file of four ticks and the reply to a
     marker after each tick."""
     from tuimeter.session.csvfile import SessionWriter
-    from tuimeter.session.markers import session_state
+    from tuimeter.session.protocol import session_state
 
     eng, clock, rapl, gpu = fixed_run()
     path = tmp_path / "run.csv"
@@ -87,9 +87,41 @@ def test_session_csv_and_marker_reply_are_unchanged(tmp_path):
     assert replies == (DATA / "marker_replies.json").read_text()
 
 
+def test_job_rows_co2_does_not_depend_on_the_grid_point_coming_first(tmp_path, monkeypatch):
+    """Guards the job's CPU and GPU rows against an unwritten ordering rule: with the
+    ``job`` point before the ``grid`` point (or no ``grid`` point at all) the session file
+    is byte for byte the same, and those rows' CO2e is their joules at 360 g/kWh x PUE 1.2
+    (regression: the writer took grams per joule from the grid point as it went by, so a
+    job point that came first wrote 0 g)."""
+    import csv
+
+    from tuimeter.session import csvfile
+
+    for d in "abc":
+        (tmp_path / d).mkdir()
+    expected, _ = recorded(tmp_path / "a")
+    real = csvfile.points
+
+    def grid_last(snap):  # after the job point (which writes rows; grid writes none)
+        pts = real(snap)
+        return [p for p in pts if p.name != "grid"] + [p for p in pts if p.name == "grid"]
+
+    monkeypatch.setattr(csvfile, "points", grid_last)
+    assert recorded(tmp_path / "b")[0] == expected
+    monkeypatch.setattr(csvfile, "points",
+                        lambda snap: [p for p in real(snap) if p.name != "grid"])
+    assert recorded(tmp_path / "c")[0] == expected
+    parts = [r for r in csv.DictReader(expected.splitlines())
+             if r["kind"] == "job" and r["domain"] in ("cpu", "gpu")]
+    assert len(parts) == 8  # 4 ticks, a CPU and a GPU row each
+    for r in parts:
+        assert float(r["co2_g"]) == pytest.approx(float(r["energy_j"]) * 360 * 1.2 / 3.6e6)
+        assert float(r["co2_g"]) > 0
+
+
 def test_process_points_add_up_to_the_machine_total():
-    """The ``process`` points: the top processes, then idle/system and other processes
-    (pid ""), whose power adds up to the machine's."""
+    """The ``process`` points: the top processes (pid an int), then idle/system and other
+    processes (pid None), whose power adds up to the machine's."""
     from tuimeter.points import points
 
     eng, clock, rapl, gpu = fixed_run()
@@ -99,7 +131,7 @@ def test_process_points_add_up_to_the_machine_total():
     pts = points(eng.snapshot)
     procs = [p for p in pts if p.name == "process"]
     assert [(p.tags["pid"], p.tags["name"]) for p in procs] == [
-        ("4242", "python3"), ("77", 'sh "quoted"'), ("", "idle/system"), ("", "other processes")]
+        (4242, "python3"), (77, 'sh "quoted"'), (None, "idle/system"), (None, "other processes")]
     machine = next(p for p in pts if p.name == "machine")
     assert sum(p.fields["power_w"] for p in procs) == pytest.approx(machine.fields["power_w"])
     assert procs[2].fields["power_w"] == 21.5

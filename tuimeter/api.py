@@ -47,7 +47,6 @@ import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar, overload
 
-from .carbon import g_per_j
 from .engine.trees import rank_from_env
 from .labels import check_label
 from .phases import Samples, average_power_w, energy_between
@@ -55,7 +54,7 @@ from .work import EnergyPer, check_units, energy_per
 
 ATTRIBUTED = "attributed"
 from .live import LiveSession
-from .session import mark_client, markers
+from .session import mark_client, markers, protocol
 from .session.mark_client import MarkResult
 
 if TYPE_CHECKING:
@@ -328,7 +327,7 @@ class Meter:
         self._live: LiveSession | None = None
         self._own = False
         self._lock = threading.Lock()
-        self._bounds: list = []  # attached: (label, state reply); own: (label, elapsed_s)
+        self._bounds: list = []  # attached: (label, protocol.State); own: (label, elapsed_s)
         self._samples: dict[str, Samples] = {}  # own: per domain, since the oldest open phase
         #: own mode: this process tree's attributed energy per domain ("cpu", GPU ids)
         self._own_samples: dict[str, Samples] = {}
@@ -347,7 +346,7 @@ class Meter:
         self._end: float | None = None
         self._server_id = None
         self._meter_id = f"{os.getpid()}:{threading.get_ident()}:{id(self):x}"
-        self._last_reply: tuple[dict, float] | None = None  # attached: (reply, local time)
+        self._last_reply: tuple[protocol.State, float] | None = None  # attached: (state, local t)
         self._profiler: Any = None  # profile=True: tuimeter.profile.inproc.InProcessProfiler
         self._profile_on = profile
         #: profile=True: energy per function, set when the meter stops
@@ -371,16 +370,17 @@ class Meter:
             self._start_own()
 
     def _try_attach(self) -> bool:
-        replies = [r for r in mark_client.request(self._message(self.first_label, "start"))
-                   if r.get("ok")]
-        if not replies:
+        states = [s for s in map(protocol.decode_state, mark_client.request(
+            self._message(self.first_label, "start"))) if s is not None]
+        if not states:
             return False
+        first = states[0]
         self.attached = True
-        self._server_id = replies[0].get("server")
-        self._last_reply = (replies[0], _monotonic())
-        self._baseline = _load_baseline(replies[0].get("host"))
-        self._periods = _load_periods(replies[0].get("host"))
-        self._bounds.append((self.first_label, replies[0]))
+        self._server_id = first.server
+        self._last_reply = (first, _monotonic())
+        self._baseline = _load_baseline(first.host)
+        self._periods = _load_periods(first.host)
+        self._bounds.append((self.first_label, first))
         self._work.append({})
         if self.output:
             warnings.warn(f"tuimeter: a session is already running; phases are marked there "
@@ -410,7 +410,7 @@ class Meter:
         self._live.open()  # sensors, marker server (other processes attach), session row
         self.server = self._live.server
         snap = eng.snapshot
-        self._g_per_j = g_per_j(snap.carbon)
+        self._g_per_j = snap.carbon.g_per_j
         self._samples = {d.id: _domain_samples(d, self._g_per_j, self._periods) for d in eng.domains}
         eng.subscribe(self._on_tick)
         self._own = True
@@ -479,13 +479,10 @@ class Meter:
         return end
 
     def _message(self, label: str, meter_state: str | None = None) -> dict:
-        msg = {"op": "mark", "label": label, "source": "api", "pid": os.getpid()}
-        rank = rank_from_env(os.environ)
-        if rank is not None:  # used by the session where it cannot read our environment
-            msg["rank"] = rank
-        if meter_state:
-            msg.update(meter=self._meter_id, meter_state=meter_state)
-        return msg
+        # the rank is used by the session where it cannot read our environment
+        return protocol.mark_message(label, "api", os.getpid(),
+                                     rank=rank_from_env(os.environ), meter=self._meter_id,
+                                     meter_state=meter_state)
 
     # -- phases ---------------------------------------------------------------------
     def mark(self, label: str, *, sync: bool | None = None) -> None:
@@ -543,23 +540,30 @@ class Meter:
         return True
 
     def _count_attached(self, units: dict) -> bool:
-        msg = {"op": "count", "units": units, "source": "api", "pid": os.getpid()}
-        for r in mark_client.request(msg):
-            if r.get("ok") and r.get("server") == self._server_id:
-                _add_work(self._work[-1], units.items())
-                return True
+        if self._from_session(protocol.count_message(units, "api", os.getpid())) is not None:
+            _add_work(self._work[-1], units.items())
+            return True
         warnings.warn("tuimeter: the session this meter marks did not take the count; not "
                       "counted", RuntimeWarning, stacklevel=3)
         return False
 
-    def _ask(self, message: dict) -> dict | None:
-        """Mark the session; its reply, or (the session is gone) one extrapolated from
-        the last reply: cumulative energy + last power x the local time since."""
+    def _from_session(self, message: dict) -> protocol.State | None:
+        """Send ``message``; the state of the session this meter is attached to, if it
+        took it."""
         for r in mark_client.request(message):
-            if r.get("ok") and r.get("server") == self._server_id:
-                self._last_reply = (r, _monotonic())
-                return r
-        if self._last_reply is None or "domains" not in self._last_reply[0]:
+            state = protocol.decode_state(r)
+            if state is not None and state.server == self._server_id:
+                return state
+        return None
+
+    def _ask(self, message: dict) -> protocol.State | None:
+        """Mark the session; its state, or (the session is gone) one extrapolated from
+        the last one: cumulative energy + last power x the local time since."""
+        state = self._from_session(message)
+        if state is not None:
+            self._last_reply = (state, _monotonic())
+            return state
+        if self._last_reply is None or self._last_reply[0].domains is None:
             warnings.warn("tuimeter: the session this meter marks has ended; the energy of "
                           "this phase is unknown", RuntimeWarning, stacklevel=3)
             return None
@@ -600,7 +604,7 @@ class Meter:
     def _on_tick(self, snap) -> None:
         if snap.interval_s <= 0:
             return
-        factor = g_per_j(snap.carbon)  # this tick's (a live carbon source changes it)
+        factor = snap.carbon.g_per_j  # this tick's (a live carbon source changes it)
         with self._lock:
             for d in snap.domains:
                 s = self._samples.get(d.domain.id)
@@ -738,9 +742,10 @@ def _to_phase(label: str, pe, own=None, work: dict | None = None, baseline=None)
 
 def _attached_phases(bounds: list, work: Sequence[dict] = (), baseline=None,
                      periods=None) -> list[Phase]:
-    """Phases from marker replies: samples between the markers (:func:`_reply_samples`),
-    of the machine's domains and of this tree's own (``own`` in the replies: a GPU's own
-    share takes that GPU's counter update period, as in own mode)."""
+    """Phases from the states the session sent at the markers
+    (:class:`~tuimeter.session.protocol.State`): samples between the markers
+    (:func:`_reply_samples`), of the machine's domains and of this tree's own (``own``: a
+    GPU's own share takes that GPU's counter update period, as in own mode)."""
     samples = _reply_samples(bounds, _machine, periods)
     own_samples = _reply_samples(bounds, _own)
     for key, s in own_samples.items():
@@ -750,33 +755,29 @@ def _attached_phases(bounds: list, work: Sequence[dict] = (), baseline=None,
         label, start = bounds[i]
         end = bounds[i + 1][1]
         done = dict(work[i]) if i < len(work) else {}
-        if start is None or end is None or "domains" not in start or "domains" not in end:
-            t0 = start.get("elapsed_s", 0.0) if start else 0.0
-            dur = (end.get("elapsed_s", t0) - t0) if end and start else 0.0
+        if start is None or end is None or start.domains is None or end.domains is None:
+            t0 = start.elapsed_s if start else 0.0
+            dur = (end.elapsed_s - t0) if end and start else 0.0
             out.append(Phase(label, t0, dur, None, None, "unknown", {}, work=done))
             continue
-        t0, t1 = start["elapsed_s"], end["elapsed_s"]
+        t0, t1 = start.elapsed_s, end.elapsed_s
         own = None
-        if _own(start) is not None and _own(end) is not None:
+        if start.own is not None and end.own is not None:
             own = energy_between(own_samples, t0, t1, extrapolate=True)
         out.append(_to_phase(label, energy_between(samples, t0, t1, extrapolate=True), own,
                              done, baseline))
     return out
 
 
-def _machine(reply: dict) -> list | None:
-    """A reply's machine domains (id, in_total, provenance, total_energy_j, power_w)."""
-    return reply.get("domains")
+def _machine(state: protocol.State):
+    """A state's machine domains."""
+    return state.domains
 
 
-def _own(reply: dict) -> list | None:
-    """A reply's own domains (this tree's), as machine domains that all count; None when
-    the session attributes nothing (``record --no-attribution``, an older tuimeter)."""
-    own = reply.get("own")
-    if not isinstance(own, dict) or not isinstance(own.get("domains"), list):
-        return None
-    prov = own.get("provenance") or ATTRIBUTED
-    return [{**d, "in_total": True, "provenance": prov} for d in own["domains"]]
+def _own(state: protocol.State):
+    """A state's own domains (this tree's), which all count; None when the session
+    attributes nothing (``record --no-attribution``, an older tuimeter)."""
+    return state.own
 
 
 def _reply_samples(bounds: list, entries=_machine, periods=None) -> dict[str, Samples]:
@@ -784,62 +785,47 @@ def _reply_samples(bounds: list, entries=_machine, periods=None) -> dict[str, Sa
     difference of its cumulative energies at them (each extrapolated from its last tick
     to the marker), holding the ticks that ended between them, less the one the first
     marker cut. After the last answer (the session vanished): its last power.
-    ``entries``: the domains of a reply (the machine's, or this tree's own);
+    ``entries``: the domains of a state (the machine's, or this tree's own);
     ``periods``: the host's measured update periods (None: the nominal ones)."""
     out: dict[str, Samples] = {}
     prev = prev_energies = prev_co2 = None
-    for _label, reply in bounds:
-        if reply is None or "domains" not in reply or reply.get("extrapolated"):
+    for _label, state in bounds:
+        if state is None or state.domains is None or state.extrapolated:
             continue
-        doms = entries(reply)
+        doms = entries(state)
         if doms is None:
             continue
-        energies = _at_marker(reply, doms)
-        co2 = _co2_at_marker(reply, doms)
+        energies = state.energy_at_marker(doms)
+        co2 = state.co2_at_marker(doms)
         for d in doms:
-            s = out.get(d["id"])
+            s = out.get(d.id)
             if s is None:
-                s = out[d["id"]] = Samples(d["in_total"], (), reply.get("co2_g_per_j", 0.0))
-            s.provs = {d["provenance"]}
-            s.in_total = d["in_total"]
-            s.set_update_period(d.get("source") or "", periods)
+                s = out[d.id] = Samples(d.in_total, (), state.g_per_j)
+            s.provs = {d.provenance}
+            s.in_total = d.in_total
+            s.set_update_period(d.source, periods)
             if prev is None:
-                s.add(reply["elapsed_s"], 0.0, 0.0, ticks=0)  # where the data starts
+                s.add(state.elapsed_s, 0.0, 0.0, ticks=0)  # where the data starts
             else:
-                whole = (reply.get("tick_seq") or 0) - (prev.get("tick_seq") or 0) - 1
-                if prev.get("tick_elapsed_s", -1.0) >= prev["elapsed_s"]:
+                whole = state.tick_seq - prev.tick_seq - 1
+                prev_tick = -1.0 if prev.tick_elapsed_s is None else prev.tick_elapsed_s
+                if prev_tick >= prev.elapsed_s:
                     whole += 1  # the first marker is at a tick's end: it cuts no tick
-                energy = energies[d["id"]] - prev_energies.get(d["id"], 0.0)
+                energy = energies[d.id] - prev_energies.get(d.id, 0.0)
                 g = None  # the lump's own g/J: a live carbon source may have changed it
                 if co2 is not None and prev_co2 is not None and energy > 0:
-                    g = max(0.0, co2[d["id"]] - prev_co2.get(d["id"], 0.0)) / energy
-                s.add(reply["elapsed_s"], reply["elapsed_s"] - prev["elapsed_s"], energy,
+                    g = max(0.0, co2[d.id] - prev_co2.get(d.id, 0.0)) / energy
+                s.add(state.elapsed_s, state.elapsed_s - prev.elapsed_s, energy,
                       ticks=max(0, whole), g_per_j=g)
-            s.tail_w = d["power_w"]
-        prev, prev_energies, prev_co2 = reply, energies, co2
+            s.tail_w = d.power_w
+        prev, prev_energies, prev_co2 = state, energies, co2
     return out
 
 
-def _extrapolated(last: dict, last_local_t: float) -> dict:
-    """A reply the vanished session would have given now: ``last`` at the local time
+def _extrapolated(last: protocol.State, last_local_t: float) -> protocol.State:
+    """The state the vanished session would have sent now: ``last`` at the local time
     since it came (the phase is extrapolated from its last power)."""
-    now_elapsed = last["elapsed_s"] + max(0.0, _monotonic() - last_local_t)
-    return {**last, "elapsed_s": now_elapsed, "extrapolated": True}
-
-
-def _at_marker(state: dict, domains: list) -> dict:
-    dt = max(0.0, state["elapsed_s"] - state.get("tick_elapsed_s", state["elapsed_s"]))
-    return {d["id"]: d["total_energy_j"] + (d["power_w"] or 0.0) * dt for d in domains}
-
-
-def _co2_at_marker(state: dict, domains: list) -> dict | None:
-    """Per domain, the cumulative CO2e at the marker (as :func:`_at_marker`, at the
-    reply's g/J past the last tick); None from a session that does not send it."""
-    if not all(isinstance(d.get("total_co2_g"), (int, float)) for d in domains):
-        return None
-    dt = max(0.0, state["elapsed_s"] - state.get("tick_elapsed_s", state["elapsed_s"]))
-    g = state.get("co2_g_per_j") or 0.0
-    return {d["id"]: d["total_co2_g"] + (d["power_w"] or 0.0) * dt * g for d in domains}
+    return last.at(last.elapsed_s + max(0.0, _monotonic() - last_local_t))
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])

@@ -37,8 +37,8 @@ from typing import Any, Mapping
 from .model import CarbonInfo
 
 # The table readers (csv, importlib.resources, difflib) and tuimeter.config (platformdirs,
-# tomllib) are imported where they are used: tuimeter.points needs only g_per_j, and every
-# --help loads it (through the exporters' options).
+# tomllib) are imported where they are used, so that loading this module stays cheap (every
+# --help may). Grams per joule is CarbonInfo.g_per_j (tuimeter.model).
 
 #: g CO2e per kWh when nothing better is known (IEA 2019, as used by CodeCarbon).
 WORLD_AVERAGE_G_PER_KWH = 475.0
@@ -312,18 +312,3 @@ def resolve_carbon(
 
 #: how a grid figure guessed from the time zone says so (its source's end)
 GUESSED = "guessed from time zone"
-
-
-#: joules in a kilowatt-hour
-J_PER_KWH = 3.6e6
-
-
-def g_per_j(info: CarbonInfo) -> float:
-    """Grams CO2e per joule drawn: g/kWh x PUE / 3.6e6 J/kWh. The one place this
-    formula is written: every CO2e figure is joules times this factor."""
-    return info.g_per_kwh * info.pue / J_PER_KWH
-
-
-def co2_g(energy_j: float, info: CarbonInfo) -> float:
-    """Grams CO2e for ``energy_j`` joules (see :func:`g_per_j`)."""
-    return energy_j * g_per_j(info)

@@ -13,7 +13,7 @@ power sensor), ``estimated`` (a model: TDP x load, W per GiB ...), ``attributed`
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 
@@ -429,9 +429,17 @@ class Attribution(NamedTuple):
     unread_power_w: float = 0.0
 
 
+#: joules in a kilowatt-hour
+J_PER_KWH = 3.6e6
+
+
 @dataclass(frozen=True)
 class CarbonInfo:
-    """Where the CO2e numbers come from."""
+    """Where the CO2e numbers come from, and the factor every CO2e figure is made with.
+
+    The engine takes the one in force at each tick (fixed, or a live source's latest) and
+    puts it on the :class:`Snapshot`: ``snap.carbon.g_per_j`` is the tick's grams per
+    joule, ``snap.carbon.source`` / ``provider`` where it came from."""
 
     g_per_kwh: float
     pue: float
@@ -440,6 +448,13 @@ class CarbonInfo:
     #: where the figure came from: "table" (the table, a fixed figure, or the fallback
     #: of a live source that failed), else the live source (tuimeter.carbon_live.SOURCES)
     provider: str = "table"
+    #: grams CO2e per joule drawn, PUE included: g_per_kwh x pue / :data:`J_PER_KWH`.
+    #: Computed here, once per figure, and read by every CO2e figure (joules x this):
+    #: the one place the formula is written
+    g_per_j: float = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "g_per_j", self.g_per_kwh * self.pue / J_PER_KWH)
 
 
 @dataclass(frozen=True)

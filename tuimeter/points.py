@@ -2,13 +2,17 @@
 ``MetricGenerator``): the labels of a domain, the machine, the job, a marker are built here
 once, never again by an exporter.
 
-A :class:`Point` is a name, string tags, fields (units in their names: ``power_w``,
-``total_energy_j``; None where there is no value, never 0) and a timestamp in µs since the
-epoch. :func:`points` gives, in this order:
+A :class:`Point` is a name, tags (what a point is about: its host, domain, pid ...),
+fields (units in their names: ``power_w``, ``total_energy_j``; None where there is no
+value, never 0) and a timestamp in µs since the epoch. Tags and fields keep their types
+(float, int, bool, str, a tuple of str, None): each renderer writes its own text (the
+session CSV its cells, Prometheus its label values and InfluxDB its tags through
+:func:`tuimeter.export._tags.tag_text`, the marker reply its JSON), and none parses a
+string back. :func:`points` gives, in this order:
 
 * ``marker`` (one per new marker, at the marker's own instant) host, source: label, pid,
   elapsed_s;
-* ``domain`` (one per domain) host, domain, kind, source, provenance, in_total ("1"/"0"):
+* ``domain`` (one per domain) host, domain, kind, source, provenance, in_total (bool):
   power_w, energy_j (in the interval), total_energy_j, co2_g, total_co2_g, up (bool),
   bridged_s (the lost span this interval's energy was bridged across, else None), note
   (``DomainSample.note``: why a lost interval is lost, ``partial``, ``interpolated``),
@@ -18,15 +22,16 @@ epoch. :func:`points` gives, in this order:
   averaged over its own span), energy_j, total_energy_j, co2_g, total_co2_g,
   monitor_cpu_ratio (tuimeter's own CPU, fraction of one core), seq, interval_s,
   domains_lost (in-total domains lost in the interval: the total lacks them), lost and
-  bridged (those domains' ids, comma-separated, "" when none), note (``partial``);
-* ``grid`` host, carbon_source, pue: g_per_kwh, g_per_j (grams per joule, PUE included);
-* ``job`` (when a job is followed) host, pid, name, provenance: power_w, energy_j, co2_g,
+  bridged (those domains' ids, a tuple, empty when none), note (``partial``);
+* ``grid`` host, carbon_source, pue (float): g_per_kwh, g_per_j (grams per joule, PUE
+  included: the snapshot's ``carbon.g_per_j``, which every CO2e figure here is made with);
+* ``job`` (when a job is followed) host, pid (int), name, provenance: power_w, energy_j, co2_g,
   total_energy_j, cpu_energy_j, gpu_energy_j (cumulative), cpu_power_w, gpu_power_w,
   total_co2_g, share, running (bool);
 * ``owner`` (one per owner tree: a process tree that marked the session through the API,
-  or a rank of the job) host, pid, name, rank ("" when none), provenance: power_w,
+  or a rank of the job) host, pid (int), name, rank (None when none), provenance: power_w,
   energy_j, co2_g (in the interval), total_energy_j, in_job, running (bool);
-* ``process`` (when attribution ran) host, pid ("" for the last two), name, provenance:
+* ``process`` (when attribution ran) host, pid (int; None for the last two), name, provenance:
   power_w, energy_j, co2_g (in the interval): the top processes, then ``idle/system`` and
   ``other processes`` (what the machine total leaves), so that they add up to the total;
 * ``cgroup`` (when cgroups were read) host, cgroup (the path; ``unknown`` for processes
@@ -40,8 +45,9 @@ per cgroup known (same tags; field total_energy_j), idle ones included.
 
 A renderer picks the points and fields it shows (InfluxDB writes no ``grid`` point;
 Prometheus keeps cumulative values only; the session CSV writes the interval's values and
-the marker reply the cumulative ones). Headless: imports the model and carbon only, never
-an exporter, the session or the UI.
+the marker reply the cumulative ones). No renderer depends on the order of the points: a
+figure that one point's rows need (the job's CPU and GPU rows: grams per joule) is on the
+snapshot. Headless: imports the model only, never an exporter, the session or the UI.
 """
 
 from __future__ import annotations
@@ -49,16 +55,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-from .carbon import g_per_j
 from .model import Provenance, Snapshot
 
-Field = Union[float, int, bool, str, None]
+#: a tag's or field's value: typed, never rendered (see the module docstring)
+Field = Union[float, int, bool, str, tuple[str, ...], None]
 
 
 @dataclass(frozen=True)
 class Point:
     name: str
-    tags: dict[str, str]
+    tags: dict[str, Field]
     fields: dict[str, Field]
     timestamp_us: int
 
@@ -85,7 +91,7 @@ def points(snap: Snapshot) -> list[Point]:
         dom = d.domain
         out.append(Point("domain", {"host": host, "domain": dom.id, "kind": str(dom.kind),
                                     "source": dom.source, "provenance": str(dom.provenance),
-                                    "in_total": "1" if dom.in_total else "0"},
+                                    "in_total": bool(dom.in_total)},
                          {"power_w": d.power_w, "energy_j": d.energy_j,
                           "total_energy_j": float(d.total_energy_j), "co2_g": d.co2_g,
                           "total_co2_g": float(d.total_co2_g), "up": d.status.value == "ok",
@@ -99,14 +105,14 @@ def points(snap: Snapshot) -> list[Point]:
                       "total_energy_j": float(t.total_energy_j), "co2_g": float(t.co2_g),
                       "total_co2_g": float(t.total_co2_g), "monitor_cpu_ratio": cpu,
                       "seq": int(snap.seq), "interval_s": float(snap.interval_s),
-                      "domains_lost": len(t.lost), "lost": ",".join(t.lost),
-                      "bridged": ",".join(t.bridged), "note": t.note}, ts))
+                      "domains_lost": len(t.lost), "lost": tuple(t.lost),
+                      "bridged": tuple(t.bridged), "note": t.note}, ts))
     c = snap.carbon
-    out.append(Point("grid", {"host": host, "carbon_source": c.source, "pue": f"{c.pue:g}"},
-                     {"g_per_kwh": float(c.g_per_kwh), "g_per_j": g_per_j(c)}, ts))
+    out.append(Point("grid", {"host": host, "carbon_source": c.source, "pue": float(c.pue)},
+                     {"g_per_kwh": float(c.g_per_kwh), "g_per_j": c.g_per_j}, ts))
     job = snap.job
     if job is not None:
-        out.append(Point("job", {"host": host, "pid": str(job.pid), "name": job.name,
+        out.append(Point("job", {"host": host, "pid": int(job.pid), "name": job.name,
                                  "provenance": str(job.provenance)},
                          {"power_w": float(job.power_w), "energy_j": float(job.energy_j),
                           "co2_g": float(job.co2_g),
@@ -118,8 +124,8 @@ def points(snap: Snapshot) -> list[Point]:
                           "total_co2_g": float(job.total_co2_g), "share": float(job.share),
                           "running": bool(job.running)}, ts))
     for o in snap.owners:
-        out.append(Point("owner", {"host": host, "pid": str(o.pid), "name": o.name,
-                                   "rank": o.rank or "", "provenance": str(o.provenance)},
+        out.append(Point("owner", {"host": host, "pid": int(o.pid), "name": o.name,
+                                   "rank": o.rank or None, "provenance": str(o.provenance)},
                          {"power_w": float(o.power_w), "energy_j": float(o.energy_j),
                           "co2_g": float(o.co2_g), "total_energy_j": float(o.total_energy_j),
                           "in_job": bool(o.in_job), "running": bool(o.running)}, ts))
@@ -128,7 +134,7 @@ def points(snap: Snapshot) -> list[Point]:
     return out
 
 
-def _cgroup_tags(host: str, info) -> dict[str, str]:
+def _cgroup_tags(host: str, info) -> dict[str, Field]:
     return {"host": host, "cgroup": info.path or UNKNOWN_CGROUP, "kind": info.kind,
             "name": info.name, "container": info.container, "pod": info.pod,
             "provenance": str(Provenance.ATTRIBUTED)}
@@ -139,7 +145,7 @@ def _cgroup_points(snap: Snapshot, ts: int) -> list[Point]:
     ``idle/system``."""
     if not snap.cgroups:
         return []
-    host, factor, iv = snap.host, g_per_j(snap.carbon), snap.interval_s
+    host, factor, iv = snap.host, snap.carbon.g_per_j, snap.interval_s
     used = sorted((c for c in snap.cgroups if c.energy_j > 0), key=lambda c: c.energy_j,
                   reverse=True)
     out = [Point("cgroup", _cgroup_tags(host, c.info),
@@ -176,8 +182,8 @@ def _process_points(snap: Snapshot, ts: int) -> list[Point]:
     processes`` (the machine total less idle and the processes shown, never below 0)."""
     if not snap.processes and snap.idle_power_w is None:
         return []
-    host, factor, iv = snap.host, g_per_j(snap.carbon), snap.interval_s
-    out = [Point("process", {"host": host, "pid": str(p.pid), "name": p.name,
+    host, factor, iv = snap.host, snap.carbon.g_per_j, snap.interval_s
+    out = [Point("process", {"host": host, "pid": int(p.pid), "name": p.name,
                              "provenance": str(p.provenance)},
                  {"power_w": p.power_w, "energy_j": p.energy_j,
                   "co2_g": p.energy_j * factor}, ts) for p in snap.processes]
@@ -192,7 +198,7 @@ def _process_points(snap: Snapshot, ts: int) -> list[Point]:
         other_w = max(total_w - idle_w - shown_w, 0.0)
         prov = str(Provenance.ATTRIBUTED)
         for name, w in (("idle/system", idle_w), ("other processes", other_w)):
-            out.append(Point("process", {"host": host, "pid": "", "name": name,
+            out.append(Point("process", {"host": host, "pid": None, "name": name,
                                          "provenance": prov},
                              {"power_w": w, "energy_j": w * iv, "co2_g": w * iv * factor}, ts))
     return out

@@ -60,7 +60,6 @@ import threading
 import time
 from typing import Callable, Iterable, Sequence
 
-from ..carbon import g_per_j
 from ..model import Attribution, CarbonInfo, DomainKind, DomainSample, JobSample, ProcessShare
 from ..sensors.capabilities import GpuProcessSource
 from . import trees as _trees_mod
@@ -384,7 +383,7 @@ class Attributor:
         total_j = sum(d.energy_j for d in counted)
         cpu_j = sum(d.energy_j for d in counted if d.domain.kind in CPU_KINDS)
         co2_total = sum(d.co2_g or 0.0 for d in counted)
-        factor = (g_per_j(self.carbon) if self.carbon is not None
+        factor = (self.carbon.g_per_j if self.carbon is not None
                   else (co2_total / total_j if total_j > 0 else 0.0))
 
         active = [p for p in changed if p.used_s > 0] + [g for g in gone if g.used_s > 0]

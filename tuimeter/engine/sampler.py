@@ -51,7 +51,6 @@ import time
 from contextlib import nullcontext
 from typing import Callable, Iterable, Protocol, Sequence
 
-from ..carbon import g_per_j
 from ..model import (
     Attribution,
     CarbonInfo,
@@ -266,7 +265,7 @@ class Engine:
         if self.live_carbon is not None:  # the figure before any answer, then fetch
             self.carbon = self.live_carbon.current()
             self.live_carbon.start()
-        factor = g_per_j(self.carbon)
+        factor = self.carbon.g_per_j
         self._snapshot = self._build_snapshot(now, 0.0, (), (), ((), None, None), None,
                                               self._domain_samples(factor), factor)
 
@@ -489,7 +488,7 @@ class Engine:
             self.carbon = self.live_carbon.current()
             self._events.extend(Event(now, "carbon", "", "warning", line)
                                 for line in self.live_carbon.drain_warnings())
-        factor = g_per_j(self.carbon)  # g per J
+        factor = self.carbon.g_per_j  # g per J: the snapshot's carbon, for every figure
         # shorter than a counter's update period (the last sliver at stop): no power
         partial = interval < min(self.MIN_POWER_SPAN_S, self.interval_s / 2)
         for st in self._states:

@@ -31,6 +31,7 @@ from collections import OrderedDict
 from typing import Iterable, NamedTuple
 
 from ..points import Point
+from ._tags import tag_text
 
 #: served values of cgroups that left the top N, kept to resume from if they come back
 REMEMBERED = 1000
@@ -104,6 +105,4 @@ class CgroupCounters:
 
 
 def _labels(p: Point) -> dict[str, str]:
-    t = p.tags
-    return {"host": t["host"], "cgroup": t["cgroup"], "kind": t["kind"],
-            "container": t["container"], "pod": t["pod"]}
+    return {k: tag_text(p.tags[k]) for k in ("host", "cgroup", "kind", "container", "pod")}

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..model import Snapshot
+from ._tags import tag_text
 from .base import ExportError, ExporterEntry, HealthMetric
 from ..points import points
 
@@ -86,15 +87,15 @@ def _field(value) -> str | None:
     return f'"{text}"'
 
 
-def line(measurement: str, tags: dict[str, str], fields: dict, ts_us: int) -> str | None:
-    """One point in line protocol; empty tags and None/NaN fields are left out.
+def line(measurement: str, tags: dict, fields: dict, ts_us: int) -> str | None:
+    """One point in line protocol; tags as :func:`~._tags.tag_text` writes them, empty
+    ones and None/NaN fields left out.
 
     Returns None when no field is left (InfluxDB refuses a point without fields).
     """
     head = _escape_measurement(measurement)
     for k in sorted(tags):  # sorted tags: what InfluxDB recommends for write speed
-        v = tags[k]
-        value = "" if v is None else _escape_key(str(v))
+        value = _escape_key(tag_text(tags[k]))
         if value:  # InfluxDB refuses an empty tag value
             head += f",{_escape_key(k)}={value}"
     parts = []

@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 from ..model import Snapshot
 from ._http import BoundedHttpServer
+from ._tags import tag_text
 from .base import ExportError, ExporterEntry, HealthMetric
 from .cgroup_counters import CgroupCounters, CgroupSeries
 from ..points import Point, cgroup_total_points, points
@@ -142,7 +143,7 @@ def _families(pts: list[Point]) -> list:
             value = p.fields.get(field)
             if value is not None:
                 tags = {**p.tags, **const}
-                fam.add_metric([tags[k] for k in labels], float(value))
+                fam.add_metric([tag_text(tags[k]) for k in labels], float(value))
     return list(families.values())
 
 

@@ -66,7 +66,7 @@ import re
 from typing import Iterable, Iterator, NamedTuple
 
 from ..carbon import intensity_table
-from ..model import DomainKind
+from ..model import J_PER_KWH, DomainKind
 from .schema import DEVICE, device_of
 from .schema import guess_kind as kind_of
 from ..text import spreadsheet_cell
@@ -84,7 +84,6 @@ COLUMNS = (
     "ram_utilization_percent", "ram_used_gb", "on_cloud", "pue", "wue",
 )
 DEFAULT_PROJECT = "tuimeter"
-J_PER_KWH = 3.6e6
 #: which CodeCarbon column a counted domain's energy goes to (any other kind: cpu)
 _PART = {DomainKind.GPU: "gpu", DomainKind.ANE: "gpu", DomainKind.DRAM: "ram",
          DomainKind.MEMORY: "ram"}

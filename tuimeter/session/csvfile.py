@@ -317,9 +317,12 @@ class SessionWriter:
         (domain all: the top processes, then ``idle/system`` and ``other processes`` with
         an empty pid, so that the process rows of a tick add up to its total) and
         ``cgroup`` rows (domain all, label the cgroup path: the top cgroups, ``other
-        cgroups``, ``idle/system``; they add up to the total too)."""
+        cgroups``, ``idle/system``; they add up to the total too). The points' tags and
+        fields are typed (a pid an int, in_total a bool): nothing is parsed back; the
+        job's CPU and GPU rows take the tick's grams per joule from the snapshot, not
+        from the ``grid`` point, so the order of the points does not matter."""
         ts, el, iv = snap.timestamp, snap.elapsed_s, snap.interval_s
-        factor = 0.0
+        factor = snap.carbon.g_per_j
         for p in points(snap):
             t, f = p.tags, p.fields
             if p.name == "domain":
@@ -328,16 +331,14 @@ class SessionWriter:
                     prov = schema.INTERPOLATED
                 # bridged across the lost intervals before it: over how long; lost: why
                 label = schema.sample_label(f["note"], f["bridged_s"], f["estimated_s"])
-                self._row(ts, el, iv, SAMPLE, t["domain"], t["source"], t["in_total"] == "1",
+                self._row(ts, el, iv, SAMPLE, t["domain"], t["source"], t["in_total"],
                           f["power_w"], f["energy_j"], f["co2_g"], prov, label)
             elif p.name == "machine":
                 self._row(ts, el, iv, TOTAL, "total", "", None, f["power_w"], f["energy_j"],
                           f["co2_g"], t["provenance"],
                           schema.total_label(f["lost"], f["bridged"], f["note"]))
-            elif p.name == "grid":
-                factor = f["g_per_j"]
             elif p.name == "job":
-                pid = int(t["pid"])
+                pid = t["pid"]
                 self._row(ts, el, iv, JOB, "all", "attribution", None, f["power_w"],
                           f["energy_j"], f["co2_g"], t["provenance"], t["name"], pid)
                 for dom in ("cpu", "gpu"):
@@ -347,12 +348,10 @@ class SessionWriter:
             elif p.name == "owner":
                 self._row(ts, el, iv, TREE, "all", "attribution", None, f["power_w"],
                           f["energy_j"], f["co2_g"], t["provenance"],
-                          tree_label(t["name"], t["rank"] or None, bool(f["in_job"])),
-                          int(t["pid"]))
+                          tree_label(t["name"], t["rank"], f["in_job"]), t["pid"])
             elif p.name == "process":
                 self._row(ts, el, iv, PROCESS, "all", "attribution", None, f["power_w"],
-                          f["energy_j"], f["co2_g"], t["provenance"], t["name"],
-                          int(t["pid"]) if t["pid"] else None)
+                          f["energy_j"], f["co2_g"], t["provenance"], t["name"], t["pid"])
             elif p.name == "cgroup":
                 self._row(ts, el, iv, CGROUP, "all", "attribution", None, f["power_w"],
                           f["energy_j"], f["co2_g"], t["provenance"], t["cgroup"])

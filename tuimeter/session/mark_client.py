@@ -19,7 +19,6 @@ target is ``$TUIMETER_SESSION`` when it is set and not empty.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import socket
@@ -27,10 +26,12 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from ..labels import check_label
 from ..model import parse_pid, pid_problem
 from ..text import safe_text
+from . import protocol
 from .markers import SESSION_ENV, socket_dir
 from ..cli_help import help_text
 
@@ -80,7 +81,7 @@ class Answer:
     @property
     def other(self) -> bool:
         """Answered that it is not the targeted session."""
-        return bool(self.reply and self.reply.get("other"))
+        return protocol.is_other(self.reply)
 
 
 def _sockets(directory: str) -> list[str]:
@@ -97,9 +98,9 @@ def _resolve(target: str | None) -> str | None:
 
 def exchange(message: dict, timeout_s: float | None = None,
              target: str | None = FROM_ENV) -> list[Answer]:
-    """Send ``message`` to every session (or the ``target``) at once; their answers in
-    socket order, stale sockets left out. Never raises; returns within about
-    ``timeout_s`` (default :data:`CLIENT_TIMEOUT_S`) + :data:`REPLY_GRACE_S`."""
+    """Send ``message`` (made by :mod:`.protocol`) to every session (or the ``target``) at
+    once; their answers in socket order, stale sockets left out. Never raises; returns
+    within about ``timeout_s`` (default :data:`CLIENT_TIMEOUT_S`) + :data:`REPLY_GRACE_S`."""
     timeout_s = CLIENT_TIMEOUT_S if timeout_s is None else timeout_s
     try:
         directory = socket_dir(create=False)
@@ -107,10 +108,7 @@ def exchange(message: dict, timeout_s: float | None = None,
         log.warning("tuimeter sockets unusable: %s", exc)
         return []
     target = _resolve(target)
-    message = dict(message, expires=time.time() + timeout_s)
-    if target is not None:
-        message.update(session=target, session_path=os.path.realpath(target))
-    data = json.dumps(message).encode("ascii") + b"\n"  # \u escapes: any str goes
+    data = protocol.encode_message(message, time.time() + timeout_s, target)
     send_by = time.monotonic() + timeout_s
     reply_by = send_by + REPLY_GRACE_S
     paths = _sockets(directory)
@@ -154,7 +152,7 @@ def _ask(path: str, data: bytes, send_by: float, reply_by: float):
     try:
         s.sendall(data)
         buf = b""
-        while b"\n" not in buf and len(buf) < 1 << 20:
+        while b"\n" not in buf and len(buf) < protocol.MAX_REPLY_BYTES:
             left = reply_by - time.monotonic()
             if left <= 0:
                 return None
@@ -163,9 +161,8 @@ def _ask(path: str, data: bytes, send_by: float, reply_by: float):
             if not chunk:
                 break
             buf += chunk
-        reply = json.loads(buf.split(b"\n", 1)[0].decode("utf-8"))
-        return reply if isinstance(reply, dict) else None
-    except (OSError, ValueError):
+        return protocol.decode_reply(buf)
+    except OSError:
         return None
     finally:
         s.close()
@@ -218,7 +215,7 @@ def send_mark(label: str, source: str = "cli", pid: int | None = None,
     a ``pid`` that is no process id (:func:`tuimeter.model.is_pid`), before anything is
     sent."""
     label = check_label(label)
-    return _deliver({"op": "mark", "label": label, "source": source}, pid, target, timeout_s)
+    return _deliver(lambda p: protocol.mark_message(label, source, p), pid, target, timeout_s)
 
 
 def send_count(units: dict, source: str = "cli", pid: int | None = None,
@@ -229,28 +226,27 @@ def send_count(units: dict, source: str = "cli", pid: int | None = None,
     from ..work import check_units
 
     units = check_units(units)
-    return _deliver({"op": "count", "units": units, "source": source}, pid, target,
+    return _deliver(lambda p: protocol.count_message(units, source, p), pid, target,
                     timeout_s)
 
 
-def _deliver(message: dict, pid: int | None, target: str | None,
+def _deliver(message: Callable[[int], dict], pid: int | None, target: str | None,
              timeout_s: float | None) -> MarkResult:
-    """Send ``message`` (a mark or a count) about ``pid`` (default: this process) and say
-    what became of it. Raises ValueError on a ``pid`` that is no process id, before
+    """Send ``message(pid)`` (a mark or a count) about ``pid`` (default: this process) and
+    say what became of it. Raises ValueError on a ``pid`` that is no process id, before
     anything is sent."""
     problem = None if pid is None else pid_problem(pid)
     if problem is not None:
         raise ValueError(problem)
-    message["pid"] = os.getpid() if pid is None else pid
     target = _resolve(target)
-    answers = exchange(message, timeout_s, target)
-    ok = [a for a in answers if a.reply is not None and a.reply.get("ok")]
+    answers = exchange(message(os.getpid() if pid is None else pid), timeout_s, target)
+    ok = [a for a in answers if protocol.accepted(a.reply)]
     silent = tuple(a.who for a in answers if a.reply is None)
-    refused = tuple(f"{a.who}: {str(a.reply.get('error', ''))[:80]}" for a in answers
-                    if a.reply is not None and not a.reply.get("ok") and not a.other)
+    refused = tuple(f"{a.who}: {protocol.error_of(a.reply)[:80]}" for a in answers
+                    if a.reply is not None and not protocol.accepted(a.reply) and not a.other)
     if target is not None and ok:
         silent = ()  # the target answered: the silent ones are other sessions
-    return MarkResult(len(ok), tuple(str(a.reply.get("session") or "?") for a in ok), silent,
+    return MarkResult(len(ok), tuple(protocol.session_of(a.reply) for a in ok), silent,
                       refused, target)
 
 

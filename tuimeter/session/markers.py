@@ -7,21 +7,15 @@ samples on its own) listens on ``<dir>/<pid>-<n>.sock``, where ``<dir>`` is
 access (someone else could otherwise plant sockets or read labels); each socket is
 chmod 0600.
 
-Protocol: the client connects, sends one JSON object on one line (UTF-8, at most
-:data:`MAX_MESSAGE_BYTES`), and reads one JSON line back::
-
-    {"op": "mark", "label": "epoch 2", "source": "cli", "pid": 4242, "expires": 1.8e9}
-    {"op": "status"}
-    {"op": "count", "units": {"samples": 64, "tokens": 32768}, "source": "cli", "pid": 4242}
-    {"op": "mark", "label": "train", "source": "api", "pid": 4242,
-     "meter": "4242:140:7f3a", "meter_state": "start",
-     "session": "3f2a9c0d1e4b", "session_path": "/home/me/run.csv"}
+Protocol (:mod:`.protocol`, the one module both ends import, holds its field names and
+limits): the client connects, sends one JSON line (a ``mark``, a ``count`` of work or a
+``status``) and reads one JSON line back.
 
 ``expires`` (seconds since the epoch) is the client's deadline: a message read after it
 is refused, not recorded (a session stopped with SIGSTOP finds it in its socket when it
 is continued, long after the client reported it as not delivered). The client waits for
-the reply a little longer than that (:data:`REPLY_GRACE_S`), so a marker a session
-recorded is one its client was told about; see ``tuimeter.session.mark_client``.
+the reply a little longer than that (:data:`~.mark_client.REPLY_GRACE_S`), so a marker a
+session recorded is one its client was told about; see ``tuimeter.session.mark_client``.
 
 ``session`` / ``session_path`` target one session: its id (the ``session`` column of
 its CSV, or a random id when it writes no file; :attr:`MarkerServer.session_id`) or
@@ -48,7 +42,7 @@ each unit a positive finite number (:mod:`tuimeter.work`), recorded as ``work`` 
 the instant it is read; it is delivered, targeted and expires exactly as a marker is.
 
 The reply is ``{"ok": true, ...}`` with the session's state at the marker (see
-:func:`session_state`), or ``{"ok": false, "error": "..."}`` for a refused message. The
+:func:`.protocol.session_state`), or ``{"ok": false, "error": "..."}`` for a refused message. The
 server never raises into the engine: a bad, oversized, slow or half-closed client costs
 it one log line at most, and a label is checked (:func:`tuimeter.labels.check_label`)
 before it reaches the engine. Clients beyond :data:`MAX_CONNECTIONS` wait in the
@@ -58,7 +52,6 @@ listen queue (they are served in turn, or expire), never dropped unanswered.
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import os
 import selectors
@@ -71,22 +64,18 @@ import time
 
 from ..labels import MAX_LABEL_CHARS, check_label  # noqa: F401 (part of this module's API)
 from ..model import pid_problem
-from ..points import points
+from . import protocol
 from .ids import new_session_id
+from .protocol import MAX_MESSAGE_BYTES, session_state
 
 log = logging.getLogger(__name__)
 
-#: a message longer than this is refused (a label is short; this is not a data channel).
-#: 200 characters of 4-byte UTF-8 plus the other fields fit.
-MAX_MESSAGE_BYTES = 4096
 #: a connection that has not sent a full line by then is dropped (seconds)
 SERVER_CONN_TIMEOUT_S = 2.0
 #: at most this many clients are served at once; more wait in the listen queue
 MAX_CONNECTIONS = 64
 #: the listen queue (the kernel caps it at net.core.somaxconn)
 LISTEN_BACKLOG = 1024
-#: marker sources a client may claim (the Marker model's vocabulary)
-SOURCES = ("cli", "api", "socket")
 
 _counter = itertools.count(1)
 
@@ -124,57 +113,6 @@ def socket_dir(create: bool = True) -> str:
     return path
 
 
-def session_state(engine, marker=None, session_id: str | None = None,
-                  path: str | None = None, owner_pid: int | None = None) -> dict:
-    """What a reply carries: the engine's cumulative energy at its last tick.
-
-    ``elapsed_s`` is the marker's instant (or now); ``tick_elapsed_s`` the last tick's.
-    A client extrapolates a domain's energy to the marker with its last ``power_w``.
-    With ``owner_pid`` (a followed tree's root), ``own`` holds that tree's domains in
-    the same form (``provenance`` attributed; none yet before its first tick).
-    """
-    snap = engine.snapshot
-    now_elapsed = marker.elapsed_s if marker is not None else (snap.elapsed_s if snap else 0.0)
-    out = {"ok": True, "server": f"{os.getpid()}:{id(engine):x}", "session": session_id,
-           "path": path, "host": engine.host,
-           "interval_s": engine.interval_s, "elapsed_s": now_elapsed,
-           "timestamp": marker.timestamp if marker is not None else time.time()}
-    if snap is not None:
-        out.update({"tick_seq": snap.seq, "tick_elapsed_s": snap.elapsed_s,
-                    "co2_g_per_j": None, "total_energy_j": None, "total_power_w": None})
-        domains = []
-        for p in points(snap):  # the cumulative values, from the one projection
-            if p.name == "grid":
-                out["co2_g_per_j"] = p.fields["g_per_j"]
-            elif p.name == "machine":
-                out["total_energy_j"] = p.fields["total_energy_j"]
-                out["total_power_w"] = p.fields["power_w"]
-            elif p.name == "domain":
-                domains.append({"id": p.tags["domain"], "source": p.tags["source"],
-                                "in_total": p.tags["in_total"] == "1",
-                                "provenance": p.tags["provenance"],
-                                "total_energy_j": p.fields["total_energy_j"],
-                                "total_co2_g": p.fields["total_co2_g"],
-                                "power_w": p.fields["power_w"]})
-        out["domains"] = domains
-        if owner_pid is not None:
-            out["own"] = own_state(snap, owner_pid)
-    return out
-
-
-def own_state(snap, pid: int) -> dict:
-    """The ``own`` part of a reply: the owner tree rooted at ``pid`` at ``snap``'s tick
-    (its ``domains``: id, total_energy_j, power_w), with its ``rank``."""
-    for o in snap.owners:
-        if o.pid == pid:
-            iv = snap.interval_s
-            return {"rank": o.rank, "provenance": str(o.provenance),
-                    "domains": [{"id": d.id, "total_energy_j": d.total_energy_j,
-                                 "power_w": d.energy_j / iv if iv > 0 else 0.0}
-                                for d in o.domains]}
-    return {"rank": None, "provenance": "attributed", "domains": []}
-
-
 def peer_of(conn) -> tuple[int, int] | None:
     """(pid, uid) of the process at the other end of a UNIX socket, as the kernel says
     (``SO_PEERCRED``, Linux); None where it cannot say."""
@@ -208,10 +146,6 @@ def owner_pid(claimed: int | None, peer: tuple[int, int] | None) -> int | None:
         return None
 
 
-#: longest meter id accepted
-MAX_METER_ID = 64
-
-
 def pid_alive(pid: int) -> bool:
     """Whether process ``pid`` exists and is not a zombie."""
     import psutil
@@ -223,56 +157,44 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
-def _number(x) -> float | None:
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
-
-
 def _handle(server: "MarkerServer", line: bytes,
             peer: tuple[int, int] | None = None) -> dict:
     from ..engine.sampler import SessionEnded  # loaded already: the server serves an engine
 
     try:
-        msg = json.loads(line.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        return {"ok": False, "error": "not a JSON line"}
-    if not isinstance(msg, dict):
-        return {"ok": False, "error": "message must be a JSON object"}
-    if not server.is_target(msg.get("session"), msg.get("session_path")):
-        return {"ok": False, "other": True, "session": server.session_id,
-                "error": "not this session"}
-    op = msg.get("op", "mark")
-    if op == "status":
+        msg = protocol.decode_message(line)
+    except protocol.ProtocolError as exc:
+        return protocol.refused(str(exc))
+    if not server.is_target(msg):
+        return protocol.other_session(server.session_id)
+    if msg.op == protocol.STATUS:
         return server.state()
-    if op not in ("mark", "count"):
-        return {"ok": False, "error": f"unknown op {str(op)[:20]!r}"}
-    expires = _number(msg.get("expires"))
-    if expires is not None and time.time() > expires:
+    if msg.op not in (protocol.MARK, protocol.COUNT):
+        return protocol.refused(f"unknown op {str(msg.op)[:20]!r}")
+    if msg.expired():
         # the client has given up on this session: recording it now would be a marker
         # it reported as not delivered (and late, e.g. after SIGSTOP/SIGCONT)
-        return {"ok": False, "expired": True, "error": "arrived after the client's deadline"}
-    source = msg.get("source") if msg.get("source") in SOURCES else "socket"
-    pid = msg.get("pid")
+        return protocol.expired()
+    pid = msg.pid
     problem = None if pid is None else pid_problem(pid)
     if problem is not None:
-        return {"ok": False, "error": problem}
-    if op == "count":
-        return _count(server, msg.get("units"), source, pid)
+        return protocol.refused(problem)
+    if msg.op == protocol.COUNT:
+        return _count(server, msg.units, msg.source, pid)
     try:
-        label = check_label(msg.get("label"))
+        label = check_label(msg.label)
     except ValueError as exc:
-        return {"ok": False, "error": str(exc)}
+        return protocol.refused(str(exc))
     try:
-        marker = server.engine.add_marker(label, source=source, pid=pid)
+        marker = server.engine.add_marker(label, source=msg.source, pid=pid)
     except SessionEnded as exc:
-        return {"ok": False, "error": str(exc)}
-    meter, state = msg.get("meter"), msg.get("meter_state")
-    if (isinstance(meter, str) and 0 < len(meter) <= MAX_METER_ID
-            and state in ("start", "end") and pid is not None):
-        server._meter_event(meter, pid, state)
-    owner = owner_pid(pid, peer) if source == "api" and server.engine.tracks_owners else None
-    if owner is not None and state != "end":
-        rank = msg.get("rank")
-        server.engine.track_owner(owner, marker.elapsed_s, rank if isinstance(rank, str) else None)
+        return protocol.refused(str(exc))
+    if msg.meter is not None and pid is not None:
+        server._meter_event(msg.meter, pid, msg.meter_state)
+    owner = (owner_pid(pid, peer) if msg.source == "api" and server.engine.tracks_owners
+             else None)
+    if owner is not None and msg.meter_state != "end":
+        server.engine.track_owner(owner, marker.elapsed_s, msg.rank)
     return server.state(marker, owner)
 
 
@@ -283,15 +205,15 @@ def _count(server: "MarkerServer", units, source: str, pid: int | None) -> dict:
     from ..work import check_units
 
     if not isinstance(units, dict):
-        return {"ok": False, "error": "units must be a JSON object of UNIT: N"}
+        return protocol.refused("units must be a JSON object of UNIT: N")
     try:
         checked = check_units(units)
     except ValueError as exc:
-        return {"ok": False, "error": str(exc)}
+        return protocol.refused(str(exc))
     try:
         work = server.engine.add_work(checked, source=source, pid=pid)
     except SessionEnded as exc:
-        return {"ok": False, "error": str(exc)}
+        return protocol.refused(str(exc))
     return server.state(work)
 
 
@@ -364,18 +286,18 @@ class MarkerServer:
                 now = time.monotonic()
                 for conn, (_buf, deadline, _peer) in list(self._conns.items()):
                     if now > deadline:
-                        self._finish(conn, {"ok": False, "error": "timed out"}, refused=True)
+                        self._finish(conn, protocol.refused("timed out"), refused=True)
             except Exception:  # never let the listener die, never disturb the engine
                 log.exception("marker server error")
 
-    def is_target(self, session, session_path) -> bool:
+    def is_target(self, msg: protocol.Message) -> bool:
         """Whether a message's target (none: every session) is this session."""
-        if session is None and session_path is None:
+        if not msg.targeted:
             return True
-        if isinstance(session, str) and session == self.session_id:
+        if msg.session is not None and msg.session == self.session_id:
             return True
-        return (isinstance(session_path, str) and self._csv_real is not None
-                and session_path == self._csv_real)  # the client sends its real path
+        return (msg.session_path is not None and self._csv_real is not None
+                and msg.session_path == self._csv_real)  # the client sends its real path
 
     def state(self, marker=None, owner: int | None = None) -> dict:
         return session_state(self.engine, marker, self.session_id, self.csv_path, owner)
@@ -408,9 +330,9 @@ class MarkerServer:
         if b"\n" in buf:
             line = buf.split(b"\n", 1)[0]
             reply = _handle(self, line, state[2])
-            self._finish(conn, reply, refused=not reply.get("ok"))
+            self._finish(conn, reply, refused=not protocol.accepted(reply))
         elif len(buf) > MAX_MESSAGE_BYTES:
-            self._finish(conn, {"ok": False, "error": f"message over {MAX_MESSAGE_BYTES} bytes"},
+            self._finish(conn, protocol.refused(f"message over {MAX_MESSAGE_BYTES} bytes"),
                          refused=True)
         elif not data:  # closed without a full line
             self._finish(conn, None, refused=bool(buf))
@@ -446,7 +368,7 @@ class MarkerServer:
                     self._meters_changed.wait(min(left, 0.5))
 
     def _finish(self, conn, reply: dict | None, refused: bool = False) -> None:
-        self.refused += refused and not (reply or {}).get("other")
+        self.refused += refused and not protocol.is_other(reply)
         self._conns.pop(conn, None)
         try:
             self._sel.unregister(conn)
@@ -456,7 +378,7 @@ class MarkerServer:
             try:
                 conn.setblocking(True)
                 conn.settimeout(0.2)
-                conn.sendall(json.dumps(reply).encode() + b"\n")
+                conn.sendall(protocol.encode_reply(reply))
             except OSError:
                 pass
         conn.close()

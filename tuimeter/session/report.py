@@ -41,7 +41,6 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..carbon import co2_g
 from ..periods import load as load_periods
 from ..phases import DomainEnergy, Samples, combine, energy_between
 from ..text import safe_text
@@ -180,7 +179,7 @@ def load_file(path: str, by: str | None = None) -> FileResult:
                 unit, n = work_of(row)
                 cur.work.append((row.elapsed_s + cur.offset, unit, n))
             elif kind == CARBON:  # the figure in force from this tick on
-                cur.g_now = co2_g(1.0, carbon_of(row))
+                cur.g_now = carbon_of(row).g_per_j
             elif kind == owner_rows_kind and row.energy_j is not None:
                 _add_owner(cur, owner_kind.key(row), row, key)
             elif kind in META_KINDS:
@@ -274,7 +273,7 @@ def _g_per_j(sess: SessionData) -> float:
     """g CO2e per J of a session's samples before any ``carbon`` row: its recorded
     settings, else what its co2_g cells say (0 before one is read)."""
     carbon = sess.meta.carbon
-    return co2_g(1.0, carbon) if carbon is not None else sess.g_per_j or 0.0
+    return carbon.g_per_j if carbon is not None else sess.g_per_j or 0.0
 
 
 # -- computing -----------------------------------------------------------------------

@@ -40,7 +40,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import re
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 from ..carbon import CarbonError, check_intensity, check_pue
 from ..model import PID_LIMIT, CarbonInfo, Domain, DomainKind, Provenance, Snapshot, Work
@@ -609,11 +609,11 @@ def sample_label(note: str, bridged_s: float | None, estimated_s: float | None =
     return _LOST_WHY.get(note, note)
 
 
-def total_label(lost: str, bridged: str, note: str) -> str:
+def total_label(lost: Sequence[str], bridged: Sequence[str], note: str) -> str:
     """A ``total`` row's label: ``incomplete: lost package-1`` (in-total domains lost in
     the interval, comma-separated: the total lacks them), ``with bridged package-1`` (its power
     averages their bridged energy over their spans), ``partial: no power``; "" when plain."""
-    parts = [f"{INCOMPLETE}: lost {lost}" if lost else "",
-             f"with {_BRIDGED}{bridged}" if bridged else "",  # not a sample's prefix
+    parts = [f"{INCOMPLETE}: lost {','.join(lost)}" if lost else "",
+             f"with {_BRIDGED}{','.join(bridged)}" if bridged else "",  # not a sample's prefix
              f"{PARTIAL}: no power" if note == PARTIAL else ""]
     return "; ".join(p for p in parts if p)
