@@ -1,0 +1,339 @@
+"""The nodes' cumulative energy counters, read from Prometheus, as one sensor of the engine.
+
+Each remote (node, domain) is a domain named ``NODE/DOMAIN`` (``node03/package-0``,
+``node03/gpu1``), so the engine's rules apply unchanged (README, "What adds up"; the
+engine's docstring): only ``in_total`` domains add up; a node whose series are missing,
+or whose last sample is older than a few scrape intervals, is ``lost`` (never 0 W); on its
+return the step is bridged when the counter is plausible, and a counter that went back (a
+restarted recorder starts again at 0) is a reset: not energy, the span lost.
+
+Right joules: each read asks for the raw samples of the last few scrape intervals
+(``metric{...}[30s]`` in an instant query: each sample with the timestamp of its scrape)
+and differences them itself, through :class:`~tuimeter.sensors.base.CounterTracker` fed
+with the samples' own timestamps. ``rate()`` and ``increase()`` extrapolate to the window's
+edges and are never used for energy.
+
+Sources (``--source``), one per device: tuimeter's own series
+(``tuimeter_energy_joules_total``, J); NVIDIA's DCGM exporter
+(``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION``, **mJ**, labels ``Hostname``, ``gpu``, ``UUID``,
+``hpc_job``) as ``NODE/gpuN``; Kepler's ``kepler_node_<zone>_joules_total`` (J) as
+``NODE/kepler-<zone>``. A device tuimeter itself measures on a node is never taken from
+another source too (DCGM's ``gpuN`` of a node whose tuimeter series have ``gpuN``; Kepler's
+CPU zones of a node with tuimeter series at all), so no joule counts twice.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from ..model import Domain, DomainKind, Event, Link, Provenance, Reading, SensorStatus, Status
+from ..sensors.base import CounterTracker, Sensor, SensorUnavailable
+from .promapi import PromClient, PromError, Series
+
+#: the window of the first query, which finds the series and their scrape interval, s
+DISCOVER_WINDOW_S = 60.0
+#: a node is lost when its last sample is older than this many of its scrape intervals ...
+STALE_SCRAPES = 3.0
+#: ... and at least this old, s
+MIN_STALE_S = 3.0
+#: the ceiling of one remote domain's power, W (a plausibility bound on a step: x10)
+MAX_DOMAIN_W = 20_000.0
+TUIMETER_METRIC = "tuimeter_energy_joules_total"
+DCGM_METRIC = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
+KEPLER_ZONES = {"package": DomainKind.PACKAGE, "dram": DomainKind.DRAM,
+                "platform": DomainKind.PSYS, "other": DomainKind.OTHER}
+
+
+def _quote(value: str) -> str:
+    """A PromQL string literal."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def _regex_alternatives(names: Sequence[str]) -> str:
+    """``a|b`` for ``=~``, each name's regex characters escaped."""
+    out = []
+    for n in names:
+        out.append("".join("\\" + c if not (c.isalnum() or c in "_-") else c for c in n))
+    return "|".join(out)
+
+
+def matchers(selector: Sequence[tuple[str, str]], nodes: Sequence[str] | None,
+             host_label: str = "host") -> str:
+    """``{k="v",host=~"a|b"}`` (``""`` when there is nothing to match)."""
+    parts = [f"{k}={_quote(v)}" for k, v in selector]
+    if nodes:
+        parts.append(f"{host_label}=~{_quote(_regex_alternatives(nodes))}")
+    return "{" + ",".join(parts) + "}" if parts else ""
+
+
+@dataclass(frozen=True)
+class Spec:
+    """How one source's series become remote domains."""
+
+    name: str
+    metric: str
+    host_label: str
+    scale_j: float  # the series' unit, in joules
+
+    def key(self, labels: dict[str, str]) -> tuple[str, str] | None:
+        """(node, domain id) of a series, or None to skip it."""
+        host = labels.get(self.host_label, "")
+        if self.name == "tuimeter":
+            dom = labels.get("domain", "")
+        elif self.name == "dcgm":
+            gpu = labels.get("gpu", "")
+            dom = f"gpu{gpu}" if gpu.isdigit() else ""
+        else:  # kepler: kepler_node_<zone>_joules_total
+            zone = labels.get("__name__", "").removeprefix("kepler_node_")
+            zone = zone.removesuffix("_joules_total")
+            mode = labels.get("mode", "")
+            dom = f"kepler-{zone}" if zone in KEPLER_ZONES and mode in ("", "dynamic",
+                                                                         "idle") else ""
+            if dom and mode:
+                dom += f"-{mode}"
+        if not host or not dom or "/" in host or not host.isprintable() or not dom.isprintable():
+            return None
+        return host, dom
+
+    def domain(self, host: str, dom: str, labels: dict[str, str]) -> Domain:
+        if self.name == "tuimeter":
+            try:
+                kind = DomainKind(labels.get("kind", "other"))
+            except ValueError:
+                kind = DomainKind.OTHER
+            try:
+                prov = Provenance(labels.get("provenance", "measured"))
+            except ValueError:
+                prov = Provenance.MEASURED
+            in_total = labels.get("in_total") == "1"
+            source = labels.get("source", "")
+        elif self.name == "dcgm":
+            kind, prov, in_total, source = DomainKind.GPU, Provenance.MEASURED, True, "dcgm"
+        else:
+            zone = dom.removeprefix("kepler-").split("-")[0]
+            kind, prov, source = KEPLER_ZONES[zone], Provenance.MEASURED, "kepler"
+            in_total = zone in ("package", "dram")
+        label = f"{dom} of {host} ({source or self.name} via Prometheus)"
+        return Domain(id=f"{host}/{dom}", name=f"{host}/{dom}", kind=kind, source="cluster",
+                      provenance=prov, in_total=in_total, label=label[:200])
+
+
+SPECS = {
+    "tuimeter": Spec("tuimeter", TUIMETER_METRIC, "host", 1.0),
+    "dcgm": Spec("dcgm", DCGM_METRIC, "Hostname", 1e-3),
+    "kepler": Spec("kepler", '{__name__=~"kepler_node_(package|dram|platform|other)_joules_total"}',
+                   "instance", 1.0),
+}
+
+
+@dataclass
+class _Remote:
+    domain: Domain
+    host: str
+    spec: Spec
+    tracker: CounterTracker
+    stale_after_s: float
+    last_ts: float | None = None  # remote time of the last sample fed to the tracker
+    lost: bool = False
+
+
+@dataclass
+class NodeState:
+    """What the view shows of a node: its last sample's age, whether it is lost, why."""
+
+    host: str
+    age_s: float | None = None
+    lost: bool = False
+    why: str = ""
+    domains: list[str] = field(default_factory=list)
+
+
+class ClusterSensor(Sensor):
+    """The remote domains of the nodes that match ``selector`` (label matchers) and
+    ``nodes`` (None: all), read through ``client``. ``stale_after_s`` None: three of each
+    series' scrape intervals (at least :data:`MIN_STALE_S`). ``wallclock``: the clock
+    the samples' ages are measured on (the Prometheus server's, kept in sync by NTP)."""
+
+    name = "cluster"
+
+    def __init__(self, client: PromClient, selector: Sequence[tuple[str, str]] = (),
+                 nodes: Sequence[str] | None = None, sources: Sequence[str] = ("tuimeter",),
+                 stale_after_s: float | None = None,
+                 wallclock: Callable[[], float] = time.time):
+        self.client = client
+        self.selector = tuple(selector)
+        self.nodes = tuple(nodes) if nodes else None
+        self.sources = tuple(sources)
+        self.stale_after_s = stale_after_s
+        self.wallclock = wallclock
+        self._remotes: dict[str, _Remote] = {}
+        self._events: list[Event] = []
+        self._lock = threading.Lock()
+        self.error = ""  # the last query's failure, "" while they answer
+        self.query_s: float | None = None  # how long the last read's queries took
+
+    # -- the queries -------------------------------------------------------------------
+    def _expr(self, spec: Spec, window_s: float, hosts: Sequence[str] | None) -> str:
+        if spec.name == "tuimeter":
+            sel = matchers(self.selector, hosts or self.nodes, spec.host_label)
+            return f"{spec.metric}{sel}[{math.ceil(window_s)}s]"
+        # another exporter's series carry none of our tags: the nodes found select them
+        sel = matchers((), hosts or self.nodes, spec.host_label)
+        if spec.metric.startswith("{"):
+            inner = spec.metric[1:-1] + ("," + sel[1:-1] if sel else "")
+            return f"{{{inner}}}[{math.ceil(window_s)}s]"
+        return f"{spec.metric}{sel}[{math.ceil(window_s)}s]"
+
+    def _query(self, window_s: float, hosts: Sequence[str] | None
+               ) -> list[tuple[Spec, Series]]:
+        out = []
+        for name in self.sources:
+            spec = SPECS[name]
+            out += [(spec, s) for s in self.client.query(self._expr(spec, window_s, hosts),
+                                                        at=self.wallclock())]
+        return out
+
+    # -- Sensor --------------------------------------------------------------------------
+    def is_available(self) -> SensorStatus:
+        return SensorStatus(self.name, True, f"Prometheus at {self.client.url}")
+
+    def open(self) -> Sequence[Domain]:
+        try:
+            found = self._query(DISCOVER_WINDOW_S, None)
+        except PromError as exc:
+            raise SensorUnavailable(str(exc), "check --prometheus-url and that it is "
+                                    "up") from None
+        latest: dict[str, tuple[Spec, Series, str]] = {}
+        rank = {name: i for i, name in enumerate(SPECS)}  # tuimeter's own first
+        for spec, s in found:
+            key = spec.key(s.labels)
+            if key is None or not s.samples:
+                continue
+            did = f"{key[0]}/{key[1]}"
+            cur = latest.get(did)
+            # one (node, domain) in two series: tuimeter's own over another source's (one
+            # source per device), else the newer (a label changed)
+            if cur is not None and (rank[cur[0].name], -cur[1].samples[-1][0]) <= (
+                    rank[spec.name], -s.samples[-1][0]):
+                continue
+            latest[did] = (spec, s, key[0])
+        own_hosts = {h for sp, _, h in latest.values() if sp.name == "tuimeter"}
+        for did, (spec, s, host) in sorted(latest.items()):
+            if spec.name == "kepler" and host in own_hosts:
+                continue  # tuimeter measures this node's CPU itself: one source per device
+            dom = spec.domain(host, did.split("/", 1)[1], s.labels)
+            stale = self.stale_after_s or max(STALE_SCRAPES * _spacing(s.samples), MIN_STALE_S)
+            tracker = CounterTracker(0, spec.scale_j, MAX_DOMAIN_W, unit=1.0)
+            self._remotes[did] = _Remote(dom, host, spec, tracker, stale)
+        if not self._remotes:
+            what = " ".join(f"{k}={v}" for k, v in self.selector) or "any"
+            raise SensorUnavailable(
+                f"no energy series of {', '.join(self.sources)} for {what} "
+                f"{'nodes ' + ','.join(self.nodes) if self.nodes else 'node'} at "
+                f"{self.client.url}",
+                "check that Prometheus scrapes the nodes' tuimeter record --prometheus "
+                "(docs/cluster.md) and the --selector / --nodes")
+        return [r.domain for r in self._remotes.values()]
+
+    def read(self, now_s: float) -> Sequence[Reading]:
+        with self._lock:
+            window = max(r.stale_after_s for r in self._remotes.values())
+            t0 = time.perf_counter()
+            try:
+                found = self._query(window, sorted({r.host for r in self._remotes.values()}))
+                self.error = ""
+            except PromError as exc:
+                self.error = str(exc)
+                found = []
+            self.query_s = time.perf_counter() - t0
+            wall = self.wallclock()
+            last: dict[str, tuple[float, float]] = {}
+            for spec, s in found:
+                key = spec.key(s.labels)
+                if key is None or not s.samples:
+                    continue
+                did = f"{key[0]}/{key[1]}"
+                r = self._remotes.get(did)
+                if r is None or r.spec is not spec:
+                    continue
+                ts, value = s.samples[-1]
+                if did not in last or ts > last[did][0]:
+                    last[did] = (ts, value)
+            return [self._read_one(r, last.get(did), now_s, wall)
+                    for did, r in self._remotes.items()]
+
+    def _read_one(self, r: _Remote, sample: tuple[float, float] | None, now_s: float,
+                  wall: float) -> Reading:
+        did = r.domain.id
+        if sample is None or wall - sample[0] > r.stale_after_s:
+            why = self.error or (f"no sample for {r.stale_after_s:.3g} s" if sample is None
+                                 else f"last sample {wall - sample[0]:.1f} s old")
+            return self._lose(r, now_s, why)
+        ts, value = sample
+        if not math.isfinite(value):
+            return self._lose(r, now_s, f"the series holds {value}")
+        if r.last_ts is not None and ts <= r.last_ts:  # no new scrape since the last read
+            if r.lost:  # the same sample as when it was lost: still no news
+                return self._lose(r, now_s, "no new sample")
+            return Reading(did, now_s, r.tracker.energy_j)
+        r.last_ts = ts
+        step = r.tracker.update(value, ts)
+        if step.kind == "rejected":
+            return self._lose(r, now_s, step.detail)
+        if r.lost:
+            r.lost = False
+            self._events.append(Event(now_s, self.name, did, "recovered",
+                                      f"{did} answers again ({step.kind or 'continuous'})"))
+        if step.kind == "reset":
+            self._events.append(Event(now_s, self.name, did, "reset", step.detail))
+        link = {"bridged": Link.BRIDGED, "reset": Link.BROKEN, "gap": Link.BROKEN}.get(
+            step.kind, Link.CONTINUOUS)
+        base_t = None if step.base_t_s is None else now_s - (wall - step.base_t_s)
+        return Reading(did, now_s, r.tracker.energy_j,
+                       note=step.kind if link is Link.BROKEN else "", link=link,
+                       base_t_s=base_t, base_energy_j=step.base_energy_j)
+
+    def _lose(self, r: _Remote, now_s: float, why: str) -> Reading:
+        if not r.lost:
+            r.lost = True
+            self._events.append(Event(now_s, self.name, r.domain.id, "lost", why))
+        r.tracker.reject(why)  # the next good sample is bridged if plausible
+        return Reading(r.domain.id, now_s, r.tracker.energy_j, None, Status.LOST, why)
+
+    def drain_events(self) -> list[Event]:
+        with self._lock:
+            out, self._events = self._events, []
+        return out
+
+    def status(self) -> SensorStatus:
+        n = len({r.host for r in self._remotes.values()})
+        return SensorStatus(self.name, True, self.error or
+                            f"{n} node(s) via Prometheus at {self.client.url}")
+
+    def nodes_state(self) -> list[NodeState]:
+        """Each node's staleness (the age of its newest sample) and whether it is lost."""
+        wall = self.wallclock()
+        out: dict[str, NodeState] = {}
+        with self._lock:
+            for r in self._remotes.values():
+                n = out.setdefault(r.host, NodeState(r.host))
+                n.domains.append(r.domain.id)
+                if r.last_ts is not None:
+                    age = wall - r.last_ts
+                    n.age_s = age if n.age_s is None else min(n.age_s, age)
+                n.lost = n.lost or r.lost
+                if r.lost and not n.why:
+                    n.why = self.error or "stale"
+        return list(out.values())
+
+
+def _spacing(samples: Sequence[tuple[float, float]]) -> float:
+    """The median spacing of a series' samples (its scrape interval), s; 15 s (the
+    Prometheus default) when there are too few."""
+    steps = [b[0] - a[0] for a, b in zip(samples, samples[1:]) if b[0] > a[0]]
+    return statistics.median(steps) if steps else 15.0
