@@ -303,6 +303,13 @@ def _profile_ui(*args: Any) -> tuple:
 
 
 
+def _cluster_ui(*args: Any) -> None:
+    """``tuimeter cluster`` without --headless: the UI is imported only when asked for."""
+    from .tui.cluster_screen import run_cluster_ui
+
+    run_cluster_ui(*args)
+
+
 _default_showwarning = warnings.showwarning
 
 
@@ -349,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     if first == "cluster":
         from .cluster.cli import cmd_cluster
 
-        return cmd_cluster(argv[1:])
+        return cmd_cluster(argv[1:], ui=_cluster_ui)
     if first == "completion":
         from .completion import cmd_completion
 

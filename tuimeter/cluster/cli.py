@@ -89,7 +89,8 @@ def open_engine(args: argparse.Namespace, env=os.environ) -> Any:
 
 
 def cmd_cluster(argv: list[str], ui: Any = None) -> int:
-    """``tuimeter cluster``; its exit status. ``ui(engine, args)`` runs the view."""
+    """``tuimeter cluster``; its exit status. ``ui(engine, args)`` runs the view (given by
+    :mod:`tuimeter.cli`, which alone imports the UI: this package stays headless)."""
     args = parser().parse_args(argv)
     problem = _usage_problem(args)
     if problem:
@@ -123,8 +124,7 @@ def cmd_cluster(argv: list[str], ui: Any = None) -> int:
                 say(f"tuimeter: cluster: {s.reason}")
         live.start()
         if not args.headless:
-            if ui is None:
-                from ..tui.cluster_screen import run_cluster_ui as ui
+            assert ui is not None, "tuimeter.cli passes the view"
             try:
                 ui(engine, args)
             finally:

@@ -45,6 +45,9 @@ MIN_STALE_S = 3.0
 MAX_DOMAIN_W = 20_000.0
 TUIMETER_METRIC = "tuimeter_energy_joules_total"
 DCGM_METRIC = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
+#: labels of tuimeter's energy series that are not a node's tags
+OWN_LABELS = frozenset({"__name__", "host", "domain", "kind", "source", "provenance",
+                        "in_total", "instance"})
 KEPLER_ZONES = {"package": DomainKind.PACKAGE, "dram": DomainKind.DRAM,
                 "platform": DomainKind.PSYS, "other": DomainKind.OTHER}
 
@@ -175,6 +178,8 @@ class ClusterSensor(Sensor):
         self._events: list[Event] = []
         self._lock = threading.Lock()
         self.error = ""  # the last query's failure, "" while they answer
+        #: each node's labels beyond tuimeter's own (its ``--tag``s: job, partition ...)
+        self.tags: dict[str, dict[str, str]] = {}
         self.query_s: float | None = None  # how long the last read's queries took
 
     # -- the queries -------------------------------------------------------------------
@@ -227,6 +232,9 @@ class ClusterSensor(Sensor):
             if spec.name == "kepler" and host in own_hosts:
                 continue  # tuimeter measures this node's CPU itself: one source per device
             dom = spec.domain(host, did.split("/", 1)[1], s.labels)
+            if spec.name == "tuimeter":
+                self.tags.setdefault(host, {k: v for k, v in s.labels.items()
+                                            if k not in OWN_LABELS and v.isprintable()})
             stale = self.stale_after_s or max(STALE_SCRAPES * _spacing(s.samples), MIN_STALE_S)
             tracker = CounterTracker(0, spec.scale_j, MAX_DOMAIN_W, unit=1.0)
             self._remotes[did] = _Remote(dom, host, spec, tracker, stale)
