@@ -68,8 +68,9 @@ def test_energy_is_the_difference_of_raw_samples_and_only_in_total_adds(api):
     ids = {d.domain.id for d in snaps[-1].domains}
     assert "node01/package-0/core" in ids
     assert all("rate(" not in q and "increase(" not in q for q in api.queries)
-    assert all(q.startswith("tuimeter_energy_joules_total") and q.endswith("s]")
-               for q in api.queries)
+    energy = [q for q in api.queries if "energy" in q]
+    assert energy and all(q.startswith("tuimeter_energy_joules_total") and q.endswith("s]")
+                          for q in energy)
 
 
 def test_a_silent_node_is_lost_from_then_on_never_0_w(api):
@@ -266,3 +267,29 @@ def test_no_slurm_is_one_line_and_a_hostile_node_name_refused(tmp_path):
                  "-o", str(tmp_path / "c.csv"), env={"PATH": str(tmp_path / "none")})
     assert r.returncode == 2 and "SLURM is not installed" in r.stderr and \
         r.stderr.count("\n") == 1, r.stderr
+
+
+def test_markers_of_the_nodes_are_merged_into_the_cluster_session(api):
+    """A node's new last marker (tuimeter_last_marker_info) becomes ``NODE: LABEL`` in the
+    cluster session; the one already there when it opened does not."""
+    from tuimeter.cluster.cli import MergeMarkers
+
+    api.series += node_series("node01", T0 - 30, W) + node_series("node02", T0 - 30, W)
+    old = FakeSeries({"__name__": "tuimeter_last_marker_info", "host": "node01",
+                      "label": "warmup", "marker": "1", "source": "cli"},
+                     lambda t: 1.0 if t < T0 + 4 else None, T0 - 30)
+    new = FakeSeries({"__name__": "tuimeter_last_marker_info", "host": "node01",
+                      "label": "epoch 2", "marker": "2", "source": "cli"},
+                     lambda t: 1.0 if t >= T0 + 4 else None, T0 - 30)
+    api.series += [old, new]
+    wall = FakeClock(T0)
+    sensor = ClusterSensor(PromClient(api.url, env={}), wallclock=wall)
+    eng, clock = make_engine([sensor], wallclock=wall)
+    eng.open()
+    eng.subscribe(MergeMarkers(eng))
+    for _ in range(8):
+        clock.advance(1.0)
+        wall.advance(1.0)
+        snap = eng.tick()
+    assert [m.label for m in snap.markers] == ["node01: epoch 2"]
+    eng.close()

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
-_SEL = re.compile(r'^(?P<metric>[A-Za-z_:][A-Za-z0-9_:]*)?(\{(?P<m>[^}]*)\})?\[(?P<w>\d+)s\]$')
+_SEL = re.compile(r'^(?P<metric>[A-Za-z_:][A-Za-z0-9_:]*)?(\{(?P<m>[^}]*)\})?(\[(?P<w>\d+)s\])?$')
 _MATCH = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)(=~|=)"((?:[^"\\]|\\.)*)"')
 
 
@@ -48,7 +48,7 @@ class FakePromAPI:
         m = _SEL.match(expr.replace(" ", ""))
         if not m:
             return {"status": "error", "errorType": "bad_data", "error": f"parse error: {expr}"}
-        metric, window = m["metric"], float(m["w"])
+        metric, window = m["metric"], float(m["w"] or 300)  # instant: 5 min lookback
         matchers = [(k, op, v.replace('\\"', '"').replace("\\\\", "\\"))
                     for k, op, v in _MATCH.findall(m["m"] or "")]
         out = []
@@ -71,10 +71,12 @@ class FakePromAPI:
                 if v is not None:
                     values.append([round(t, 3), repr(float(v))])
                 t += s.scrape_s
-            if values:
-                shown = {k: v for k, v in labels.items()}
-                out.append({"metric": shown, "values": values})
-        return {"status": "success", "data": {"resultType": "matrix", "result": out}}
+            if values and m["w"]:
+                out.append({"metric": dict(labels), "values": values})
+            elif values:  # an instant vector: the newest sample, at the query's time
+                out.append({"metric": dict(labels), "value": [at, values[-1][1]]})
+        kind = "matrix" if m["w"] else "vector"
+        return {"status": "success", "data": {"resultType": kind, "result": out}}
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -119,6 +119,7 @@ def cmd_cluster(argv: list[str], ui: Any = None) -> int:
     try:
         live = LiveSession(engine, recorder, markers=False)
         live.open(opened=True)
+        engine.subscribe(MergeMarkers(engine))
         if not args.quiet:
             for s in engine.statuses:
                 say(f"tuimeter: cluster: {s.reason}")
@@ -141,6 +142,25 @@ def cmd_cluster(argv: list[str], ui: Any = None) -> int:
         return 1 if summary.problems or summary.record_error else 0
     finally:
         caught.restore()
+
+
+class MergeMarkers:
+    """An engine listener: each marker a node added (read by the source) becomes a marker
+    of the cluster session, ``NODE: LABEL`` (in the file, for ``report``'s phases, and in
+    the views): the nodes' markers merged on one timeline."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+
+    def __call__(self, _snap: Any) -> None:
+        from ..engine.sampler import SessionEnded
+
+        for sensor in self.engine.sensors:
+            for host, label in getattr(sensor, "drain_markers", list)():
+                try:
+                    self.engine.add_marker(f"{host}: {label}", source="cluster")
+                except SessionEnded:
+                    return
 
 
 def _wait(stop: threading.Event, duration_s: float | None) -> None:

@@ -180,6 +180,8 @@ class ClusterSensor(Sensor):
         self.error = ""  # the last query's failure, "" while they answer
         #: each node's labels beyond tuimeter's own (its ``--tag``s: job, partition ...)
         self.tags: dict[str, dict[str, str]] = {}
+        self._marker_seen: dict[str, int] | None = None  # host -> its last marker's number
+        self._new_markers: list[tuple[str, str]] = []  # (host, label) not yet drained
         self.query_s: float | None = None  # how long the last read's queries took
 
     # -- the queries -------------------------------------------------------------------
@@ -258,6 +260,8 @@ class ClusterSensor(Sensor):
             except PromError as exc:
                 self.error = str(exc)
                 found = []
+            if not self.error and "tuimeter" in self.sources:
+                self._read_markers()
             self.query_s = time.perf_counter() - t0
             wall = self.wallclock()
             last: dict[str, tuple[float, float]] = {}
@@ -312,6 +316,35 @@ class ClusterSensor(Sensor):
             self._events.append(Event(now_s, self.name, r.domain.id, "lost", why))
         r.tracker.reject(why)  # the next good sample is bridged if plausible
         return Reading(r.domain.id, now_s, r.tracker.energy_j, None, Status.LOST, why)
+
+    def _read_markers(self) -> None:
+        """The nodes' newest markers (``tuimeter_last_marker_info``): one not seen before
+        (another number) is queued for :meth:`drain_markers`. Those already there when
+        the view opened are not (they belong to before). A failed query costs nothing."""
+        hosts = sorted({r.host for r in self._remotes.values()})
+        expr = f"tuimeter_last_marker_info{matchers(self.selector, hosts)}"
+        try:
+            found = self.client.query(expr, at=self.wallclock())
+        except PromError:
+            return
+        newest: dict[str, tuple[int, str]] = {}  # host -> (number, label)
+        for s in found:
+            host, label, number = (s.labels.get(k, "") for k in ("host", "label", "marker"))
+            if host in self.tags and number.isdigit() and len(number) < 12:
+                if int(number) > newest.get(host, (-1, ""))[0]:
+                    newest[host] = (int(number), label[:200])
+        if self._marker_seen is not None:
+            for host, (number, label) in newest.items():
+                if number != self._marker_seen.get(host):  # fewer: its recorder restarted
+                    self._new_markers.append((host, label))
+        self._marker_seen = {**(self._marker_seen or {}),
+                             **{h: n for h, (n, _) in newest.items()}}
+
+    def drain_markers(self) -> list[tuple[str, str]]:
+        """(node, label) of each marker a node added since the last call."""
+        with self._lock:
+            out, self._new_markers = self._new_markers, []
+        return out
 
     def drain_events(self) -> list[Event]:
         with self._lock:

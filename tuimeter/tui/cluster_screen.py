@@ -131,7 +131,15 @@ class ClusterApp(App):
             self.query_one("#title", Static).update(title)
             self.query_one("#table", Static).update(table)
         status = self.sensor.error
+        if not status and self.view == "detail":  # the nodes' markers, merged
+            marks = [m.label for m in self.engine.snapshot.markers
+                     if self._in_job(m.label, nodes)][-4:]
+            status = ("markers: " + "; ".join(marks)) if marks else ""
         self.query_one("#status", Static).update(_t(status) if status else "")
+
+    def _in_job(self, label: str, nodes: list[NodeRow]) -> bool:
+        host = label.split(": ", 1)[0]
+        return any(n.host == host and n.job == self.job for n in nodes)
 
     @staticmethod
     def _plain(title: Text, table: Table) -> str:
