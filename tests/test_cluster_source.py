@@ -293,3 +293,43 @@ def test_markers_of_the_nodes_are_merged_into_the_cluster_session(api):
         snap = eng.tick()
     assert [m.label for m in snap.markers] == ["node01: epoch 2"]
     eng.close()
+
+
+def test_https_checks_the_certificate_against_the_ca_file(tmp_path):
+    """A Prometheus behind TLS with a private CA: refused (one line) against the system's
+    CAs, read with --ca-file; never "verify off"."""
+    import shutil
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    cert, key = tmp_path / "c.pem", tmp_path / "k.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                    str(key), "-out", str(cert), "-subj", "/CN=localhost", "-days", "1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True,
+                   capture_output=True, timeout=60)
+    api = FakePromAPI()
+    api.series += node_series("node01", T0 - 30, W)
+    with FakePromServer(api, tls=(str(cert), str(key))) as srv:
+        with pytest.raises(PromError, match="cannot reach.*(CERTIFICATE|certificate)") as e:
+            PromClient(srv.url, env={}).query("tuimeter_energy_joules_total[60s]", at=T0)
+        assert "\n" not in str(e.value)
+        got = PromClient(srv.url, ca_file=str(cert), env={}).query(
+            "tuimeter_energy_joules_total[60s]", at=T0)
+        assert {s.labels["domain"] for s in got} == set(W)
+
+
+def test_kepler_node_energy_only_for_nodes_without_tuimeter(api):
+    """Kepler's kepler_node_package_joules_total (dynamic and idle parts) read as
+    NODE/kepler-package-*; a node that runs tuimeter is never read from Kepler too."""
+    api.series += node_series("node01", T0 - 30, {"package-0": 100.0})
+    for host in ("node01", "node02"):
+        for mode, w in (("dynamic", 30.0), ("idle", 10.0)):
+            api.series.append(FakeSeries(
+                {"__name__": "kepler_node_package_joules_total", "instance": host,
+                 "mode": mode, "source": "rapl"},
+                lambda t, w=w: w * (t - (T0 - 30)), T0 - 30))
+    eng, snaps = _run(api, 10, sources=("tuimeter", "kepler"))
+    ids = sorted(d.domain.id for d in snaps[-1].domains)
+    assert ids == ["node01/package-0", "node02/kepler-package-dynamic",
+                   "node02/kepler-package-idle"]
+    assert _energy(snaps, "node02/") == pytest.approx(40.0 * 10)

@@ -121,12 +121,20 @@ class _Handler(BaseHTTPRequestHandler):
 class FakePromServer:
     """``with FakePromServer(api) as srv: srv.url``."""
 
-    def __init__(self, api: FakePromAPI):
+    def __init__(self, api: FakePromAPI, tls: tuple[str, str] | None = None):
         self.api = api
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self.httpd.daemon_threads = True
         self.httpd.api = api  # type: ignore[attr-defined]
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        scheme = "http"
+        if tls is not None:  # (certificate, key) files: https
+            import ssl
+
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*tls)
+            self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+            scheme = "https"
+        self.url = f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}"
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     def __enter__(self) -> "FakePromServer":
