@@ -333,3 +333,17 @@ def test_kepler_node_energy_only_for_nodes_without_tuimeter(api):
     assert ids == ["node01/package-0", "node02/kepler-package-dynamic",
                    "node02/kepler-package-idle"]
     assert _energy(snaps, "node02/") == pytest.approx(40.0 * 10)
+
+
+def test_two_recorders_claiming_one_host_are_lost_not_summed_or_mixed(api):
+    """A config.toml with host = "node07" copied to two machines: two targets report
+    node07's counters; the domain is lost (with the reason), never their mix."""
+    a = node_series("node07", T0 - 30, {"package-0": 100.0}, tags={"instance": "10.0.0.1:9900"})
+    b = node_series("node07", T0 - 20, {"package-0": 50.0}, tags={"instance": "10.0.0.2:9900"})
+    api.series += a + b
+    eng, snaps = _run(api, 5)
+    d = snaps[-1].domain("node07/package-0")
+    assert d.status.value == "lost" and d.power_w is None
+    assert _energy(snaps, "node07/") == 0.0
+    events = [e for s in snaps for e in s.events if e.kind == "lost"]
+    assert events and "10.0.0.1:9900" in events[0].message and "--host" in events[0].message

@@ -63,6 +63,8 @@ async def test_nodes_view_shows_each_node_and_a_dead_one_lost(cluster):
         n1 = next(r for r in rows if "node01" in r)
         assert "420.0 W" in n1 and "20.0 W..300.0 W" in n1
         assert "5 nodes, 1 lost" in app.shown.splitlines()[0]
+        status = str(app.query_one("#status").render())
+        assert "node05: no sample for" in status
         await pilot.press("s")  # by power
         assert _cells(_rows(app)[0])[0] == "node02"
         await pilot.press("slash", "n", "o", "d", "e", "0", "4", "enter")

@@ -143,6 +143,7 @@ class _Remote:
     stale_after_s: float
     last_ts: float | None = None  # remote time of the last sample fed to the tracker
     lost: bool = False
+    why: str = ""  # why it is lost
 
 
 @dataclass
@@ -265,6 +266,7 @@ class ClusterSensor(Sensor):
             self.query_s = time.perf_counter() - t0
             wall = self.wallclock()
             last: dict[str, tuple[float, float]] = {}
+            targets: dict[str, set[str]] = {}
             for spec, s in found:
                 key = spec.key(s.labels)
                 if key is None or not s.samples:
@@ -273,11 +275,18 @@ class ClusterSensor(Sensor):
                 r = self._remotes.get(did)
                 if r is None or r.spec is not spec:
                     continue
+                targets.setdefault(did, set()).add(s.labels.get("instance", ""))
                 ts, value = s.samples[-1]
                 if did not in last or ts > last[did][0]:
                     last[did] = (ts, value)
-            return [self._read_one(r, last.get(did), now_s, wall)
-                    for did, r in self._remotes.items()]
+            out = []
+            for did, r in self._remotes.items():
+                claim = targets.get(did, set())
+                if len(claim) > 1:  # two recorders say they are this node: neither is right
+                    out.append(self._lose(r, now_s, _clash(r.host, claim)))
+                else:
+                    out.append(self._read_one(r, last.get(did), now_s, wall))
+            return out
 
     def _read_one(self, r: _Remote, sample: tuple[float, float] | None, now_s: float,
                   wall: float) -> Reading:
@@ -311,6 +320,7 @@ class ClusterSensor(Sensor):
                        base_t_s=base_t, base_energy_j=step.base_energy_j)
 
     def _lose(self, r: _Remote, now_s: float, why: str) -> Reading:
+        r.why = why
         if not r.lost:
             r.lost = True
             self._events.append(Event(now_s, self.name, r.domain.id, "lost", why))
@@ -369,8 +379,14 @@ class ClusterSensor(Sensor):
                     n.age_s = age if n.age_s is None else min(n.age_s, age)
                 n.lost = n.lost or r.lost
                 if r.lost and not n.why:
-                    n.why = self.error or "stale"
+                    n.why = r.why
         return list(out.values())
+
+
+def _clash(host: str, targets: set[str]) -> str:
+    shown = ", ".join(sorted(t[:60] or "?" for t in targets)[:3])
+    return (f"{len(targets)} targets ({shown}) report host {host}: give each node its own "
+            "--host (a config.toml copied to every node?)")
 
 
 def _spacing(samples: Sequence[tuple[float, float]]) -> float:

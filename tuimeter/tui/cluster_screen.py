@@ -131,6 +131,9 @@ class ClusterApp(App):
             self.query_one("#title", Static).update(title)
             self.query_one("#table", Static).update(table)
         status = self.sensor.error
+        lost_why = [f"{n.host}: {n.why}" for n in nodes if n.lost and n.why]
+        if not status and self.view == "nodes" and lost_why:  # why each lost node is
+            status = "lost: " + "; ".join(lost_why[:3]) + (" ..." if len(lost_why) > 3 else "")
         if not status and self.view == "detail":  # the nodes' markers, merged
             marks = [m.label for m in self.engine.snapshot.markers
                      if self._in_job(m.label, nodes)][-4:]
