@@ -163,7 +163,8 @@ class MergeMarkers:
                     return
 
 
-def _wait(stop: threading.Event, duration_s: float | None) -> None:
+def _wait(stop: Any, duration_s: float | None) -> None:
+    """Until ``stop`` (an Event-like flag a signal sets) or ``duration_s``."""
     deadline = None if duration_s is None else time.monotonic() + duration_s
     while True:
         left = 0.25 if deadline is None else min(0.25, deadline - time.monotonic())

@@ -126,7 +126,7 @@ def check_selector(value: object) -> Tags:
 
 def check_nodes(value: object) -> tuple[str, ...]:
     """``A,B,...``: node names (each checked as a host name)."""
-    parts = value.split(",") if isinstance(value, str) else list(value)  # type: ignore[arg-type]
+    parts = value.split(",") if isinstance(value, str) else list(value)  # type: ignore[call-overload]
     nodes = tuple(dict.fromkeys(check_host(p) for p in parts if str(p).strip()))
     if not nodes:
         raise ValueError("no node names given")
@@ -161,7 +161,7 @@ def check_file(value: object) -> str:
 
 
 def check_sources(value: object) -> tuple[str, ...]:
-    parts = value.split(",") if isinstance(value, str) else list(value)  # type: ignore[arg-type]
+    parts = value.split(",") if isinstance(value, str) else list(value)  # type: ignore[call-overload]
     out = tuple(dict.fromkeys(str(p).strip() for p in parts if str(p).strip()))
     bad = [p for p in out if p not in SOURCES]
     if bad or not out:
@@ -229,7 +229,7 @@ OPTIONS: tuple[Option, ...] = (
 BY_DEST = {o.dest: o for o in OPTIONS}
 
 
-def _argtype(check: Callable[[object], Any]) -> Callable[[str], Any]:
+def _argtype(check: Callable[[Any], Any]) -> Callable[[str], Any]:
     def parse(text: str) -> Any:
         try:
             return check(text)

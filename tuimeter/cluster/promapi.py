@@ -27,7 +27,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from .options import PASSWORD_ENV, TOKEN_ENV, USER_ENV
 
@@ -74,11 +74,11 @@ class PromClient:
 
     def __init__(self, url: str, timeout_s: float = 5.0, ca_file: str | None = None,
                  env: Mapping[str, str] = os.environ,
-                 opener: Callable[..., object] | None = None):
+                 opener: Callable[..., Any] | None = None):
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
         self._auth = auth_header(env)
-        self._open = opener or urllib.request.urlopen
+        self._open: Callable[..., Any] = opener or urllib.request.urlopen
         self._ssl = None
         if self.url.startswith("https://"):
             try:
@@ -108,10 +108,10 @@ class PromClient:
     def _fetch(self, req: urllib.request.Request) -> bytes:
         where = self.url
         try:
-            kwargs = {"timeout": self.timeout_s}
+            kwargs: dict[str, Any] = {"timeout": self.timeout_s}
             if self._ssl is not None:
                 kwargs["context"] = self._ssl
-            with self._open(req, **kwargs) as resp:  # type: ignore[attr-defined]
+            with self._open(req, **kwargs) as resp:
                 body = resp.read(MAX_BODY_BYTES + 1)
         except urllib.error.HTTPError as exc:
             hint = {401: f" (check {TOKEN_ENV} or {USER_ENV}/{PASSWORD_ENV})",

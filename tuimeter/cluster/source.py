@@ -344,9 +344,9 @@ class ClusterSensor(Sensor):
                 if int(number) > newest.get(host, (-1, ""))[0]:
                     newest[host] = (int(number), label[:200])
         if self._marker_seen is not None:
-            for host, (number, label) in newest.items():
-                if number != self._marker_seen.get(host):  # fewer: its recorder restarted
-                    self._new_markers.append((host, label))
+            for host, (n, text) in newest.items():
+                if n != self._marker_seen.get(host):  # fewer: its recorder restarted
+                    self._new_markers.append((host, text))
         self._marker_seen = {**(self._marker_seen or {}),
                              **{h: n for h, (n, _) in newest.items()}}
 

@@ -140,7 +140,7 @@ def job_detail(snap: Snapshot, nodes: list[NodeRow], job: str) -> list[DetailRow
             flags.append("straggler")
         out.append(DetailRow(n.host, "node", n.power_w, n.energy_j, tuple(flags)))
         for did, w, e in sorted(accs.get(n.host, _Acc()).gpus):
-            gflags = ()
+            gflags: tuple[str, ...] = ()
             if busiest and w is not None and w < IDLE_GPU_RATIO * busiest:
                 gflags = ("idle GPU",)
             out.append(DetailRow(n.host, did.split("/", 1)[1], None if n.lost else w, e,

@@ -59,7 +59,7 @@ class ClusterApp(App):
     BINDINGS = [
         Binding("q", "quit", "quit"), Binding("n", "view('nodes')", "nodes"),
         Binding("j", "view('jobs')", "jobs"), Binding("enter", "drill", "open"),
-        Binding("escape", "back", "back"), Binding("slash", "filter", "filter"),
+        Binding("escape", "go_back", "back"), Binding("slash", "filter", "filter"),
         Binding("s", "sort", "sort"), Binding("up", "move(-1)", show=False),
         Binding("down", "move(1)", show=False),
     ]
@@ -148,8 +148,8 @@ class ClusterApp(App):
     def _plain(title: Text, table: Table) -> str:
         """The title and the table as text, a line per row (what a change is judged by,
         and what the tests read), the cursor's row marked with ``>``."""
-        cols = [[str(c) for c in col._cells] for col in table.columns]
-        lines = [str(title), "  ".join(c.header for c in table.columns)]
+        cols = [[str(c) for c in col._cells] for col in table.columns]  # Text cells
+        lines = [str(title), "  ".join(str(c.header) for c in table.columns)]
         for i in range(len(table.rows)):
             mark = ">" if table.rows[i].style == "reverse" else " "
             lines.append(mark + " " + "  ".join(col[i] for col in cols))
@@ -230,7 +230,7 @@ class ClusterApp(App):
         self.cursor, self.filter_text = 0, ""
         self.redraw()
 
-    def action_back(self) -> None:
+    def action_go_back(self) -> None:
         box = self.query_one("#filter", Input)
         if box.has_class("shown") or self.filter_text:
             box.remove_class("shown")
