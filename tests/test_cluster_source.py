@@ -138,6 +138,7 @@ def test_dcgm_energy_in_millijoules_and_never_beside_tuimeters_own_gpu(api):
     eng, snaps = _run(api, 10, sources=("tuimeter", "dcgm"))
     ids = sorted(d.domain.id for d in snaps[-1].domains)
     assert ids == ["node01/gpu0", "node02/gpu0"]
+    assert eng.sensors[0].tags["node02"] == {"job": "42"}  # DCGM's hpc_job
     assert _energy(snaps, "node01/") == pytest.approx(300.0 * 10)
     assert _energy(snaps, "node02/") == pytest.approx(250.0 * 10)
 
@@ -347,3 +348,24 @@ def test_two_recorders_claiming_one_host_are_lost_not_summed_or_mixed(api):
     assert _energy(snaps, "node07/") == 0.0
     events = [e for s in snaps for e in s.events if e.kind == "lost"]
     assert events and "10.0.0.1:9900" in events[0].message and "--host" in events[0].message
+
+
+def test_slurm_job_selects_its_nodes_through_the_command_line(api, tmp_path):
+    """``--slurm-job 4242`` with squeue/scontrol on PATH: only the job's two nodes are in
+    the cluster session."""
+    import time
+
+    now = time.time()
+    for n in ("node01", "node02", "node03"):
+        api.series += node_series(n, now - 60, {"package-0": 50.0})
+    _fake_bin(tmp_path, "squeue", 'echo "node[01,03]"\n')
+    _fake_bin(tmp_path, "scontrol", 'printf "node01\\nnode03\\n"\n')
+    out = tmp_path / "c.csv"
+    r = _cluster("--prometheus-url", api.url, "--slurm-job", "4242", "--headless", "-o",
+                 str(out), "--duration", "1.5", "-i", "0.5",
+                 env={"PATH": f"{tmp_path}:{os.environ['PATH']}"})
+    assert r.returncode == 0, r.stderr
+    with open(out, newline="") as fh:
+        doms = {x["domain"] for x in csv.DictReader(fh) if x["kind"] == "domain"}
+    assert doms == {"node01/package-0", "node03/package-0"}
+    assert any('host=~"node01|node03"' in q for q in api.queries)

@@ -100,6 +100,10 @@ def cmd_cluster(argv: list[str], ui: Any = None) -> int:
     except ValueError as exc:
         return fail(str(exc))
     engine.open()  # the nodes first: no file is made when none is found
+    if args.slurm_job:  # the jobs view names the job the nodes were chosen by
+        for tags in engine.sensors[0].tags.values():
+            if tags.get("job") in (None, "", "tuimeter"):
+                tags["job"] = f"slurm {args.slurm_job}"
     if not engine.domains:
         st = next(s for s in engine.statuses if s.name == "cluster")
         engine.close()

@@ -238,6 +238,8 @@ class ClusterSensor(Sensor):
             if spec.name == "tuimeter":
                 self.tags.setdefault(host, {k: v for k, v in s.labels.items()
                                             if k not in OWN_LABELS and v.isprintable()})
+            elif spec.name == "dcgm" and s.labels.get("hpc_job", "").isprintable():
+                self.tags.setdefault(host, {"job": s.labels.get("hpc_job", "")})
             stale = self.stale_after_s or max(STALE_SCRAPES * _spacing(s.samples), MIN_STALE_S)
             tracker = CounterTracker(0, spec.scale_j, MAX_DOMAIN_W, unit=1.0)
             self._remotes[did] = _Remote(dom, host, spec, tracker, stale)
