@@ -1,6 +1,7 @@
 """``tuimeter cluster --headless`` end to end: three real ``tuimeter record --host nodeNN
---tag job=exp1 --prometheus`` processes over their own fake powercap trees, scraped by a
-real Prometheus, read back by the cluster session.
+--tag job=exp1 --prometheus`` processes over their own fake powercap trees and fake NVML
+(one GPU each, tests/fakes/nvml_site), scraped by a real Prometheus, read back by the
+cluster session.
 
 The fake counters stand still except in known bursts, so each node's energy over the
 cluster session's window is known exactly from the node's own session file, whatever the
@@ -33,10 +34,16 @@ BURST = {"package-0": 6.0, "package-0/dram": 1.0, "package-0/core": 3.0}
 STEPS = 10
 
 
+#: J per step on each node's GPU
+GPU_J = 20.0
+SITE = Path(__file__).parent / "fakes" / "nvml_site"
+
+
 def _record(root: Path, host: str, port: int, out: Path) -> subprocess.Popen:
-    env = dict(os.environ, TUIMETER_POWERCAP_ROOT=str(root), PYTHONUNBUFFERED="1")
+    env = dict(os.environ, TUIMETER_POWERCAP_ROOT=str(root), PYTHONUNBUFFERED="1",
+               PYTHONPATH=str(SITE), TUIMETER_TEST_GPU_FILE=str(_gpu_file(root)))
     cmd = [sys.executable, "-m", "tuimeter.cli", "record", "-o", str(out), "-q", "-i", "0.25",
-           "--no-gpu", "--no-attribution", "--no-socket", "--host", host,
+           "--no-attribution", "--no-socket", "--host", host,
            "--tag", "job=exp1", "--tag", "partition=gpu", "--prometheus", f"127.0.0.1:{port}"]
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -54,11 +61,26 @@ def _node_energy(rows: list[dict], node: str | None = None) -> float:
                and r["in_total"] == "1" and (node is None or r["domain"].startswith(node + "/")))
 
 
+def _gpu_file(root: Path) -> Path:
+    return root.parent / "gpu0-joules"
+
+
 def _burst(pc: FakePowercap, factor: float) -> None:
+    gpu = _gpu_file(pc.sensor_root)
+    done = float(gpu.read_text() or 0) if gpu.exists() else 0.0
     for _ in range(STEPS):
         for zone, j in BURST.items():
             pc.advance(zone, j * factor)
+        done += GPU_J * factor
+        tmp = gpu.with_suffix(".tmp")
+        tmp.write_text(f"{done}")
+        os.replace(tmp, gpu)
         time.sleep(0.1)  # the pace of a simulated load, not a synchronisation
+
+
+def _per_burst() -> float:
+    """In-total joules of one burst at factor 1: package, dram and the GPU."""
+    return (sum(BURST[z] for z in ("package-0", "package-0/dram")) + GPU_J) * STEPS
 
 
 @pytest.fixture
@@ -113,8 +135,7 @@ def test_cluster_session_matches_each_node_and_marks_lost_and_restarted(cluster_
         # burst 1 on every node, 2 and 3 times as much on node02 and node03
         for i, n in enumerate(NODES):
             _burst(trees[n], i + 1.0)
-        want = {n: sum(BURST[z] for z in ("package-0", "package-0/dram")) * STEPS * (i + 1)
-                for i, n in enumerate(NODES)}
+        want = {n: _per_burst() * (i + 1) for i, n in enumerate(NODES)}
         wait_for(lambda: all(abs(_node_energy(_rows(out), n) - want[n]) < 0.01 * want[n]
                              for n in NODES), 60, "burst 1 in the cluster file", poll_s=0.3)
 
@@ -138,8 +159,7 @@ def test_cluster_session_matches_each_node_and_marks_lost_and_restarted(cluster_
         _burst(trees["node01"], 1.0)
         _burst(trees["node02"], 1.0)
         want["node01"] *= 2
-        second = sum(BURST[z] for z in ("package-0", "package-0/dram")) * STEPS
-        want["node02"] += second
+        want["node02"] += _per_burst()
         wait_for(lambda: all(abs(_node_energy(_rows(out), n) - want[n]) < 0.01 * want[n]
                              for n in ("node01", "node02")), 60, "burst 2 in the cluster file",
                  poll_s=0.3)
@@ -150,6 +170,8 @@ def test_cluster_session_matches_each_node_and_marks_lost_and_restarted(cluster_
     assert cluster.returncode == 0, err
     assert before and before > 0
     rows = _rows(out)
+    assert {"node01/gpu0", "node02/gpu0", "node03/gpu0"} <= {
+        r["domain"] for r in rows if r["kind"] == "domain"}
     # each node's own files over the same window (the counters stand still outside the
     # bursts, so the window's edges cost nothing)
     for n, files in (("node01", ["node01.csv"]), ("node02", ["node02.csv", "node02b.csv"]),
