@@ -37,6 +37,7 @@ def cluster():
             clock.advance(1.0)
             wall.advance(1.0)
             eng.tick()
+        eng.api, eng.fake_clocks = api, (clock, wall)  # for the tests that change them
         yield eng, sensor
         eng.close()
 
@@ -98,3 +99,21 @@ async def test_jobs_view_and_job_detail_flag_stragglers_and_idle_gpus(cluster):
         assert "job exp1" in app.shown.splitlines()[0]
         await pilot.press("escape")
         assert "jobs:" in app.shown.splitlines()[0]
+
+
+@pytest.mark.asyncio
+async def test_prometheus_down_is_one_line_and_every_node_shown_lost(cluster):
+    eng, sensor = cluster
+    app = ClusterApp(eng, sensor, refresh_s=3600)
+    async with app.run_test(size=(120, 30)) as pilot:
+        eng.api.mode = "down"
+        clock, wall = eng.fake_clocks
+        clock.advance(1.0)
+        wall.advance(1.0)
+        eng.tick()
+        app.redraw()
+        await pilot.pause()
+        assert "5 nodes, 5 lost" in app.shown.splitlines()[0]
+        assert all(" lost " in r for r in _rows(app))
+        status = str(app.query_one("#status").render())
+        assert "HTTP 503" in status and "\n" not in status
