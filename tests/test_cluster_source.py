@@ -369,3 +369,35 @@ def test_slurm_job_selects_its_nodes_through_the_command_line(api, tmp_path):
         doms = {x["domain"] for x in csv.DictReader(fh) if x["kind"] == "domain"}
     assert doms == {"node01/package-0", "node03/package-0"}
     assert any('host=~"node01|node03"' in q for q in api.queries)
+
+
+def test_power_now_is_over_the_last_scrape_not_0_w_between_scrapes(api):
+    """Scrapes every 5 s, ticks every 1 s: a tick holds a whole scrape's energy or none,
+    yet the power shown is the node's (the difference of its two newest samples over
+    their own span), never 0 W between scrapes; the energy still adds up exactly."""
+    from tuimeter.cluster.view import power_now
+
+    api.series += node_series("node01", T0 - 30, {"package-0": 100.0, "package-0/dram": 20.0},
+                              scrape_s=5.0)
+    eng, snaps = _run(api, 20)
+    per_tick = [s.domain("node01/package-0").energy_j for s in snaps]
+    assert 0.0 in per_tick and max(per_tick) == pytest.approx(500.0)  # all or nothing
+    assert [power_now(s.domain("node01/package-0")) for s in snaps] == [
+        pytest.approx(100.0)] * 20
+    assert _energy(snaps, "node01/") == pytest.approx(120.0 * 20)
+
+
+def test_headless_ticks_once_per_scrape_unless_told(api, tmp_path):
+    """Without -i a cluster session's rows are one scrape interval long (2 s here), so no
+    row holds a whole scrape's energy or none; only the last, cut short by the end, is
+    shorter."""
+    import time
+
+    api.series += node_series("node01", time.time() - 60, {"package-0": 10.0}, scrape_s=2.0)
+    out = tmp_path / "c.csv"
+    r = _cluster("--prometheus-url", api.url, "--headless", "-o", str(out), "--duration", "5",
+                 env={"TUIMETER_INTERVAL": ""})
+    assert r.returncode == 0, r.stderr
+    with open(out, newline="") as fh:
+        ticks = [float(x["interval_s"]) for x in csv.DictReader(fh) if x["kind"] == "total"]
+    assert len(ticks) >= 2 and all(t >= 1.9 for t in ticks[:-1]), ticks

@@ -100,6 +100,10 @@ def cmd_cluster(argv: list[str], ui: Any = None) -> int:
     except ValueError as exc:
         return fail(str(exc))
     engine.open()  # the nodes first: no file is made when none is found
+    sensor = engine.sensors[0]
+    if args.headless and not _interval_given(argv) and sensor.scrape_s:
+        # a row per scrape: a shorter tick would hold a whole scrape's energy or none
+        engine.set_interval(min(max(1.0, sensor.scrape_s), 3600.0))
     if args.slurm_job:  # the jobs view names the job the nodes were chosen by
         for tags in engine.sensors[0].tags.values():
             if tags.get("job") in (None, "", "tuimeter"):
@@ -146,6 +150,14 @@ def cmd_cluster(argv: list[str], ui: Any = None) -> int:
         return 1 if summary.problems or summary.record_error else 0
     finally:
         caught.restore()
+
+
+def _interval_given(argv: list[str]) -> bool:
+    """Whether the command line or $TUIMETER_INTERVAL chose the interval (config.toml's
+    ``interval_s`` is the nodes' setting more than the cluster's: not taken as one)."""
+    return bool(os.environ.get("TUIMETER_INTERVAL")) or any(
+        a in ("-i", "--interval") or a.startswith("--interval=") or
+        (a.startswith("-i") and not a.startswith("--")) for a in argv)
 
 
 class MergeMarkers:

@@ -184,6 +184,7 @@ class ClusterSensor(Sensor):
         self._marker_seen: dict[str, int] | None = None  # host -> its last marker's number
         self._new_markers: list[tuple[str, str]] = []  # (host, label) not yet drained
         self.query_s: float | None = None  # how long the last read's queries took
+        self.scrape_s: float | None = None  # the nodes' scrape interval (median), s
 
     # -- the queries -------------------------------------------------------------------
     def _expr(self, spec: Spec, window_s: float, hosts: Sequence[str] | None) -> str:
@@ -231,6 +232,7 @@ class ClusterSensor(Sensor):
                 continue
             latest[did] = (spec, s, key[0])
         own_hosts = {h for sp, _, h in latest.values() if sp.name == "tuimeter"}
+        spacings: list[float] = []
         for did, (spec, s, host) in sorted(latest.items()):
             if spec.name == "kepler" and host in own_hosts:
                 continue  # tuimeter measures this node's CPU itself: one source per device
@@ -240,9 +242,12 @@ class ClusterSensor(Sensor):
                                             if k not in OWN_LABELS and v.isprintable()})
             elif spec.name == "dcgm" and s.labels.get("hpc_job", "").isprintable():
                 self.tags.setdefault(host, {"job": s.labels.get("hpc_job", "")})
-            stale = self.stale_after_s or max(STALE_SCRAPES * _spacing(s.samples), MIN_STALE_S)
+            spacings.append(_spacing(s.samples))
+            stale = self.stale_after_s or max(STALE_SCRAPES * spacings[-1], MIN_STALE_S)
             tracker = CounterTracker(0, spec.scale_j, MAX_DOMAIN_W, unit=1.0)
             self._remotes[did] = _Remote(dom, host, spec, tracker, stale)
+        if spacings:
+            self.scrape_s = statistics.median(spacings)
         if not self._remotes:
             what = " ".join(f"{k}={v}" for k, v in self.selector) or "any"
             raise SensorUnavailable(
@@ -267,7 +272,7 @@ class ClusterSensor(Sensor):
                 self._read_markers()
             self.query_s = time.perf_counter() - t0
             wall = self.wallclock()
-            last: dict[str, tuple[float, float]] = {}
+            last: dict[str, tuple[tuple[float, float], ...]] = {}  # the newest 2 samples
             targets: dict[str, set[str]] = {}
             for spec, s in found:
                 key = spec.key(s.labels)
@@ -278,9 +283,8 @@ class ClusterSensor(Sensor):
                 if r is None or r.spec is not spec:
                     continue
                 targets.setdefault(did, set()).add(s.labels.get("instance", ""))
-                ts, value = s.samples[-1]
-                if did not in last or ts > last[did][0]:
-                    last[did] = (ts, value)
+                if did not in last or s.samples[-1][0] > last[did][-1][0]:
+                    last[did] = s.samples[-2:]
             out = []
             for did, r in self._remotes.items():
                 claim = targets.get(did, set())
@@ -290,9 +294,10 @@ class ClusterSensor(Sensor):
                     out.append(self._read_one(r, last.get(did), now_s, wall))
             return out
 
-    def _read_one(self, r: _Remote, sample: tuple[float, float] | None, now_s: float,
-                  wall: float) -> Reading:
+    def _read_one(self, r: _Remote, newest: tuple[tuple[float, float], ...] | None,
+                  now_s: float, wall: float) -> Reading:
         did = r.domain.id
+        sample = newest[-1] if newest else None
         if sample is None or wall - sample[0] > r.stale_after_s:
             why = self.error or (f"no sample for {r.stale_after_s:.3g} s" if sample is None
                                  else f"last sample {wall - sample[0]:.1f} s old")
@@ -303,7 +308,7 @@ class ClusterSensor(Sensor):
         if r.last_ts is not None and ts <= r.last_ts:  # no new scrape since the last read
             if r.lost:  # the same sample as when it was lost: still no news
                 return self._lose(r, now_s, "no new sample")
-            return Reading(did, now_s, r.tracker.energy_j)
+            return Reading(did, now_s, r.tracker.energy_j, _scrape_power(r, newest))
         r.last_ts = ts
         step = r.tracker.update(value, ts)
         if step.kind == "rejected":
@@ -318,6 +323,7 @@ class ClusterSensor(Sensor):
             step.kind, Link.CONTINUOUS)
         base_t = None if step.base_t_s is None else now_s - (wall - step.base_t_s)
         return Reading(did, now_s, r.tracker.energy_j,
+                       None if link is Link.BROKEN else _scrape_power(r, newest),
                        note=step.kind if link is Link.BROKEN else "", link=link,
                        base_t_s=base_t, base_energy_j=step.base_energy_j)
 
@@ -383,6 +389,21 @@ class ClusterSensor(Sensor):
                 if r.lost and not n.why:
                     n.why = r.why
         return list(out.values())
+
+
+def _scrape_power(r: _Remote, newest: tuple[tuple[float, float], ...] | None
+                  ) -> float | None:
+    """The average power over the node's last scrape interval, W: the difference of its
+    two newest raw samples (no extrapolation; None across a reset or with one sample).
+    What the views show as power now: a tick shorter than the scrape interval holds the
+    energy of a whole scrape or none, so its own average would read 0 W or a spike."""
+    if not newest or len(newest) < 2:
+        return None
+    (t0, v0), (t1, v1) = newest[-2], newest[-1]
+    if not t1 > t0 or not v1 >= v0 or not math.isfinite(v1 - v0):
+        return None
+    w = (v1 - v0) * r.spec.scale_j / (t1 - t0)
+    return w if w <= r.tracker.hard_max_w else None
 
 
 def _clash(host: str, targets: set[str]) -> str:

@@ -18,7 +18,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from ..model import DomainKind, Snapshot
+from ..model import DomainKind, DomainSample, Snapshot, Status
 
 #: a node below this share of its job's median node power is flagged a straggler
 STRAGGLER_RATIO = 0.8
@@ -76,19 +76,28 @@ def job_of(tags: dict[str, str]) -> str:
     return UNTAGGED
 
 
+def power_now(d: DomainSample) -> float | None:
+    """A remote domain's power now: over its node's last scrape interval (the source's
+    reading), else over the last tick; None while lost (never 0 W)."""
+    if d.status is Status.LOST:
+        return None
+    return d.instant_power_w if d.instant_power_w is not None else d.power_w
+
+
 def _by_node(snap: Snapshot) -> dict[str, _Acc]:
     out: dict[str, _Acc] = {}
     for d in snap.domains:
         host = d.domain.id.split("/", 1)[0]
         acc = out.setdefault(host, _Acc())
+        w = power_now(d)
         if d.domain.kind is DomainKind.GPU:
-            acc.gpus.append((d.domain.id, d.power_w, d.total_energy_j))
+            acc.gpus.append((d.domain.id, w, d.total_energy_j))
         if not d.domain.in_total:
             continue
         acc.energy_j += d.total_energy_j
         acc.co2_g += d.total_co2_g
-        if d.power_w is not None:
-            acc.power_w += d.power_w
+        if w is not None:
+            acc.power_w += w
             acc.any_power = True
     return out
 

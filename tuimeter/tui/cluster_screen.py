@@ -21,7 +21,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, Input, Static
 
-from ..cluster.view import DetailRow, JobRow, NodeRow, job_detail, job_rows, node_rows
+from ..cluster.view import NodeRow, job_detail, job_rows, node_rows, power_now
 from ..text import safe_text
 from .format import fmt_co2, fmt_energy, fmt_power
 
@@ -195,7 +195,7 @@ class ClusterApp(App):
             for d in rows:
                 t.add_row(_t(d.domain.id), _t(d.domain.kind), _t("yes" if d.domain.in_total
                                                                 else "no"),
-                          _t(fmt_power(d.power_w)), _t(fmt_energy(d.total_energy_j)),
+                          _t(fmt_power(power_now(d))), _t(fmt_energy(d.total_energy_j)),
                           _t(d.status.value))
                 keys.append(d.domain.id)
         if keys:
