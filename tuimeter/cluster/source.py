@@ -259,17 +259,19 @@ class ClusterSensor(Sensor):
         return [r.domain for r in self._remotes.values()]
 
     def read(self, now_s: float) -> Sequence[Reading]:
+        # the queries without the lock: the view's nodes_state() never waits on the network
+        # (only the engine's thread calls read; the remotes are fixed since open)
+        window = max(r.stale_after_s for r in self._remotes.values())
+        t0 = time.perf_counter()
+        try:
+            found = self._query(window, sorted({r.host for r in self._remotes.values()}))
+            error = ""
+        except PromError as exc:
+            error, found = str(exc), []
+        if not error and "tuimeter" in self.sources:
+            self._read_markers()
         with self._lock:
-            window = max(r.stale_after_s for r in self._remotes.values())
-            t0 = time.perf_counter()
-            try:
-                found = self._query(window, sorted({r.host for r in self._remotes.values()}))
-                self.error = ""
-            except PromError as exc:
-                self.error = str(exc)
-                found = []
-            if not self.error and "tuimeter" in self.sources:
-                self._read_markers()
+            self.error = error
             self.query_s = time.perf_counter() - t0
             wall = self.wallclock()
             last: dict[str, tuple[tuple[float, float], ...]] = {}  # the newest 2 samples
@@ -351,6 +353,10 @@ class ClusterSensor(Sensor):
             if host in self.tags and number.isdigit() and len(number) < 12:
                 if int(number) > newest.get(host, (-1, ""))[0]:
                     newest[host] = (int(number), label[:200])
+        with self._lock:
+            self._merge_markers(newest)
+
+    def _merge_markers(self, newest: dict[str, tuple[int, str]]) -> None:
         if self._marker_seen is not None:
             for host, (n, text) in newest.items():
                 if n != self._marker_seen.get(host):  # fewer: its recorder restarted
