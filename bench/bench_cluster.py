@@ -79,7 +79,6 @@ def _median_ms(fn, n: int) -> float:
 
 
 def measure(prom_url: str, exporter: ThreadingHTTPServer, n_nodes: int, refreshes: int) -> dict:
-    from tests.fakes.scripted import FakeClock
     from tests.helpers import make_engine
     from tuimeter.cluster.promapi import PromClient
     from tuimeter.cluster.source import ClusterSensor

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import threading
 import time
 from typing import Any
 
 from ..cli_help import help_text
-from ..options import EXIT_BAD_INPUT, Parser, carbon_intensity, fail, interval, positive_float, pue, say
+from ..options import Parser, carbon_intensity, fail, interval, positive_float, pue, say
 from .options import add_options, resolved
 
 #: the ``host`` column of a cluster session's rows (its domains name their node)
