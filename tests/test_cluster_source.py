@@ -401,3 +401,25 @@ def test_headless_ticks_once_per_scrape_unless_told(api, tmp_path):
     with open(out, newline="") as fh:
         ticks = [float(x["interval_s"]) for x in csv.DictReader(fh) if x["kind"] == "total"]
     assert len(ticks) >= 2 and all(t >= 1.9 for t in ticks[:-1]), ticks
+
+
+def test_hostile_series_are_left_out_not_shown_or_counted(api):
+    """A host label with an escape sequence or a '/', a domain of 300 characters, a value
+    that is NaN or negative: never a domain, never energy; the honest node is read."""
+    api.series += node_series("node01", T0 - 30, {"package-0": 10.0})
+    api.series += node_series("evil\x1b[31m", T0 - 30, {"package-0": 10.0})
+    api.series += node_series("a/b", T0 - 30, {"package-0": 10.0})
+    api.series += node_series("node02", T0 - 30, {"x" * 300: 10.0})
+    api.series.append(FakeSeries({"__name__": "tuimeter_energy_joules_total", "host": "node03",
+                                  "domain": "package-0", "kind": "package", "in_total": "1"},
+                                 lambda t: float("nan"), T0 - 30))
+    api.series.append(FakeSeries({"__name__": "tuimeter_energy_joules_total", "host": "node04",
+                                  "domain": "package-0", "kind": "package", "in_total": "1"},
+                                 lambda t: -5.0 * t, T0 - 30))
+    eng, snaps = _run(api, 5)
+    ids = {d.domain.id for d in snaps[-1].domains}
+    assert ids == {"node01/package-0", "node03/package-0", "node04/package-0"}
+    assert _energy(snaps, "node01/") == pytest.approx(50.0)
+    assert _energy(snaps, "node03/") == 0.0 and _energy(snaps, "node04/") == 0.0
+    assert snaps[-1].domain("node03/package-0").status.value == "lost"
+    assert snaps[-1].domain("node04/package-0").status.value == "lost"

@@ -99,8 +99,9 @@ class Spec:
                                                                          "idle") else ""
             if dom and mode:
                 dom += f"-{mode}"
-        if not host or not dom or "/" in host or not host.isprintable() or not dom.isprintable():
-            return None
+        if (not host or not dom or "/" in host or len(host) > 253 or len(dom) > 200
+                or not host.isprintable() or not dom.isprintable()):
+            return None  # nothing from outside is trusted: no such node or domain
         return host, dom
 
     def domain(self, host: str, dom: str, labels: dict[str, str]) -> Domain:
