@@ -117,3 +117,29 @@ async def test_prometheus_down_is_one_line_and_every_node_shown_lost(cluster):
         assert all(" lost " in r for r in _rows(app))
         status = str(app.query_one("#status").render())
         assert "HTTP 503" in status and "\n" not in status
+
+
+def test_tuimeter_cluster_opens_the_views_in_a_terminal_and_q_quits():
+    """The user's path: ``tuimeter cluster --prometheus-url URL`` in a pseudo-terminal over
+    the fake API; the nodes view shows, ``j`` the jobs view, ``q`` exits 0."""
+    import time
+
+    from tests.tui.conftest import PtyRun
+
+    api = FakePromAPI()
+    now = time.time()
+    api.series += (node_series("node01", now - 60, {"package-0": 100.0}, tags={"job": "exp1"})
+                   + node_series("node02", now - 60, {"package-0": 50.0}, tags={"job": "exp1"}))
+    with FakePromServer(api) as srv:
+        run = PtyRun(["cluster", "--prometheus-url", srv.url], {}, cols=110, rows=20)
+        try:
+            assert run.wait_for(b"node02"), bytes(run.received[-2000:])
+            assert run.wait_for(b"2 nodes, 0 lost")
+            mark = len(run.received)
+            run.press("j")
+            assert run.wait_for(b"jobs:", start=mark), bytes(run.received[-2000:])
+            run.press("q")
+            run.proc.wait(timeout=60)
+            assert run.proc.returncode == 0
+        finally:
+            run.close()
