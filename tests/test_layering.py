@@ -33,7 +33,7 @@ HEADLESS = [
     "tuimeter.baseline", "tuimeter.baseline_cli", "tuimeter.periods",
     "tuimeter.cluster", "tuimeter.cluster.options", "tuimeter.cluster.promapi",
     "tuimeter.cluster.source", "tuimeter.cluster.slurm", "tuimeter.cluster.cli",
-    "tuimeter.cluster.view",
+    "tuimeter.cluster.view", "tuimeter.cluster.series",
 ]
 PACKAGE = ROOT / "tuimeter"
 
