@@ -147,8 +147,8 @@ def test_cluster_session_matches_each_node_and_marks_lost_and_restarted(cluster_
         wait_for(lambda: len(lost_rows()) >= 4, 60, "node03 lost", poll_s=0.3)
 
         # node02's recorder restarts: its counter starts again at 0
+        before = _latest(prom, "node02")  # (once stopped its series is stale: none)
         stop_record(procs["node02"])
-        before = _latest(prom, "node02")
         procs["node02"] = _record(trees["node02"].sensor_root, "node02",
                                   cluster_nodes["ports"]["node02"], tmp_path / "node02b.csv")
         wait_for(lambda: _alive(procs["node02"]) and _latest(prom, "node02") == 0.0,
