@@ -144,3 +144,57 @@ def csv_cumulative(path: Path, domain: str) -> list[tuple[float, float]]:
 def record_alive(proc: subprocess.Popen) -> None:
     if proc.poll() is not None:
         pytest.fail(f"tuimeter record exited early ({proc.returncode}): {proc.stderr.read()}")
+
+
+# -- a Prometheus of the test's own ------------------------------------------------------
+class OwnPrometheus:
+    """A real ``prometheus`` started by the test on a free loopback port, scraping
+    ``targets`` (``host:port``) every ``scrape_s`` with ``honor_labels: true`` (what
+    docs/cluster.md's scrape config says: a node's ``--tag job=...`` stays ``job``).
+    Skips where the binary is absent (fails under CI). Stopped by :meth:`close`."""
+
+    def __init__(self, base: Path, targets: list[str], scrape_s: str = "1s"):
+        import shutil
+
+        exe = shutil.which("prometheus")
+        if exe is None:
+            if os.environ.get("CI"):
+                pytest.fail("prometheus is not installed under CI")
+            pytest.skip("the prometheus binary is not installed")
+        base.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        conf = base / "prometheus.yml"
+        conf.write_text(
+            "global:\n  scrape_interval: {s}\n  scrape_timeout: {s}\n"
+            "scrape_configs:\n  - job_name: tuimeter\n    honor_labels: true\n"
+            "    static_configs:\n      - targets: {t}\n".format(s=scrape_s,
+                                                            t=json.dumps(targets)))
+        self.log = open(base / "log", "w")
+        self.proc = subprocess.Popen(
+            [exe, f"--config.file={conf}", f"--storage.tsdb.path={base / 'data'}",
+             f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        from tests.helpers import wait_for
+
+        wait_for(lambda: self._ready(), 60, "prometheus to be ready", poll_s=0.2)
+
+    def _ready(self) -> bool:
+        if self.proc.poll() is not None:
+            pytest.fail(f"prometheus exited: {Path(self.log.name).read_text()[-2000:]}")
+        with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as resp:
+            return resp.status == 200
+
+    def query(self, promql: str) -> list:
+        q = urllib.parse.urlencode({"query": promql})
+        return http_get_json(f"{self.url}/api/v1/query?{q}")["data"]["result"]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()

@@ -31,6 +31,9 @@ HEADLESS = [
     "tuimeter.integrations", "tuimeter.integrations.mlflow", "tuimeter.integrations.wandb",
     "tuimeter.integrations.huggingface", "tuimeter.integrations.lightning",
     "tuimeter.baseline", "tuimeter.baseline_cli", "tuimeter.periods",
+    "tuimeter.cluster", "tuimeter.cluster.options", "tuimeter.cluster.promapi",
+    "tuimeter.cluster.source", "tuimeter.cluster.slurm", "tuimeter.cluster.cli",
+    "tuimeter.cluster.view", "tuimeter.cluster.series",
 ]
 PACKAGE = ROOT / "tuimeter"
 

@@ -73,12 +73,21 @@ def _record_parser() -> Parser:
                         "run.csv, run.1.csv, ... or run-2026-11-30.csv")
     p.add_argument("--duration", type=positive_float, metavar="S", help="stop after S seconds")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+    from .cluster.options import add_options
+
+    add_options(p.add_argument_group("node (for tuimeter cluster)"), "record")
     return p
 
 
 def _record_usage_problem(args: argparse.Namespace, command: list[str] | None) -> str | None:
     """Bad input, found before anything is created (sets ``args.no_file`` for an
     exporter without -o); None when there is none."""
+    from .cluster.options import resolved
+
+    try:
+        args.tags = resolved(args, "tags")  # each key once (the list as a whole)
+    except ValueError as exc:
+        return f"--tag: {exc}"
     if not args.output:
         if args.rotate is not None:
             return "--rotate needs -o FILE"
@@ -294,6 +303,13 @@ def _profile_ui(*args: Any) -> tuple:
 
 
 
+def _cluster_ui(*args: Any) -> None:
+    """``tuimeter cluster`` without --headless: the UI is imported only when asked for."""
+    from .tui.cluster_screen import run_cluster_ui
+
+    run_cluster_ui(*args)
+
+
 _default_showwarning = warnings.showwarning
 
 
@@ -337,6 +353,10 @@ def main(argv: list[str] | None = None) -> int:
         from .profile.cli import cmd_profile
 
         return cmd_profile(argv[1:], ui=_profile_ui)
+    if first == "cluster":
+        from .cluster.cli import cmd_cluster
+
+        return cmd_cluster(argv[1:], ui=_cluster_ui)
     if first == "completion":
         from .completion import cmd_completion
 

@@ -17,6 +17,7 @@ SUBCOMMANDS = {
     "profile": "energy per Python function of a program (-- python SCRIPT)",
     "doctor": "list the sensors tuimeter finds, what is wrong and the fix",
     "baseline": "measure each domain's idle power (for idle/dynamic splits)",
+    "cluster": "many nodes live, or recorded, from the Prometheus that scrapes them",
     "completion": "print a shell completion script (bash, zsh or fish)",
 }
 #: accepted, not listed
@@ -63,6 +64,11 @@ examples:
 examples:
   tuimeter baseline                 20 s on an idle machine
   tuimeter baseline --seconds 60 --no-gpu""",
+    "cluster": """\
+examples:
+  tuimeter cluster --prometheus-url http://prom:9090 --selector job=exp1
+  tuimeter cluster --prometheus-url http://prom:9090 --slurm-job 4242
+  tuimeter cluster --prometheus-url http://prom:9090 --headless -o cluster.csv --duration 600""",
     "completion": """\
 examples:
   tuimeter completion bash > ~/.local/share/bash-completion/completions/tuimeter

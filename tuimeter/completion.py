@@ -48,6 +48,7 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     from .doctor import cmd_doctor
     from .profile.cli import parser as profile_parser
     from .baseline_cli import cmd_baseline
+    from .cluster.cli import parser as cluster_parser
     from .session.mark_client import cmd_count, cmd_mark
     from .session.report_cli import cmd_report
     from .tui.run import parser as ui_parser
@@ -55,7 +56,8 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     return {"": ui_parser(), "record": _record_parser(), "mark": _parser_of(cmd_mark),
             "count": _parser_of(cmd_count), "baseline": _parser_of(cmd_baseline),
             "report": _parser_of(cmd_report), "doctor": _parser_of(cmd_doctor),
-            "profile": profile_parser(), "completion": completion_parser()}
+            "profile": profile_parser(), "cluster": cluster_parser(),
+            "completion": completion_parser()}
 
 
 def _options(p: argparse.ArgumentParser) -> list[tuple[list[str], str, bool]]:

@@ -32,6 +32,8 @@ from typing import Any, Callable, Mapping
 
 import platformdirs
 
+from .cluster.options import OPTIONS as _CLUSTER_OPTIONS
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
@@ -181,6 +183,8 @@ KEYS: tuple[Key, ...] = (
     Key("electricitymaps_url", _live("check_url"), "TUIMETER_ELECTRICITYMAPS_URL", None),
     Key("uk_carbon_url", _live("check_url"), "TUIMETER_UK_CARBON_URL", None),
     Key("theme", _text, "TUIMETER_THEME", "theme"),
+    # the node side (record --host/--tag) and tuimeter cluster: declared in cluster/options.py
+    *(Key(o.key, o.check, o.env, o.dest) for o in _CLUSTER_OPTIONS if o.key),
 )
 KEY_NAMES: tuple[str, ...] = tuple(k.name for k in KEYS)
 #: the keys that hold a secret (a config file holding one should be private)

@@ -353,6 +353,7 @@ class CgroupInfo:
     container: str = ""
     pod: str = ""
     job: str = ""
+    step: str = ""  # the SLURM step (0, batch, extern), "" where none
 
 
 @dataclass(frozen=True)
@@ -488,6 +489,9 @@ class Snapshot:
     #: (0..1, attribution); None without attribution
     cpu_busy_ratio: float | None = None
     unread_power_w: float = 0.0  # W of processes not read this tick (two-tier scan)
+    #: ``record --tag KEY=VALUE``: constant labels of every exported series and the
+    #: settings row, in the order given (checked: tuimeter.cluster.options.check_tags)
+    tags: tuple[tuple[str, str], ...] = ()
 
     def domain(self, domain_id: str) -> DomainSample | None:
         for d in self.domains:

@@ -13,6 +13,7 @@ import shutil
 import sys
 from typing import TYPE_CHECKING, Callable, NoReturn
 
+from .cluster.options import resolved
 from .text import safe_text
 
 if TYPE_CHECKING:
@@ -185,6 +186,7 @@ def measure_options(args: argparse.Namespace) -> "MeasureOptions":
         carbon_intensity=args.carbon_intensity, pue=args.pue, pid=args.pid,
         attribution=not args.no_attribution, carbon_source=args.carbon_source,
         carbon_zone=args.carbon_zone, full_scan_s=getattr(args, "full_scan_s", None),
+        host=getattr(args, "host", None), tags=resolved(args, "tags") or (),
     )
 
 

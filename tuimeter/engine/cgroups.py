@@ -209,7 +209,7 @@ def describe(path: str) -> CgroupInfo:
         return CgroupInfo(path, kind, name, container=container, job=job)
     if job:
         return CgroupInfo(path, "slurm", f"slurm job {job}" + (f" step {step}" if step else ""),
-                          job=job)
+                          job=job, step=step)
     if unit:
         user = next((m[1] for m in map(_USER_SLICE.match, parts) if m), None)
         name = unit if user is None or unit.startswith("user") else f"{unit} (uid {user})"

@@ -183,6 +183,7 @@ class Engine:
         statuses: Iterable[SensorStatus] = (),
         attributor: Attributor | None = None,
         live_carbon: LiveCarbonSource | None = None,
+        tags: tuple[tuple[str, str], ...] = (),
     ):
         if not interval_s > 0:
             raise ValueError("interval_s must be > 0")
@@ -193,6 +194,7 @@ class Engine:
         self.wallclock = wallclock
         self.cpu_clock = cpu_clock
         self.host = host or socket.gethostname()
+        self.tags = tuple(tags)  # constant labels of every snapshot (record --tag)
         self.history_len = history_len
         self.attributor = attributor
         #: where each tick's carbon settings come from (None: ``carbon`` throughout)
@@ -642,6 +644,7 @@ class Engine:
             elapsed_s=now - (self._start_t if self._start_t is not None else now),
             interval_s=interval,
             host=self.host,
+            tags=self.tags,
             domains=domains,
             total=total,
             carbon=self.carbon,

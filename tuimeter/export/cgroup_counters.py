@@ -26,6 +26,7 @@ Thread-safe: two Prometheus servers may scrape at once.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from typing import Iterable, NamedTuple
@@ -61,17 +62,20 @@ class CgroupCounters:
         self._other_j = 0.0
         self._host = ""  # of the last points seen (for ``other``)
 
-    def update(self, totals: Iterable[Point]) -> list[CgroupSeries]:
+    def update(self, totals: Iterable[Point], pinned: frozenset[str] = frozenset()
+               ) -> list[CgroupSeries]:
         """Take the ``cgroup_total`` points of the latest snapshot
         (:func:`tuimeter.points.cgroup_total_points`); return the series to serve, the
-        top N by cumulative energy, then ``other``."""
+        top N by cumulative energy, then ``other``. The cgroups in ``pinned`` (paths: the
+        followed job's, a tagged SLURM job's) are always served, beside the top N."""
         pts = list(totals)
         with self._lock:
             if not pts and not self._last and not self._served and not self._other_j:
                 return []  # cgroups are not read (or none used power yet): no series
             now = {p.tags["cgroup"]: p for p in pts}
-            ranked = sorted(pts, key=lambda p: p.fields["total_energy_j"], reverse=True)
-            top = {p.tags["cgroup"] for p in ranked[:self.top_n]}
+            ranked = sorted((p for p in pts if p.tags["cgroup"] not in pinned),
+                            key=lambda p: p.fields["total_energy_j"], reverse=True)
+            top = {p.tags["cgroup"] for p in ranked[:self.top_n]} | (pinned & now.keys())
             for key in list(self._served):  # left the top N (or forgotten by the engine)
                 if key not in top:
                     self._left[key] = self._served.pop(key)
@@ -100,9 +104,23 @@ class CgroupCounters:
             out = [CgroupSeries(self._labels[k], v) for k, v in sorted(
                 self._served.items(), key=lambda kv: kv[1], reverse=True)]
             out.append(CgroupSeries({"host": host, "cgroup": OTHER, "kind": "",
-                                     "container": "", "pod": ""}, self._other_j))
+                                     "container": "", "pod": "", "slurm_job": "",
+                                     "slurm_step": ""}, self._other_j))
             return out
 
 
 def _labels(p: Point) -> dict[str, str]:
-    return {k: tag_text(p.tags[k]) for k in ("host", "cgroup", "kind", "container", "pod")}
+    labels = {k: tag_text(p.tags[k]) for k in ("host", "cgroup", "kind", "container", "pod")}
+    labels["slurm_job"], labels["slurm_step"] = slurm_ids(labels["cgroup"])
+    return labels
+
+
+@functools.lru_cache(maxsize=4096)
+def slurm_ids(path: str) -> tuple[str, str]:
+    """(SLURM job, step) of a cgroup path, as :func:`tuimeter.engine.cgroups.describe`
+    reads them ("" where none): labels, so a job is selected by label, not by a regular
+    expression on the path."""
+    from ..engine.cgroups import describe
+
+    info = describe(path)
+    return info.job, info.step

@@ -131,7 +131,8 @@ def snapshot_lines(snap: Snapshot) -> list[str]:
         if p.name not in MEASUREMENTS or (snap.interval_s <= 0 and p.name != "marker"):
             continue
         measurement, fields = MEASUREMENTS[p.name]
-        out.append(line(measurement, p.tags, {k: p.fields[k] for k in fields}, p.timestamp_us))
+        tags = {**p.tags, **dict(snap.tags)} if snap.tags else p.tags  # record --tag
+        out.append(line(measurement, tags, {k: p.fields[k] for k in fields}, p.timestamp_us))
     return [x for x in out if x]
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import os
 import threading
 from typing import Callable, Iterable
 
@@ -93,8 +94,9 @@ METRICS: tuple[tuple[str, str, str, str, str, tuple[str, ...], dict[str, str]], 
 #: points always described (their families are served even without a series); a ``job``
 #: family only while a job is followed
 ALWAYS = frozenset({"domain", "machine", "grid"})
-#: the labels of ``tuimeter_cgroup_energy_joules_total``
-CGROUP_LABELS = ("host", "cgroup", "kind", "container", "pod")
+#: the labels of ``tuimeter_cgroup_energy_joules_total`` (``slurm_job``, ``slurm_step``:
+#: read from the cgroup path, "" where it is no SLURM job's)
+CGROUP_LABELS = ("host", "cgroup", "kind", "container", "pod", "slurm_job", "slurm_step")
 #: cgroup series served by default (``--prometheus-cgroups``), and the most allowed
 DEFAULT_CGROUPS, MAX_CGROUPS = 10, 1000
 
@@ -171,11 +173,15 @@ class SnapshotCollector:
     """
 
     def __init__(self, snapshot: Callable[[], Snapshot | None], markers: _MarkerCount,
-                 exporters: Iterable = (), cgroups: int = DEFAULT_CGROUPS):
+                 exporters: Iterable = (), cgroups: int = DEFAULT_CGROUPS,
+                 interval_s: float | None = None):
         self._snapshot = snapshot
         self._markers = markers
         self._exporters = exporters
         self._cgroups = CgroupCounters(cgroups) if cgroups > 0 else None
+        self._interval_s = interval_s  # the configured interval, for tuimeter_info
+        self._job_cgroup: tuple[int, str | None] | None = None  # (pid, its cgroup path)
+        self._slurm_job = os.environ.get("SLURM_JOB_ID", "").strip()
 
     def describe(self):
         return []  # no registration-time collect (the engine may not be open yet)
@@ -183,12 +189,37 @@ class SnapshotCollector:
     def collect(self):
         snap = self._snapshot()
         host = snap.host if snap is not None else ""
+        out: list = []
         if snap is not None:
-            yield from _families(points(snap))
+            out += _families(points(snap))
+            out.append(_info_family(snap, self._interval_s))
             if self._cgroups is not None:
-                yield from _cgroup_families(self._cgroups.update(cgroup_total_points(snap)))
-        yield from _marker_metrics(host, self._markers)
-        yield from _health_families(host, self._exporters)
+                out += _cgroup_families(self._cgroups.update(cgroup_total_points(snap),
+                                                             self._pinned(snap)))
+        out += _marker_metrics(host, self._markers)
+        out += _health_families(host, self._exporters)
+        tags = dict(snap.tags) if snap is not None else {}
+        for fam in out:  # record --tag: constant labels on every series
+            if tags:
+                fam.samples = [s._replace(labels={**s.labels, **tags}) for s in fam.samples]
+            yield fam
+
+    def _pinned(self, snap: Snapshot) -> frozenset[str]:
+        """The cgroups served whatever their rank, never folded into ``other``: the
+        followed job's (the cgroup of its process) and those of the SLURM job tuimeter
+        itself runs in (``srun tuimeter record ...``: ``$SLURM_JOB_ID``)."""
+        paths = set()
+        job_id = self._slurm_job
+        if job_id:
+            paths |= {c.info.path for c in snap.cgroups if c.info.job == job_id}
+        if snap.job is not None:
+            if self._job_cgroup is None or self._job_cgroup[0] != snap.job.pid:
+                from ..engine.cgroups import read_cgroup
+
+                self._job_cgroup = (snap.job.pid, read_cgroup(snap.job.pid))
+            if self._job_cgroup[1]:
+                paths.add(self._job_cgroup[1])
+        return frozenset(paths)
 
 
 def _cgroup_families(series: list[CgroupSeries]) -> list:
@@ -207,6 +238,22 @@ def _cgroup_families(series: list[CgroupSeries]) -> list:
     for s in series:
         fam.add_metric([s.labels[k] for k in CGROUP_LABELS], s.energy_j)
     return [fam]
+
+
+def _info_family(snap: Snapshot, interval_s: float | None):
+    """``tuimeter_info{host, version, schema, interval_s, tags...} 1``: what a cluster
+    view reads to know a node (the tags are added with every series' own)."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    from .. import __version__
+    from ..session.schema import SCHEMA_VERSION
+
+    iv = interval_s if interval_s is not None else snap.interval_s
+    fam = GaugeMetricFamily("tuimeter_info", "The node's tuimeter: its version, session "
+                            "schema and sampling interval in seconds (value 1).",
+                            labels=("host", "version", "schema", "interval_s"))
+    fam.add_metric([snap.host, __version__, str(SCHEMA_VERSION), f"{iv:g}"], 1.0)
+    return fam
 
 
 def _marker_metrics(host: str, markers: _MarkerCount):
@@ -256,7 +303,7 @@ class PrometheusExporter:
         self._markers = _MarkerCount()
         self.registry = CollectorRegistry(auto_describe=False)
         self.collector = SnapshotCollector(lambda: engine.snapshot, self._markers, exporters,
-                                           cgroups)
+                                           cgroups, getattr(engine, "interval_s", None))
         self.registry.register(self.collector)
         self._server = BoundedHttpServer(host, port, self._handle, max_connections=max_connections,
                                          timeout_s=timeout_s, name="tuimeter-prometheus")

@@ -243,7 +243,7 @@ class SessionWriter:
         self._row(snap.timestamp, snap.elapsed_s, 0.0, SESSION,
                   label=schema.session_label(snap, details))
         self._row(snap.timestamp, snap.elapsed_s, 0.0, SETTINGS,
-                  label=schema.settings_label(snap.carbon))
+                  label=schema.settings_label(snap.carbon, snap.tags))
         self._carbon = snap.carbon
         self._domain_rows(snap)
         self._flush()

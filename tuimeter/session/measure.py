@@ -47,6 +47,7 @@ class MeasureOptions:
     full_scan_s: float | None = None
     extra_sensors: list = field(default_factory=list)  # tests and the API can add sensors
     host: str | None = None
+    tags: tuple[tuple[str, str], ...] = ()  # record --tag (checked: cluster/options.py)
 
 
 def data_dir() -> Path:
@@ -125,7 +126,7 @@ def make_engine(opts: MeasureOptions,
     found = discover(opts.powercap_root, gpu=opts.gpu)
     sensors = list(found.sensors) + list(opts.extra_sensors)
     engine = Engine(sensors, carbon, interval, host=opts.host or socket.gethostname(),
-                    statuses=found.statuses, live_carbon=live)
+                    statuses=found.statuses, live_carbon=live, tags=opts.tags)
     engine.attributor = attributor(opts, engine)
     return engine
 

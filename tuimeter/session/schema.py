@@ -415,9 +415,13 @@ def _json(obj: dict) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
-def settings_label(carbon: CarbonInfo) -> str:
-    """The JSON label of a ``settings`` row."""
-    return _json({"schema": SCHEMA_VERSION, "carbon": _carbon_json(carbon)})
+def settings_label(carbon: CarbonInfo, tags: tuple[tuple[str, str], ...] = ()) -> str:
+    """The JSON label of a ``settings`` row; ``"tags"`` (``record --tag``, an object of
+    text) only when there are some."""
+    obj: dict = {"schema": SCHEMA_VERSION, "carbon": _carbon_json(carbon)}
+    if tags:
+        obj["tags"] = dict(tags)
+    return _json(obj)
 
 
 def _carbon_info(carbon: dict, provider: object = None, what: str = "settings") -> CarbonInfo:
@@ -465,6 +469,19 @@ def settings_of(row: Row) -> Settings:
     except CarbonError:
         info = None
     return Settings(schema, info)
+
+
+def tags_of(row: Row) -> tuple[tuple[str, str], ...]:
+    """The ``record --tag`` pairs a ``settings`` row holds (text as the file says it:
+    escape it to show it); () when none or not readable."""
+    try:
+        obj = _json_object(row.label, "settings")
+    except BadRow:
+        return ()
+    raw = obj.get("tags")
+    if not isinstance(raw, dict):
+        return ()
+    return tuple((k, v) for k, v in raw.items() if isinstance(k, str) and isinstance(v, str))[:64]
 
 
 # -- the session row's text (schema 1 and 2) ----------------------------------------------
