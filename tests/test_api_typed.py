@@ -13,7 +13,7 @@ import pytest
 
 import tuimeter
 from tuimeter import api
-from tuimeter.session import measure as measure_mod
+from tuimeter import measurement as measure_mod
 
 #: the sampling keywords and a non-default value for each (MeasureOptions fields)
 SAMPLING = dict(interval_s=0.5, gpu=False, powercap_root="/nonexistent/powercap",

@@ -26,7 +26,7 @@ from tuimeter.config import ConfigError
 from tuimeter.model import CarbonInfo
 from tuimeter.session import schema
 from tuimeter.session.csvfile import SessionWriter
-from tuimeter.session.measure import MeasureOptions, SetupError, make_engine as make_measure
+from tuimeter.measurement import MeasureOptions, SetupError, make_engine as make_measure
 from tuimeter.session.reader import SessionReader
 from tuimeter.session.recorder import Recorder
 from tuimeter.session.report import build_report, load_file

@@ -183,7 +183,7 @@ def test_an_unknown_key_warns_once(home: Path) -> None:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the XDG locations")
 def test_linux_locations_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tuimeter.session.measure import data_dir
+    from tuimeter.measurement import data_dir
 
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from .engine.sampler import Engine
     from .profile.result import Profile
     from .sensors.base import Sensor
-    from .session.measure import MeasureOptions
+    from .measurement import MeasureOptions
 
 log = logging.getLogger(__name__)
 _warned_none = False
@@ -264,7 +264,7 @@ class Meter:
       default None): sensors added to the ones discovered.
 
     A bad ``interval_s``, ``country``, ``carbon_intensity``, ``pue`` or carbon source raises
-    :class:`~tuimeter.session.measure.SetupError` on entry, before anything runs.
+    :class:`~tuimeter.measurement.SetupError` on entry, before anything runs.
 
     Modes:
 
@@ -316,7 +316,7 @@ class Meter:
         self.autostart = autostart
         self.overwrite = overwrite
         self.append = append
-        #: sampling keywords, as :class:`~tuimeter.session.measure.MeasureOptions` fields
+        #: sampling keywords, as :class:`~tuimeter.measurement.MeasureOptions` fields
         self.options: dict[str, Any] = dict(
             interval_s=interval_s, gpu=gpu, powercap_root=powercap_root, country=country,
             carbon_intensity=carbon_intensity, pue=pue, carbon_source=carbon_source,
@@ -390,12 +390,12 @@ class Meter:
     def measure_options(self) -> MeasureOptions:
         """The options an own-mode engine is built from (with attribution: a phase's
         own energy is this process tree's share)."""
-        from .session.measure import MeasureOptions
+        from .measurement import MeasureOptions
 
         return MeasureOptions(output=self.output, overwrite=self.overwrite, **self.options)
 
     def _start_own(self) -> None:
-        from .session.measure import make_engine, open_recorder
+        from .measurement import make_engine, open_recorder
 
         if self.engine is None:
             self.engine = make_engine(self.measure_options())

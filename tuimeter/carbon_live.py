@@ -48,13 +48,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from .checks import ELECTRICITYMAPS, SOURCES, TABLE, UK, check_source, check_url
 from .model import CarbonInfo
 
-TABLE = "table"
-ELECTRICITYMAPS = "electricitymaps"
-UK = "uk-carbon-intensity"
-#: the values of ``--carbon-source``
-SOURCES = (TABLE, ELECTRICITYMAPS, UK)
 
 ENV_SOURCE = "TUIMETER_CARBON_SOURCE"
 ENV_ZONE = "TUIMETER_CARBON_ZONE"
@@ -122,21 +118,6 @@ class Intensity:
 
 
 # -- settings ----------------------------------------------------------------------------
-def check_source(value: object) -> str:
-    """A ``--carbon-source`` value; ValueError naming the choices otherwise."""
-    if not isinstance(value, str) or value.strip().lower() not in SOURCES:
-        raise ValueError(f"carbon source must be one of {', '.join(SOURCES)}, got {value!r}")
-    return value.strip().lower()
-
-
-def check_url(value: object) -> str:
-    """A base URL: ``http://`` or ``https://`` and a host; a trailing ``/`` dropped."""
-    if not isinstance(value, str) or not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?",
-                                                      value.strip()):
-        raise ValueError(f"must be an http:// or https:// URL, got {value!r}")
-    return value.strip().rstrip("/")
-
-
 def _check_zone(source: str, zone: object, where: str) -> str | None:
     if zone is None:
         if source == ELECTRICITYMAPS:
@@ -301,7 +282,7 @@ def _get_json(url: str, headers: Mapping[str, str], timeout_s: float,
     import urllib.error
     import urllib.request
 
-    from . import __version__
+    from .version import __version__
 
     class NoRedirect(urllib.request.HTTPRedirectHandler):
         """A redirect is an error: urllib would send the token on to any host."""
@@ -346,7 +327,7 @@ def _short(value: object, limit: int = 80) -> str:
 
 def check_g(value: object) -> float:
     """A figure from an answer as g CO2e/kWh; FetchError when it is none or impossible."""
-    from .carbon import MAX_INTENSITY_G_PER_KWH
+    from .checks import MAX_INTENSITY_G_PER_KWH
 
     if value is None:
         raise FetchError("no carbon intensity in the answer")

@@ -32,6 +32,8 @@ from typing import Any, Callable, Mapping
 
 import platformdirs
 
+from . import checks
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
@@ -88,54 +90,31 @@ def _bool(value: object) -> bool:
 
 
 def _interval(value: object) -> float:
-    from .session.measure import SetupError, validate_interval
-
     if isinstance(value, bool):
         raise ValueError(f"must be a number of seconds, got {value!r}")
     try:
-        return validate_interval(value)  # type: ignore[arg-type]
-    except SetupError as exc:
+        return checks.validate_interval(value)  # type: ignore[arg-type]
+    except checks.SetupError as exc:
         raise ValueError(str(exc).removeprefix("interval ")) from None
 
 
 def _listen(value: object) -> tuple[str, int]:
-    from .export import parse_listen
-
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise ValueError(f"must be \"[HOST:]PORT\", got {value!r}")
     try:
-        return parse_listen(str(value))
+        return checks.parse_listen(str(value))
     except ValueError as exc:
         raise ValueError(str(exc).split(": ", 1)[-1]) from None
 
 
-def _cgroups(value: object) -> int:
-    from .export.prometheus import parse_cgroups
-
-    return parse_cgroups(value)  # an ExportError is a ValueError
-
-
-def _carbon(name: str) -> Callable[[object], object]:
-    def check(value: object) -> object:
-        from . import carbon
-
-        if name == "country":
-            return _text(value)
-        fn = carbon.check_intensity if name == "carbon_intensity" else carbon.check_pue
+def _carbon(check: Callable[[object], float]) -> Callable[[object], float]:
+    """A carbon check whose message does not name an origin twice (the caller adds where)."""
+    def checked(value: object) -> float:
         try:
-            return fn(value)
-        except carbon.CarbonError as exc:
+            return check(value)
+        except checks.CarbonError as exc:
             raise ValueError(str(exc)) from None
-    return check
-
-
-def _live(name: str) -> Callable[[object], object]:
-    """A check of tuimeter.carbon_live, imported when a value is checked."""
-    def check(value: object) -> object:
-        from . import carbon_live
-
-        return getattr(carbon_live, name)(value)
-    return check
+    return checked
 
 
 @dataclass(frozen=True)
@@ -163,7 +142,7 @@ KEYS: tuple[Key, ...] = (
     Key("gpu", _bool, "TUIMETER_GPU", "no_gpu", to_dest=_negated),
     Key("attribution", _bool, "TUIMETER_ATTRIBUTION", "no_attribution", to_dest=_negated),
     Key("prometheus", _listen, "TUIMETER_PROMETHEUS", "prometheus"),
-    Key("prometheus_cgroups", _cgroups, "TUIMETER_PROMETHEUS_CGROUPS", "prometheus_cgroups"),
+    Key("prometheus_cgroups", checks.parse_cgroups, "TUIMETER_PROMETHEUS_CGROUPS", "prometheus_cgroups"),
     # the influx keys: the exporter itself reads TUIMETER_INFLUX_* (export/influx.py)
     Key("influx_url", _text, "TUIMETER_INFLUX_URL", "influx"),
     Key("influx_db", _text, "TUIMETER_INFLUX_DB", "influx_db"),
@@ -171,15 +150,15 @@ KEYS: tuple[Key, ...] = (
     Key("influx_bucket", _text, "TUIMETER_INFLUX_BUCKET", "influx_bucket"),
     Key("influx_token", _text, "TUIMETER_INFLUX_TOKEN", "influx_token"),
     # the carbon keys: resolved by carbon.resolve_carbon (checked here too, early)
-    Key("country", _carbon("country"), "TUIMETER_COUNTRY", None),
-    Key("carbon_intensity", _carbon("carbon_intensity"), "TUIMETER_CARBON_INTENSITY", None),
-    Key("pue", _carbon("pue"), "TUIMETER_PUE", None),
+    Key("country", _text, "TUIMETER_COUNTRY", None),
+    Key("carbon_intensity", _carbon(checks.check_intensity), "TUIMETER_CARBON_INTENSITY", None),
+    Key("pue", _carbon(checks.check_pue), "TUIMETER_PUE", None),
     # the live carbon keys: resolved by carbon_live.resolve_live
-    Key("carbon_source", _live("check_source"), "TUIMETER_CARBON_SOURCE", None),
+    Key("carbon_source", checks.check_source, "TUIMETER_CARBON_SOURCE", None),
     Key("carbon_zone", _text, "TUIMETER_CARBON_ZONE", None),
     Key("electricitymaps_token", _text, "TUIMETER_ELECTRICITYMAPS_TOKEN", None),
-    Key("electricitymaps_url", _live("check_url"), "TUIMETER_ELECTRICITYMAPS_URL", None),
-    Key("uk_carbon_url", _live("check_url"), "TUIMETER_UK_CARBON_URL", None),
+    Key("electricitymaps_url", checks.check_url, "TUIMETER_ELECTRICITYMAPS_URL", None),
+    Key("uk_carbon_url", checks.check_url, "TUIMETER_UK_CARBON_URL", None),
     Key("theme", _text, "TUIMETER_THEME", "theme"),
 )
 KEY_NAMES: tuple[str, ...] = tuple(k.name for k in KEYS)
@@ -190,12 +169,51 @@ _BY_NAME = {k.name: k for k in KEYS}
 _warned_keys: set = set()
 
 
+#: the largest config.toml read, bytes (it holds three keys)
+MAX_CONFIG_BYTES = 64 * 1024
+
+
+def read_config_text(path: str | os.PathLike) -> str:
+    """The text of a config file: a regular file (a link to one is fine) of at most
+    MAX_CONFIG_BYTES, UTF-8. FileNotFoundError when there is none; ConfigError with a
+    one-line reason for anything else (a device such as /dev/zero, a FIFO, binary data),
+    which is never read past the limit nor waited on."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError(f"cannot read config file {path}: not a regular file")
+        chunks, size = [], 0
+        while size <= MAX_CONFIG_BYTES:
+            chunk = os.read(fd, MAX_CONFIG_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"cannot read config file {path}: larger than "
+                          f"{MAX_CONFIG_BYTES // 1024} KiB")
+    data = b"".join(chunks)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"cannot read config file {path}: not UTF-8 text (byte "
+                          f"0x{data[exc.start]:02x} at offset {exc.start})") from None
+
+
 def read_table(path: str | os.PathLike) -> dict[str, Any]:
     """The keys of config file ``path`` ({} when there is none); an unknown key is
-    warned about once per file (ConfigWarning) and left out. Raises CarbonError (a
-    ConfigError-like ValueError, one line) for a file that cannot be read or parsed."""
-    from .carbon import CarbonError, read_config_text
-
+    warned about once per file (ConfigWarning) and left out. Raises ConfigError (one
+    line) for a file that cannot be read or parsed."""
     try:
         text = read_config_text(path)
     except FileNotFoundError:
@@ -203,7 +221,7 @@ def read_table(path: str | os.PathLike) -> dict[str, Any]:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise CarbonError(f"cannot read config file {path}: {exc}") from None
+        raise ConfigError(f"cannot read config file {path}: {exc}") from None
     secrets = [k for k in SECRET_KEYS if data.get(k)]
     if secrets:
         from .exposure import warn_readable_secret_file
@@ -237,7 +255,7 @@ def apply_config(args: argparse.Namespace, env: Mapping[str, str] = os.environ,
     """Fill every option of ``args`` the command line left unset (its ``unset`` value)
     from the environment, else config.toml, else leave the built-in default; then the
     remaining unset ones get their defaults. Options ``args`` lacks are skipped. Returns
-    ``args``; ConfigError/CarbonError (one line naming the file and key) on a bad value.
+    ``args``; ConfigError (one line naming the file and key) on a bad value.
 
     Idempotent: a second call finds everything set."""
     if getattr(args, "_config_applied", False):
@@ -394,10 +412,8 @@ def _lock(dfd: int) -> None:
 def _read_own(dfd: int, target: Path) -> tuple[str, os.stat_result, int] | None:
     """(text, stat, descriptor) of the config file in the folder ``dfd``, None when
     there is none; ConfigError for a link, another user's file, or one that is not a
-    config file (see :func:`tuimeter.carbon.read_config_text`). The caller closes the
+    config file (see :func:`read_config_text`). The caller closes the
     descriptor."""
-    from .carbon import MAX_CONFIG_BYTES
-
     try:
         fd = os.open(target.name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | _NOFOLLOW,
                      dir_fd=dfd)

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .replay_engine import ReplayPlayer
     from .sensors.replay import ReplaySensor
     from .session.markers import MarkerServer
-    from .session.measure import MeasureOptions
+    from .measurement import MeasureOptions
 
 #: the signals that end a recording (SIGHUP: the SSH session or terminal went away)
 ENDING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
@@ -62,9 +62,9 @@ def safely(problems: list[str], fn: Callable[..., Any], *args: Any, **kwargs: An
 
 def make_attributor(opts: "MeasureOptions", engine: "Engine | None" = None) -> Any:
     """The process attributor, or None when attribution is off
-    (:func:`tuimeter.session.measure.attributor_for`, which every engine gets by default;
+    (:func:`tuimeter.measurement.attributor_for`, which every engine gets by default;
     kept here as the one name the CLI looks up at call time, so tests can replace it)."""
-    from .session.measure import attributor_for
+    from .measurement import attributor_for
 
     return attributor_for(opts, engine)
 
@@ -77,7 +77,7 @@ def open_measurement(args: argparse.Namespace, opts: "MeasureOptions",
     input (a busy port) leaves no file; on failure what was started is closed again.
     Raises SetupError or ExportError."""
     from .export import start_exporters
-    from .session.measure import make_engine
+    from .measurement import make_engine
 
     engine = make_engine(opts, attributor)
     exporters: list = []
@@ -94,7 +94,7 @@ def open_measurement(args: argparse.Namespace, opts: "MeasureOptions",
 def open_session_file(args: argparse.Namespace, host: str) -> Any:
     """The recorder: over rotating files (--rotate), over none (record with an exporter
     and no -o), or over one file."""
-    from .session.measure import open_recorder
+    from .measurement import open_recorder
 
     if getattr(args, "rotate", None) is not None:
         from .session.rotate import open_rotating_recorder

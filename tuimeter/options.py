@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable, NoReturn
 from .text import safe_text
 
 if TYPE_CHECKING:
-    from .session.measure import MeasureOptions
+    from .measurement import MeasureOptions
 
 EXIT_BAD_INPUT = 2
 
@@ -79,9 +79,9 @@ def positive_float(text: str) -> float:
 
 
 def interval(text: str) -> float:
-    """``--interval``: the one interval rule (``session.measure.validate_interval``, also
+    """``--interval``: the one interval rule (``checks.validate_interval``, also
     used by ``Meter(interval_s=...)``), as an argparse type."""
-    from .session.measure import SetupError, validate_interval
+    from .checks import SetupError, validate_interval
 
     try:
         return validate_interval(number(text))
@@ -177,7 +177,7 @@ def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
 
 def measure_options(args: argparse.Namespace) -> "MeasureOptions":
     """The engine's options from the parsed command line."""
-    from .session.measure import MeasureOptions
+    from .measurement import MeasureOptions
 
     return MeasureOptions(
         interval_s=args.interval, output=args.output, overwrite=args.overwrite,

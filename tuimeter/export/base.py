@@ -18,9 +18,7 @@ import argparse
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, runtime_checkable
 
-
-class ExportError(ValueError):
-    """A bad exporter setting, or a port that cannot be bound (one readable line)."""
+from ..checks import ExportError
 
 
 @dataclass(frozen=True)

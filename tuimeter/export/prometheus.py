@@ -29,6 +29,7 @@ from typing import Callable, Iterable
 
 from typing import NamedTuple
 
+from ..checks import DEFAULT_CGROUPS, MAX_CGROUPS, parse_cgroups, parse_listen
 from ..model import Snapshot
 from ._http import BoundedHttpServer
 from .base import ExportError, ExporterEntry, HealthMetric
@@ -94,8 +95,6 @@ METRICS: tuple[tuple[str, str, str, str, str, tuple[str, ...], dict[str, str]], 
 ALWAYS = frozenset({"domain", "machine", "grid"})
 #: the labels of ``tuimeter_cgroup_energy_joules_total``
 CGROUP_LABELS = ("host", "cgroup", "kind", "container", "pod")
-#: cgroup series served by default (``--prometheus-cgroups``), and the most allowed
-DEFAULT_CGROUPS, MAX_CGROUPS = 10, 1000
 
 
 class _MarkerCount:
@@ -308,47 +307,11 @@ class PrometheusExporter:
 
 # -- how the command line starts it ---------------------------------------------------------
 
-def parse_listen(text: str) -> tuple[str, int]:
-    """``"9100"``, ``"0.0.0.0:9100"``, ``"[::1]:9100"`` -> (host, port); host defaults to
-    127.0.0.1 (metrics are not published beyond this machine unless asked)."""
-    text = text.strip()
-    host, sep, port_text = text.rpartition(":")
-    if not sep:
-        host, port_text = "", text
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    elif ":" in host:
-        raise ExportError(f"--prometheus {text!r}: write an IPv6 address in brackets, "
-                          "[::1]:9100")
-    try:
-        port = int(port_text)
-    except ValueError:
-        raise ExportError(f"--prometheus {text!r}: expected [HOST:]PORT, e.g. 9100 or "
-                          "0.0.0.0:9100") from None
-    if not 0 <= port <= 65535:
-        raise ExportError(f"--prometheus {text!r}: port must be 0..65535")
-    return host or "127.0.0.1", port
-
-
 def _listen_type(text: str) -> tuple[str, int]:
     try:
         return parse_listen(text)
     except ExportError as exc:
         raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[-1]) from None
-
-
-def parse_cgroups(text: object) -> int:
-    """A ``--prometheus-cgroups`` value: a whole number from 0 to MAX_CGROUPS."""
-    if isinstance(text, bool) or not isinstance(text, (str, int)):
-        raise ExportError(f"must be a whole number from 0 to {MAX_CGROUPS}, got {text!r}")
-    try:
-        n = int(text)
-    except ValueError:
-        raise ExportError(f"must be a whole number from 0 to {MAX_CGROUPS}, "
-                          f"got {text!r}") from None
-    if not 0 <= n <= MAX_CGROUPS:
-        raise ExportError(f"must be a whole number from 0 to {MAX_CGROUPS}, got {n}")
-    return n
 
 
 def _cgroups_type(text: str) -> int:

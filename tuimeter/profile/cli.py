@@ -254,12 +254,3 @@ def _finish(args: argparse.Namespace, profile: "Profile", made: dict[str, "NewFi
     paths = [f.path for f in made.values()]
     say(summary(profile) + (f" -> {', '.join(paths)}" if paths else ""))
     return code if code else (1 if problems else 0)
-
-
-def measure_args(args: argparse.Namespace) -> Any:
-    """The engine's options (``MeasureOptions``) from the profile's command line."""
-    from ..options import measure_options
-
-    ns = argparse.Namespace(**vars(args))
-    ns.output = args.session_output
-    return measure_options(ns)

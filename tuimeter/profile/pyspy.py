@@ -86,7 +86,7 @@ def explain_failure(stderr: str, pid: int) -> str:
 def profile_pid(args: argparse.Namespace, workdir: str) -> tuple[int, Profile | None, list[str]]:
     """Sample ``args.pid`` for ``args.duration`` s: (exit status, profile or None,
     problems)."""
-    from ..session.measure import SetupError
+    from ..measurement import SetupError
     from .run import open_engine
 
     exe = find_pyspy()

@@ -17,12 +17,20 @@ if TYPE_CHECKING:
     from .result import Profile
 
 
+def measure_args(args: argparse.Namespace) -> Any:
+    """The engine's options (``MeasureOptions``) from the profile's command line."""
+    from ..options import measure_options
+
+    ns = argparse.Namespace(**vars(args))
+    ns.output = args.session_output
+    return measure_options(ns)
+
+
 def open_engine(args: argparse.Namespace) -> tuple[Any, Any, TickLog]:
     """(engine with its attributor, recorder, tick log) for a profile; raises
     SetupError (one line) or OSError for the session CSV."""
-    from ..session.measure import make_engine, open_recorder
+    from ..measurement import make_engine, open_recorder
     from ..session.recorder import NoFile
-    from .cli import measure_args
 
     opts = measure_args(args)
     engine = make_engine(opts)
@@ -41,7 +49,7 @@ def profile_command(args: argparse.Namespace, command: list[str], samples_path: 
                     ) -> tuple[int, "Profile | None", list[str]]:
     """Run ``command`` (the bootstrap) to its end under the engine: (exit status, the
     profile or None, problems)."""
-    from ..session.measure import SetupError
+    from ..measurement import SetupError
 
     caught = Caught()
     try:

@@ -20,7 +20,7 @@ def run_profile_ui(args: argparse.Namespace, command: list[str], samples_path: s
     from ..live import LiveSession, StartError
     from ..profile.live import LiveProfile
     from ..profile.run import finish_profile, open_engine
-    from ..session.measure import SetupError
+    from ..measurement import SetupError
     from .app import TuimeterApp
     from .run import Session
 

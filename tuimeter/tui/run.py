@@ -9,7 +9,7 @@ import os
 import signal
 from typing import TYPE_CHECKING, Any, Callable
 
-from .. import __version__
+from ..version import __version__
 from ..cli_help import EXAMPLES, EXIT_CODES, SUBCOMMANDS, Formatter
 from ..options import (Parser, add_measure_options, check_target, fail, measure_options,
                        positive_float, say, split_command)
@@ -184,7 +184,7 @@ def _live_session(args: argparse.Namespace, command: list[str] | None
     state and a replay's temporary file. Raises SetupError, ReplayError, CarbonError,
     ExportError."""
     from ..live import LiveSession, open_measurement
-    from ..session.measure import open_recorder
+    from ..measurement import open_recorder
 
     if args.replay:
         engine, replay = _replay_engine(args)
@@ -261,7 +261,7 @@ def build(argv: list[str], *, start_engine: bool = True, need_terminal: bool = F
     from ..job import JobWatcher
     from ..live import StartError
     from ..sensors.replay import ReplayError
-    from ..session.measure import SetupError
+    from ..measurement import SetupError
     from .app import TuimeterApp
     from .process_rows import every_process_rows
 

@@ -1,4 +1,4 @@
-"""Set up one measurement: discover sensors, resolve carbon settings, open the engine and
+"""Set up one measurement (beside :mod:`tuimeter.live`, which runs it): discover sensors, resolve carbon settings, open the engine and
 the session file. Shared by ``tuimeter record``, the UI and the Python API; never
 imports the UI.
 """
@@ -14,18 +14,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..carbon import resolve_carbon
-from ..config import default_data_dir
-from ..engine.sampler import Engine
-from ..sensors.discover import discover
-from . import files
-from .csvfile import SessionWriter
-from .files import NewFile
-from .recorder import Recorder
+from .carbon import resolve_carbon
+from .checks import MIN_INTERVAL_S, SetupError, validate_interval
+from .config import default_data_dir
+from .engine.sampler import Engine
+from .sensors.discover import discover
+from .session import files
+from .session.csvfile import SessionWriter
+from .session.files import NewFile
+from .session.recorder import Recorder
 
-
-class SetupError(Exception):
-    """Bad input found before anything was recorded (one line, exit status 2)."""
+__all__ = ["MIN_INTERVAL_S", "MeasureOptions", "SetupError", "attributor_for", "data_dir",
+           "make_engine", "open_recorder", "validate_interval"]
 
 
 @dataclass
@@ -64,25 +64,6 @@ def _new_default_file(directory: str | os.PathLike | None = None) -> NewFile:
     return files.create_free(d, f"session-{stamp}", ".csv")
 
 
-#: shortest sampling interval accepted (s): RAPL updates about every 1 ms, NVML every
-#: 10-100 ms, and a tick costs us time too; faster only measures the monitor
-MIN_INTERVAL_S = 0.01
-
-
-def validate_interval(interval_s: float) -> float:
-    """``interval_s`` as a float, or SetupError when it is not a number >= MIN_INTERVAL_S."""
-    try:
-        value = float(interval_s)
-    except (TypeError, ValueError):
-        raise SetupError(f"interval must be a number of seconds, not {interval_s!r}") from None
-    if not value > 0 or value != value or value == float("inf"):
-        raise SetupError(f"interval must be > 0 seconds (got {interval_s})")
-    if value < MIN_INTERVAL_S:
-        raise SetupError(f"interval must be >= {MIN_INTERVAL_S:g} s (got {interval_s}): "
-                         f"sensors update no faster")
-    return value
-
-
 def attributor_for(opts: MeasureOptions, engine: Engine | None = None) -> Any:
     """The process attributor of a measurement, or None when ``opts.attribution`` is off.
 
@@ -90,7 +71,7 @@ def attributor_for(opts: MeasureOptions, engine: Engine | None = None) -> Any:
     the engine's sensors and uses its carbon settings for the job's CO2e (none with a live
     carbon source: the job's CO2e then comes from its domains', each tick's figure).
     """
-    from ..engine.attribution import make_attributor
+    from .engine.attribution import make_attributor
 
     if not opts.attribution:
         return None
@@ -112,8 +93,8 @@ def make_engine(opts: MeasureOptions,
     Raises SetupError for bad input (interval, country, carbon intensity, PUE, carbon
     source). A live carbon source (``carbon_source``) is fetched from Engine.open() on.
     """
-    from ..carbon import CarbonError
-    from ..carbon_live import open_live, resolve_live
+    from .carbon import CarbonError
+    from .carbon_live import open_live, resolve_live
 
     interval = validate_interval(opts.interval_s)
     try:
