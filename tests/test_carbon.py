@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from tuimeter import carbon
-from tuimeter.carbon import CarbonError, co2_g, g_per_j, lookup_country, resolve_carbon
+from tuimeter.carbon import CarbonError, co2_g, g_per_j, lookup_country
 from tuimeter.model import CarbonInfo
 from tuimeter.config import ConfigError, ConfigWarning
+from tuimeter.settings import resolve_carbon
 
 DATA = Path(carbon.__file__).parent / "data"
 

@@ -260,11 +260,11 @@ def test_the_circle_check_can_fail(tmp_path):
 
 
 def test_value_checks_and_config_sit_at_the_bottom():
-    """``checks.py`` (every option's value check) imports nothing of tuimeter, and
-    ``config.py`` (the TOML reader) only the leaves ``checks`` and ``exposure`` (its
-    warning about a secret in a file others can read): so reading config.toml loads no
-    exporter, carbon source or session."""
+    """``checks.py`` (every option's value check) and ``keys.py`` (how a setting is
+    declared) import nothing of tuimeter, and ``config.py`` (the TOML reader) only the
+    leaves ``keys`` and ``exposure`` (its warning about a secret in a file others can
+    read): so reading config.toml loads no exporter, carbon source or session."""
     graph = import_graph()
-    assert graph["tuimeter.checks"] == {}
+    assert graph["tuimeter.checks"] == {} and graph["tuimeter.keys"] == {}
     assert graph["tuimeter.exposure"] == {}
-    assert set(graph["tuimeter.config"]) <= {"tuimeter.checks", "tuimeter.exposure"}
+    assert set(graph["tuimeter.config"]) <= {"tuimeter.keys", "tuimeter.exposure"}

@@ -26,20 +26,18 @@ one-line message says what was wrong and what would work.
 
 from __future__ import annotations
 
-import math
-import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from .checks import (MAX_INTENSITY_G_PER_KWH, MAX_PUE, CarbonError, check_intensity,
                      check_pue)
 from .model import CarbonInfo
 
-# The table readers (csv, importlib.resources, difflib) and tuimeter.config (platformdirs,
-# tomllib) are imported where they are used: tuimeter.points needs only g_per_j, and every
-# --help loads it (through the exporters' options).
+# The table readers (csv, importlib.resources, difflib) are imported where they are used:
+# tuimeter.points needs only g_per_j, and every --help loads it (through the exporters'
+# options). This module reads no setting: tuimeter.settings hands it the levels.
 
 #: g CO2e per kWh when nothing better is known (IEA 2019, as used by CodeCarbon).
 WORLD_AVERAGE_G_PER_KWH = 475.0
@@ -57,7 +55,7 @@ ENV_PUE = "TUIMETER_PUE"
 _ALIASES = {"uk": "GBR", "great britain": "GBR", "england": "GBR", "america": "USA"}
 
 
-#: the carbon keys of config.toml (tuimeter.config.KEYS has them all)
+#: the carbon keys of config.toml (tuimeter.settings declares them all)
 CONFIG_KEYS = ("country", "carbon_intensity", "pue")
 _ENV_NAMES = {"country": ENV_COUNTRY, "carbon_intensity": ENV_INTENSITY, "pue": ENV_PUE}
 
@@ -96,23 +94,6 @@ class CarbonSettings:
         if self.config_path is not None:
             return f"from {key!r} in {self.config_path}"
         return self.origin
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> "CarbonSettings":
-        def get(name: str) -> str | None:
-            value = env.get(name)
-            return value if value not in (None, "") else None
-
-        return cls("environment", get(ENV_COUNTRY), get(ENV_INTENSITY), get(ENV_PUE))
-
-    @classmethod
-    def from_config(cls, path: Path) -> "CarbonSettings":
-        """Settings from a TOML file; a missing file gives empty settings."""
-        from .config import read_table
-
-        data = read_table(path)
-        return cls(f"config {path}", data.get("country"), data.get("carbon_intensity"),
-                   data.get("pue"), Path(path))
 
 
 def _read_data(name: str) -> list[dict[str, str]]:
@@ -173,27 +154,14 @@ def lookup_country(country: str, origin: str = "") -> CountryIntensity:
     raise CarbonError(f"unknown country {country!r}{where}: {hint}")
 
 
-def resolve_carbon(
-    country: str | None = None,
-    intensity_g_per_kwh: float | str | None = None,
-    pue: float | str | None = None,
-    env: Mapping[str, str] = os.environ,
-    config_path: str | os.PathLike | None = None,
-) -> CarbonInfo:
-    """The CarbonInfo to use, by the priority in the module docstring.
+def carbon_info(levels: Sequence[CarbonSettings], env: Mapping[str, str]) -> CarbonInfo:
+    """The CarbonInfo the ``levels`` give (highest first: the arguments, the
+    environment, the config file), by the priority in the module docstring; ``env`` is
+    only read for the time zone (``TZ``). Reads no setting itself: the levels come from
+    :func:`tuimeter.settings.resolve_carbon` or a :class:`~tuimeter.settings.Settings`.
 
-    ``config_path`` overrides the XDG location (None: the default path; a missing file is
-    fine). Raises CarbonError for an unknown country, a non-numeric or negative
-    intensity, a PUE below 1, or an unreadable config file.
-    """
-    from .config import default_config_path
-
-    path = Path(config_path) if config_path is not None else default_config_path(env)
-    levels = [
-        CarbonSettings("given", country, intensity_g_per_kwh, pue),
-        CarbonSettings.from_env(env),
-        CarbonSettings.from_config(path),
-    ]
+    Raises CarbonError for an unknown country, a non-numeric or negative intensity or
+    a PUE below 1."""
     pue_value = 1.0
     for level in levels:
         if level.pue is not None:

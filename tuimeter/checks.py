@@ -16,6 +16,7 @@ The error types live here too, each a one-line message for ``tuimeter: error: ..
 from __future__ import annotations
 
 import math
+import os
 import re
 
 
@@ -149,3 +150,50 @@ def check_url(value: object) -> str:
                                                       value.strip()):
         raise ValueError(f"must be an http:// or https:// URL, got {value!r}")
     return value.strip().rstrip("/")
+
+
+# -- config.toml's and the environment's values -----------------------------------------
+# (a value there is text or any TOML type; each check returns the typed value or raises
+# ValueError with the reason, to which the caller adds where the value came from)
+def text(value: object) -> str:
+    """A non-empty string."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"must be a non-empty string, got {value!r}")
+    return value
+
+
+def folder(value: object) -> str:
+    """A folder: a non-empty string, ``~`` expanded."""
+    return os.path.expanduser(text(value))
+
+
+def boolean(value: object) -> bool:
+    """``true``/``false``, or the words ``1 true yes on`` / ``0 false no off``, any case."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("1", "true", "yes", "on"):
+        return True
+    if isinstance(value, str) and value.strip().lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"must be true or false, got {value!r}")
+
+
+def interval_value(value: object) -> float:
+    """:func:`validate_interval` for config.toml and the environment (no bare bool)."""
+    if isinstance(value, bool):
+        raise ValueError(f"must be a number of seconds, got {value!r}")
+    try:
+        return validate_interval(value)  # type: ignore[arg-type]
+    except SetupError as exc:
+        raise ValueError(str(exc).removeprefix("interval ")) from None
+
+
+def listen_value(value: object) -> tuple[str, int]:
+    """:func:`parse_listen` for config.toml (a port number too) and the environment."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ValueError(f"must be \"[HOST:]PORT\", got {value!r}")
+    try:
+        return parse_listen(str(value))
+    except ValueError as exc:
+        raise ValueError(str(exc).split(": ", 1)[-1]) from None
+

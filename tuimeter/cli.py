@@ -22,7 +22,7 @@ from .cli_help import ALIASES, SUBCOMMANDS, help_text, unknown_command
 from .live import (HANGUP_WAIT_S, Caught, Forward, LiveSession, StartError, Summary,
                    make_attributor, open_measurement, summary_line, wait_for_child)
 from .options import (EXIT_BAD_INPUT, Parser, add_measure_options, check_target, fail,
-                      measure_options, positive_float, say, split_command)
+                      measure_options, positive_float, say, session_file, split_command)
 
 if TYPE_CHECKING:
     from .model import Snapshot
@@ -79,6 +79,7 @@ def _record_parser() -> Parser:
 def _record_usage_problem(args: argparse.Namespace, command: list[str] | None) -> str | None:
     """Bad input, found before anything is created (sets ``args.no_file`` for an
     exporter without -o); None when there is none."""
+    args.no_file = False
     if not args.output:
         if args.rotate is not None:
             return "--rotate needs -o FILE"
@@ -109,7 +110,8 @@ def cmd_record(argv: list[str]) -> int:
     try:
         try:
             # make_attributor looked up here, at call time: tests replace it
-            engine, recorder, exporters = open_measurement(args, opts, make_attributor)
+            engine, recorder, exporters = open_measurement(
+                opts, session_file(args, none=args.no_file), make_attributor)
         except (SetupError, ExportError) as exc:
             if listening is not None:
                 listening.close()

@@ -12,9 +12,8 @@ import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from .carbon import resolve_carbon
 from .checks import MIN_INTERVAL_S, SetupError, validate_interval
 from .config import default_data_dir
 from .engine.sampler import Engine
@@ -23,6 +22,9 @@ from .session import files
 from .session.csvfile import SessionWriter
 from .session.files import NewFile
 from .session.recorder import Recorder
+
+if TYPE_CHECKING:
+    from .settings import Settings
 
 __all__ = ["MIN_INTERVAL_S", "MeasureOptions", "SetupError", "attributor_for", "data_dir",
            "make_engine", "open_recorder", "validate_interval"]
@@ -47,6 +49,20 @@ class MeasureOptions:
     full_scan_s: float | None = None
     extra_sensors: list = field(default_factory=list)  # tests and the API can add sensors
     host: str | None = None
+    #: the settings the command line resolved (tuimeter.settings.from_args); None: the
+    #: API's, resolved by make_engine from the fields above, the environment and the file
+    settings: "Settings | None" = None
+
+    def resolved(self) -> "Settings":
+        """The settings of this measurement: the command line's, or (the API) these
+        options over the environment and config.toml, resolved now (once per engine)."""
+        if self.settings is not None:
+            return self.settings
+        from .settings import resolve
+
+        return resolve({"country": self.country, "carbon_intensity": self.carbon_intensity,
+                        "pue": self.pue, "carbon_source": self.carbon_source,
+                        "carbon_zone": self.carbon_zone})
 
 
 def data_dir() -> Path:
@@ -93,15 +109,14 @@ def make_engine(opts: MeasureOptions,
     Raises SetupError for bad input (interval, country, carbon intensity, PUE, carbon
     source). A live carbon source (``carbon_source``) is fetched from Engine.open() on.
     """
-    from .carbon import CarbonError
-    from .carbon_live import open_live, resolve_live
+    from .carbon_live import open_live
 
     interval = validate_interval(opts.interval_s)
-    try:
-        carbon = resolve_carbon(country=opts.country, intensity_g_per_kwh=opts.carbon_intensity,
-                                pue=opts.pue)
-        live = open_live(resolve_live(opts.carbon_source, opts.carbon_zone), carbon)
-    except (CarbonError, ValueError) as exc:
+    try:  # CarbonError, ConfigError and the live source's ValueError
+        settings = opts.resolved()
+        carbon = settings.carbon()
+        live = open_live(settings.live(), carbon)
+    except ValueError as exc:
         raise SetupError(str(exc)) from None
     found = discover(opts.powercap_root, gpu=opts.gpu)
     sensors = list(found.sensors) + list(opts.extra_sensors)

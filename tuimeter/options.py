@@ -10,12 +10,13 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 from typing import TYPE_CHECKING, Callable, NoReturn
 
-from .text import safe_text
+from .checks import SOURCES, CarbonError, check_intensity, check_pue
+from .text import safe_text, say
 
 if TYPE_CHECKING:
+    from .live import SessionFile
     from .measurement import MeasureOptions
 
 EXIT_BAD_INPUT = 2
@@ -28,29 +29,19 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"tuimeter: error: {message} (see --help)\n")
 
     def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
-        """Parsed, then the measurement options the command line left unset come from
-        the environment or config.toml (tuimeter.config.apply_config); a bad value
-        there is one line and exit status 2."""
+        """Parsed, then the settings resolved once (tuimeter.settings.from_args): the
+        measurement options the command line left unset come from the environment or
+        config.toml, and ``ns.settings`` holds them all, typed; a bad value there is one
+        line and exit status 2."""
         ns, rest = super().parse_known_args(args, namespace)
         if hasattr(ns, "interval"):  # a command with the measurement options
-            from .config import apply_config
+            from .settings import from_args
 
             try:
-                apply_config(ns)
+                from_args(ns)
             except ValueError as exc:
                 self.exit(EXIT_BAD_INPUT, f"tuimeter: error: {safe_text(str(exc))}\n")
         return ns, rest
-
-
-def say(message: str, end: str = "\n", *, raw: bool = False) -> None:
-    """A line on stderr; a terminal that has gone away (SSH dropped) is not an error.
-    The message is escaped (it may hold file, command and job names: anyone's text)
-    unless ``raw`` (our own control characters, e.g. wiping the progress line)."""
-    try:
-        sys.stderr.write((message if raw else safe_text(message)) + end)
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
@@ -101,11 +92,9 @@ def pid(text: str) -> int:
 
 
 def _carbon_check(check: Callable[[str, str], float]) -> Callable[[str], float]:
-    """An argparse type from a carbon.check_* function (the same bounds as the
+    """An argparse type from a checks.check_* function (the same bounds as the
     environment and config.toml)."""
     def parse(text: str) -> float:
-        from .carbon import CarbonError
-
         try:
             return check(text, "command line")
         except CarbonError as exc:
@@ -114,14 +103,10 @@ def _carbon_check(check: Callable[[str, str], float]) -> Callable[[str], float]:
 
 
 def carbon_intensity(text: str) -> float:
-    from .carbon import check_intensity
-
     return _carbon_check(check_intensity)(text)
 
 
 def pue(text: str) -> float:
-    from .carbon import check_pue
-
     return _carbon_check(check_pue)(text)
 
 
@@ -138,8 +123,6 @@ def add_measure_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--carbon-intensity", type=carbon_intensity, metavar="G_PER_KWH",
                    help="grid carbon intensity in g CO2e per kWh (0: on-site renewables)")
     p.add_argument("--pue", type=pue, metavar="PUE", help="power usage effectiveness (>= 1)")
-    from .carbon_live import SOURCES
-
     p.add_argument("--carbon-source", choices=SOURCES, metavar="SOURCE",
                    help=f"where the grid intensity comes from: {', '.join(SOURCES)} "
                         "(live, fetched every 15 min; default table)")
@@ -176,16 +159,25 @@ def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
 
 
 def measure_options(args: argparse.Namespace) -> "MeasureOptions":
-    """The engine's options from the parsed command line."""
+    """The engine's options from the parsed command line, with its resolved settings."""
     from .measurement import MeasureOptions
 
     return MeasureOptions(
-        interval_s=args.interval, output=args.output, overwrite=args.overwrite,
+        settings=args.settings, interval_s=args.interval, output=args.output, overwrite=args.overwrite,
         powercap_root=args.powercap_root, gpu=not args.no_gpu, country=args.country,
         carbon_intensity=args.carbon_intensity, pue=args.pue, pid=args.pid,
         attribution=not args.no_attribution, carbon_source=args.carbon_source,
         carbon_zone=args.carbon_zone, full_scan_s=getattr(args, "full_scan_s", None),
     )
+
+
+def session_file(args: argparse.Namespace, none: bool = False) -> "SessionFile":
+    """Where the parsed command line records (``none``: no file at all)."""
+    from .live import SessionFile
+
+    return SessionFile(output=args.output, overwrite=args.overwrite,
+                       rotate=getattr(args, "rotate", None), none=none,
+                       directory=args.output_dir)
 
 
 def check_target(args: argparse.Namespace, command: list[str] | None) -> str | None:

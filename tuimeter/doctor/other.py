@@ -9,6 +9,7 @@ from typing import Callable, Mapping
 
 from .. import carbon
 from ..config import default_config_path
+from ..settings import resolve_carbon, resolve_live
 from ..model import SensorStatus
 from ..sensors import estimate, powermetrics
 from ._common import Probe
@@ -110,7 +111,7 @@ class CarbonProbe(Probe):
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
             try:
-                info = carbon.resolve_carbon(env=self.env)
+                info = resolve_carbon(env=self.env)
             except ValueError as exc:  # CarbonError, or ConfigError for the file itself
                 self.error(str(exc), "correct the setting named above (or unset it)")
                 info = None
@@ -129,7 +130,7 @@ class CarbonProbe(Probe):
         s = self.section
         s["live"] = None
         try:
-            settings = carbon_live.resolve_live(env=self.env)
+            settings = resolve_live(env=self.env)
         except ValueError as exc:
             self.error(str(exc), "correct the setting named above (or unset it)")
             return

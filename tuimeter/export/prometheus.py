@@ -29,7 +29,8 @@ from typing import Callable, Iterable
 
 from typing import NamedTuple
 
-from ..checks import DEFAULT_CGROUPS, MAX_CGROUPS, parse_cgroups, parse_listen
+from ..checks import DEFAULT_CGROUPS, MAX_CGROUPS, listen_value, parse_cgroups, parse_listen
+from ..keys import Key
 from ..model import Snapshot
 from ._http import BoundedHttpServer
 from .base import ExportError, ExporterEntry, HealthMetric
@@ -321,25 +322,17 @@ def _cgroups_type(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _add_options(g) -> None:
-    g.add_argument("--prometheus", type=_listen_type, metavar="[HOST:]PORT",
-                   help="serve /metrics for Prometheus on PORT (127.0.0.1 unless HOST is given)")
-    g.add_argument("--prometheus-cgroups", type=_cgroups_type, metavar="N",
-                   help="cgroups served one series each, the top N by energy; the rest "
-                        f"add up in cgroup=\"other\" (default {DEFAULT_CGROUPS}; 0: none)")
-
-
 class PrometheusSettings(NamedTuple):
     host: str
     port: int
     cgroups: int = DEFAULT_CGROUPS  # cgroup series served (the top N by energy)
 
 
-def _settings(args) -> PrometheusSettings | None:
-    listen = getattr(args, "prometheus", None)
+def _settings(sources) -> PrometheusSettings | None:
+    listen = sources.value("prometheus")
     if listen is None:
         return None
-    n = getattr(args, "prometheus_cgroups", None)
+    n = sources.value("prometheus_cgroups")
     return PrometheusSettings(*listen, DEFAULT_CGROUPS if n is None else n)
 
 
@@ -356,4 +349,20 @@ def _start(engine, settings: PrometheusSettings, exporters: list) -> PrometheusE
     return exporter
 
 
-ENTRY = ExporterEntry("prometheus", _add_options, (), _settings, _start)
+KEYS = (
+    Key("prometheus", listen_value, "TUIMETER_PROMETHEUS", "prometheus",
+        type='string `"[HOST:]PORT"` (or a port number)', default="off",
+        what="serve `/metrics`; setting it starts the exporter", option="`--prometheus`",
+        cli=(("--prometheus",), dict(
+            type=_listen_type, metavar="[HOST:]PORT",
+            help="serve /metrics for Prometheus on PORT (127.0.0.1 unless HOST is given)"))),
+    Key("prometheus_cgroups", parse_cgroups, "TUIMETER_PROMETHEUS_CGROUPS",
+        "prometheus_cgroups", type=f"integer, 0 to {MAX_CGROUPS}", default=f"`{DEFAULT_CGROUPS}`",
+        what="cgroups served one `tuimeter_cgroup_energy_joules_total` series each (the rest "
+             "in `other`)", option="`--prometheus-cgroups`",
+        cli=(("--prometheus-cgroups",), dict(
+            type=_cgroups_type, metavar="N",
+            help="cgroups served one series each, the top N by energy; the rest add up in "
+                 f"cgroup=\"other\" (default {DEFAULT_CGROUPS}; 0: none)"))),
+)
+ENTRY = ExporterEntry("prometheus", KEYS, _settings, _start)
