@@ -64,10 +64,12 @@ def test_the_parser_hands_down_one_frozen_typed_settings(home: Path,
     (home / "config" / "tuimeter" / "config.toml").write_text(
         'interval_s = 2\ngpu = false\nexport_dir = "~"\n')
     monkeypatch.setenv("TUIMETER_ATTRIBUTION", "off")
-    s = _record_parser().parse_args(["-i", "0.5"]).settings
+    from tuimeter.tui.run import parser as ui_parser
+
+    s = ui_parser().parse_args(["-i", "0.5"]).settings
     assert isinstance(s, settings.Settings)
     assert (s.interval_s, s.gpu, s.attribution) == (0.5, False, False)
-    assert s.export_dir == str(Path("~").expanduser())
+    assert s.export_dir == str(Path("~").expanduser())  # the UI's (record has none)
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.interval_s = 3.0  # type: ignore[misc]
     assert _record_parser().parse_args([]).settings.interval_s == 2.0

@@ -228,16 +228,10 @@ class Settings:
         return [(e, s) for e in exporter_entries() if (s := e.settings(self.sources)) is not None]
 
 
-def _settings(sources: Sources, tz_env: Mapping[str, str], *, core: bool = True) -> Settings:
-    def get(name: str, default: Any) -> Any:
-        value = sources.value(name) if core else None
-        return default if value is None else value
-
-    return Settings(interval_s=get("interval_s", 1.0), output_dir=get("output_dir", None),
-                    export_dir=get("export_dir", "."), gpu=get("gpu", True),
-                    attribution=get("attribution", True), theme=get("theme", None),
-                    sources=sources, tz_env=MappingProxyType(
-                        {k: v for k, v in tz_env.items() if k in (ROOT_ENV, "TZ")}))
+def _settings(sources: Sources, tz_env: Mapping[str, str], **core: Any) -> Settings:
+    """Settings over ``sources`` with the measurement values ``core`` (the rest default)."""
+    return Settings(sources=sources, tz_env=MappingProxyType(
+        {k: v for k, v in tz_env.items() if k in (ROOT_ENV, "TZ")}), **core)
 
 
 def resolve(cli: Mapping[str, Any] | None = None, env: Mapping[str, str] = os.environ,
@@ -248,7 +242,7 @@ def resolve(cli: Mapping[str, Any] | None = None, env: Mapping[str, str] = os.en
     (``interval_s``, ``gpu`` ...) keep their defaults: ``Meter``'s keywords have their
     own, and config.toml's are the command line's. Values of the file are checked when
     used (a bad carbon key says so in the carbon rule's words)."""
-    return _settings(read_sources(cli or {}, env, path), env, core=False)
+    return _settings(read_sources(cli or {}, env, path), env)
 
 
 def resolve_carbon(country: str | None = None, intensity_g_per_kwh: float | str | None = None,
@@ -312,7 +306,14 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] = os.environ,
     for dest, default in _DEFAULTS.items():
         if hasattr(args, dest) and getattr(args, dest) is None:
             setattr(args, dest, default)
-    settings = _settings(sources, env)
+    def given(dest: str, default: Any) -> Any:
+        value = getattr(args, dest, None)
+        return default if value is None else value
+
+    settings = _settings(sources, env, interval_s=given("interval", 1.0),
+                         output_dir=args.output_dir, export_dir=given("export_dir", "."),
+                         gpu=not given("no_gpu", False),
+                         attribution=not given("no_attribution", False), theme=args.theme)
     args.settings = settings
     return settings
 
