@@ -31,6 +31,8 @@ HEADLESS = [
     "tuimeter.integrations", "tuimeter.integrations.mlflow", "tuimeter.integrations.wandb",
     "tuimeter.integrations.huggingface", "tuimeter.integrations.lightning",
     "tuimeter.baseline", "tuimeter.baseline_cli", "tuimeter.periods",
+    "tuimeter.checks", "tuimeter.keys", "tuimeter.measure_keys", "tuimeter.config",
+    "tuimeter.settings", "tuimeter.version",
 ]
 PACKAGE = ROOT / "tuimeter"
 
@@ -268,3 +270,4 @@ def test_value_checks_and_config_sit_at_the_bottom():
     assert graph["tuimeter.checks"] == {} and graph["tuimeter.keys"] == {}
     assert graph["tuimeter.exposure"] == {}
     assert set(graph["tuimeter.config"]) <= {"tuimeter.keys", "tuimeter.exposure"}
+    assert set(graph["tuimeter.measure_keys"]) <= {"tuimeter.checks", "tuimeter.keys"}

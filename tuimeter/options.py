@@ -12,7 +12,7 @@ import os
 import shutil
 from typing import TYPE_CHECKING, Callable, NoReturn
 
-from .checks import SOURCES, CarbonError, check_intensity, check_pue
+from .measure_keys import KEY, carbon_intensity, interval, number, pue
 from .text import safe_text, say
 
 if TYPE_CHECKING:
@@ -50,34 +50,12 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
     return code
 
 
-def number(text: str) -> float:
-    """A finite float, or ArgumentTypeError."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value != value or value in (float("inf"), float("-inf")):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
-    return value
-
-
 def positive_float(text: str) -> float:
     """A finite float > 0 (``--duration``, ``--speed``)."""
     value = number(text)
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
     return value
-
-
-def interval(text: str) -> float:
-    """``--interval``: the one interval rule (``checks.validate_interval``, also
-    used by ``Meter(interval_s=...)``), as an argparse type."""
-    from .checks import SetupError, validate_interval
-
-    try:
-        return validate_interval(number(text))
-    except SetupError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("interval ")) from None
 
 
 def pid(text: str) -> int:
@@ -91,52 +69,22 @@ def pid(text: str) -> int:
         raise argparse.ArgumentTypeError(safe_text(str(exc))) from None
 
 
-def _carbon_check(check: Callable[[str, str], float]) -> Callable[[str], float]:
-    """An argparse type from a checks.check_* function (the same bounds as the
-    environment and config.toml)."""
-    def parse(text: str) -> float:
-        try:
-            return check(text, "command line")
-        except CarbonError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-    return parse
-
-
-def carbon_intensity(text: str) -> float:
-    return _carbon_check(check_intensity)(text)
-
-
-def pue(text: str) -> float:
-    return _carbon_check(check_pue)(text)
-
-
 def add_measure_options(p: argparse.ArgumentParser) -> None:
     """Options shared by the UI and ``record``."""
     p.add_argument("-o", "--output", metavar="FILE", help="session CSV to write")
     p.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
-    p.add_argument("-i", "--interval", type=interval, default=None, metavar="S",
-                   help="seconds between samples (default 1)")
+    KEY["interval_s"].add_option(p)
     p.add_argument("--pid", type=pid, metavar="PID",
                    help="follow this process and its descendants")
-    p.add_argument("--country", metavar="CODE",
-                   help="grid carbon intensity of this country (ISO alpha-3/alpha-2 or name)")
-    p.add_argument("--carbon-intensity", type=carbon_intensity, metavar="G_PER_KWH",
-                   help="grid carbon intensity in g CO2e per kWh (0: on-site renewables)")
-    p.add_argument("--pue", type=pue, metavar="PUE", help="power usage effectiveness (>= 1)")
-    p.add_argument("--carbon-source", choices=SOURCES, metavar="SOURCE",
-                   help=f"where the grid intensity comes from: {', '.join(SOURCES)} "
-                        "(live, fetched every 15 min; default table)")
-    p.add_argument("--carbon-zone", metavar="ZONE",
-                   help="the live source's area: an Electricity Maps zone (DE, US-CAL-CISO) "
-                        "or a UK postcode's outward code (RG10; default all of Great Britain)")
+    for name in ("country", "carbon_intensity", "pue", "carbon_source", "carbon_zone"):
+        KEY[name].add_option(p)
     p.add_argument("--powercap-root", metavar="DIR",
                    help="powercap folder (default /sys/class/powercap, or $TUIMETER_POWERCAP_ROOT)")
     from .sensors.registry import gpu_sensor_names
 
     p.add_argument("--no-gpu", action="store_true", default=None,
                    help=f"do not use the GPU sensors ({', '.join(gpu_sensor_names())})")
-    p.add_argument("--no-attribution", action="store_true", default=None,
-                   help="do not attribute power to processes")
+    KEY["attribution"].add_option(p)
     p.add_argument("--full-scan-every", type=positive_float, default=None, metavar="S",
                    dest="full_scan_s",
                    help="read every process only every S seconds, the busy ones and the "

@@ -8,9 +8,9 @@ parsing; the Python API calls :func:`resolve` once per measurement. What comes o
 frozen :class:`Settings`, handed down as plain values: the engine's set-up, the session
 file and the exporters never see an argparse Namespace nor read a variable.
 
-Each setting is declared once, as a :class:`~tuimeter.config.Key` (its config key,
+Each setting is declared once, as a :class:`~tuimeter.keys.Key` (its config key,
 environment variable, option, check and the docs' line): the measurement and carbon keys
-below (:data:`CORE_KEYS`), each exporter's in its registry entry
+in :mod:`tuimeter.measure_keys` (:data:`CORE_KEYS`), each exporter's in its registry entry
 (:attr:`tuimeter.export.base.ExporterEntry.keys`). docs/configuration.md's table is
 generated from them (:func:`options_table`; ``python -m tuimeter.settings`` rewrites it,
 and tests/test_settings.py fails when the page and the declarations disagree).
@@ -25,81 +25,21 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from . import checks
 from .config import default_config_path, read_table
 from .keys import Key, check_value
+from .measure_keys import CORE_KEYS, HEAD_KEYS, TAIL_KEYS
+
+__all__ = ["CORE_KEYS", "HEAD_KEYS", "TAIL_KEYS", "Settings", "Sources", "all_keys",
+           "from_args", "options_table", "resolve", "resolve_carbon", "resolve_live"]
+
+#: the built-in defaults of the options that have one (the rest stay None)
+_DEFAULTS = {"interval": 1.0, "no_gpu": False, "no_attribution": False, "export_dir": "."}
 from .tzcountry import ROOT_ENV
 
 if TYPE_CHECKING:
     from .carbon_live import LiveSettings
     from .export.base import ExporterEntry
     from .model import CarbonInfo
-
-_GPU_WORDS = "`1`/`0`, `true`/`false`, `yes`/`no`, `on`/`off`"
-
-#: the measurement keys, before the exporters' in the table and the known-keys list
-HEAD_KEYS: tuple[Key, ...] = (
-    Key("interval_s", checks.interval_value, "TUIMETER_INTERVAL", "interval",
-        type="number, >= 0.01", default="`1`", what="seconds between samples",
-        option="`-i`, `--interval`"),
-    Key("output_dir", checks.folder, "TUIMETER_OUTPUT_DIR", "output_dir",
-        type="path (`~` expanded)",
-        default="`$XDG_DATA_HOME/tuimeter/sessions` (`~/.local/share/...`; macOS "
-                "`~/Library/Application Support/tuimeter/sessions`)",
-        what="where a new session file goes without `-o`", option="(`-o FILE` names the file)"),
-    Key("export_dir", checks.folder, "TUIMETER_EXPORT_DIR", "export_dir",
-        type="path (`~` expanded)", default="`.`", what="where the UI's `e` writes exports",
-        option="`--export-dir`"),
-    Key("gpu", checks.boolean, "TUIMETER_GPU", "no_gpu", negated=True, type="boolean",
-        default="`true`", what="use the GPU sensors", env_note=f"({_GPU_WORDS})",
-        option="`--no-gpu`"),
-    Key("attribution", checks.boolean, "TUIMETER_ATTRIBUTION", "no_attribution",
-        negated=True, type="boolean", default="`true`",
-        what="attribute power to processes", env_note="(as `gpu`)",
-        option="`--no-attribution`"),
-)
-
-#: the carbon keys (resolved by tuimeter.carbon's rule over levels) and the theme, after
-#: the exporters'
-TAIL_KEYS: tuple[Key, ...] = (
-    Key("country", checks.text, "TUIMETER_COUNTRY", None, default="none (guessed from the "
-        "time zone, else the world average)",
-        what="grid carbon intensity of this country (see Carbon)", option="`--country`"),
-    Key("carbon_intensity", checks.check_intensity, "TUIMETER_CARBON_INTENSITY", None,
-        type="number, 0 to 5000", default="475", what="grid carbon intensity, g CO2e/kWh",
-        option="`--carbon-intensity`"),
-    Key("pue", checks.check_pue, "TUIMETER_PUE", None, type="number, 1 to 10",
-        default="`1`", what="power usage effectiveness", option="`--pue`"),
-    Key("carbon_source", checks.check_source, "TUIMETER_CARBON_SOURCE", None,
-        type="string: " + ", ".join(f"`{s}`" for s in checks.SOURCES), default="`table`",
-        what="where each tick's grid intensity comes from (see Carbon)",
-        option="`--carbon-source`"),
-    Key("carbon_zone", checks.text, "TUIMETER_CARBON_ZONE", None,
-        default="none (UK: all of Great Britain)",
-        what="the live source's zone: Electricity Maps zone (`DE`), UK postcode outward "
-             "code (`RG10`)", option="`--carbon-zone`"),
-    Key("electricitymaps_token", checks.text, "TUIMETER_ELECTRICITYMAPS_TOKEN", None,
-        what="Electricity Maps API token (keep the file private)", secret=True),
-    Key("electricitymaps_url", checks.check_url, "TUIMETER_ELECTRICITYMAPS_URL", None,
-        type="string (http/https URL)", default="`https://api.electricitymaps.com`",
-        what="Electricity Maps base URL"),
-    Key("uk_carbon_url", checks.check_url, "TUIMETER_UK_CARBON_URL", None,
-        type="string (http/https URL)", default="`https://api.carbonintensity.org.uk`",
-        what="Carbon Intensity API base URL"),
-    Key("theme", checks.text, "TUIMETER_THEME", "theme", default="`textual-dark`",
-        what="the UI's theme, a name from ctrl+p, **Theme** (`textual-light`, `nord`, "
-             "`gruvbox`, ...); choosing one there writes it here (only this line changes: "
-             "the file is rewritten atomically with its other keys and comments; a file it "
-             "cannot edit safely, a link, or another user's file or folder is left alone "
-             "with a notice and the theme kept for this run; see Security); an unknown name "
-             "is a notice and the default",
-        env_note="(wins over the file, also after a choice in the UI)"),
-)
-CORE_KEYS = HEAD_KEYS + TAIL_KEYS
-
-#: the built-in defaults of the options that have one (the rest stay None)
-_DEFAULTS = {"interval": 1.0, "no_gpu": False, "no_attribution": False, "export_dir": "."}
-
 
 def exporter_entries() -> "tuple[ExporterEntry, ...]":
     """Every registered exporter (tuimeter.export.registry), looked up when asked: a test

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..version import __version__
 from ..cli_help import EXAMPLES, EXIT_CODES, SUBCOMMANDS, Formatter
+from ..measure_keys import KEY
 from ..options import (Parser, add_measure_options, check_target, fail, measure_options,
                        positive_float, say, session_file, split_command)
 
@@ -52,8 +53,7 @@ def parser() -> argparse.ArgumentParser:
                    help="a look without a session file (no -o, no -- CMD: its output is "
                         "logged next to the session file); by default the UI records into "
                         "the data folder, which keeps the newest 50 sessions and 500 MB")
-    p.add_argument("--export-dir", metavar="DIR", default=None,
-                   help="where `e` writes exports (default: the current directory)")
+    KEY["export_dir"].add_option(p)
     return p
 
 
