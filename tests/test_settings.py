@@ -147,13 +147,13 @@ def test_the_docs_check_fails_when_a_key_is_added(monkeypatch: pytest.MonkeyPatc
 
 #: the modules below the command line: they take plain values, never a parsed Namespace
 BELOW_THE_CLI = ["live.py", "measurement.py", "settings.py", "config.py", "keys.py",
-                 "checks.py", "carbon.py", "carbon_live.py", "export", "engine", "sensors",
-                 "points.py"]
+                 "checks.py", "measure_keys.py", "carbon.py", "carbon_live.py", "export",
+                 "engine", "sensors", "points.py", "profile/run.py", "profile/pyspy.py"]
 
 
 def test_no_namespace_below_the_command_line() -> None:
-    """The session set-up, the session file, the exporters, the engine and the sensors
-    never take a parsed Namespace (it travelled into open_session_file and the exporters,
+    """The session set-up, the session file, the exporters, the engine, the sensors and
+    a profile's run never take a parsed Namespace (it travelled into open_session_file and the exporters,
     read with getattr); settings.py takes one only in from_args, the edge. (An exporter
     may still name argparse: its options' types raise ArgumentTypeError.)"""
     found = []
