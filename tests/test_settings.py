@@ -184,3 +184,61 @@ def test_config_toml_is_read_only_by_the_resolver() -> None:
             if isinstance(node, ast.Attribute) and node.attr in ("read_table", "read_config_text"):
                 readers.append(str(path.relative_to(ROOT)))
     assert sorted(set(readers)) == ["tuimeter/config.py", "tuimeter/settings.py"]
+
+
+class _ProbeSensor:
+    """A sensor a newcomer adds, with an option of its own (a root folder); never
+    available: its status says which root it was built with."""
+
+    name = "probe"
+    covers_cpu = False
+
+    def __init__(self, root=None):
+        self.root = root
+
+    def is_available(self):
+        from tuimeter.model import SensorStatus
+
+        return SensorStatus(self.name, False, f"no probe under {self.root}")
+
+
+def test_a_sensor_declares_its_own_option_variable_and_config_key(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sensor entry's one Key gives ``record`` its option, and its value (the option,
+    else the variable, else config.toml) reaches the sensor's constructor through the
+    engine's set-up; the docs table lists it."""
+    from tuimeter.checks import folder
+    from tuimeter.keys import Key
+    from tuimeter.sensors import registry
+
+    key = Key("probe_root", folder, "TUIMETER_PROBE_ROOT", "probe_root",
+              what="the probe's folder", option="`--probe-root`",
+              cli=(("--probe-root",), {"metavar": "DIR", "help": "the probe's folder"}))
+    entry = registry.SensorEntry("probe", ("linux",), frozenset({registry.CPU}), ("probe-",),
+                                 "tests.test_settings:_ProbeSensor", keys=(key,),
+                                 kwargs=lambda o: {"root": o.values.get("probe_root")})
+    registry.register(entry)  # as its module would (the list discovery reads)
+    try:
+        _probe_root_reaches_the_sensor(home, monkeypatch)
+    finally:
+        registry.SENSORS.remove(entry)
+
+
+def _probe_root_reaches_the_sensor(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tuimeter.measurement import make_engine
+    from tuimeter.options import measure_options
+
+    fake = FakePowercap(home / "powercap").intel_desktop()
+    monkeypatch.setenv("TUIMETER_POWERCAP_ROOT", str(fake.sensor_root))
+    (home / "config" / "tuimeter" / "config.toml").write_text('probe_root = "/in/file"\n')
+
+    def probe_reason(argv):
+        engine = make_engine(measure_options(_record_parser().parse_args(["--no-gpu", *argv])))
+        return next(s.reason for s in engine.statuses if s.name == "probe")
+
+    assert probe_reason(["--probe-root", "/given"]) == "no probe under /given"
+    assert probe_reason([]) == "no probe under /in/file"
+    monkeypatch.setenv("TUIMETER_PROBE_ROOT", "/from/env")
+    assert probe_reason([]) == "no probe under /from/env"
+    assert "--probe-root DIR" in _record_parser().format_help()
+    assert "| `probe_root` |" in settings.options_table()

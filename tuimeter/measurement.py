@@ -118,7 +118,7 @@ def make_engine(opts: MeasureOptions,
         live = open_live(settings.live(), carbon)
     except ValueError as exc:
         raise SetupError(str(exc)) from None
-    found = discover(opts.powercap_root, gpu=opts.gpu)
+    found = discover(opts.powercap_root, gpu=opts.gpu, values=settings.sensor_values())
     sensors = list(found.sensors) + list(opts.extra_sensors)
     engine = Engine(sensors, carbon, interval, host=opts.host or socket.gethostname(),
                     statuses=found.statuses, live_carbon=live)

@@ -80,10 +80,12 @@ def add_measure_options(p: argparse.ArgumentParser) -> None:
         KEY[name].add_option(p)
     p.add_argument("--powercap-root", metavar="DIR",
                    help="powercap folder (default /sys/class/powercap, or $TUIMETER_POWERCAP_ROOT)")
-    from .sensors.registry import gpu_sensor_names
+    from .sensors.registry import gpu_sensor_names, sensor_keys
 
     p.add_argument("--no-gpu", action="store_true", default=None,
                    help=f"do not use the GPU sensors ({', '.join(gpu_sensor_names())})")
+    for key in sensor_keys():  # each sensor's own options (SensorEntry.keys)
+        key.add_option(p)
     KEY["attribution"].add_option(p)
     p.add_argument("--full-scan-every", type=positive_float, default=None, metavar="S",
                    dest="full_scan_s",

@@ -50,8 +50,12 @@ def exporter_entries() -> "tuple[ExporterEntry, ...]":
 
 
 def all_keys() -> tuple[Key, ...]:
-    """Every key config.toml may hold, in the order of the docs' table."""
-    return HEAD_KEYS + tuple(k for e in exporter_entries() for k in e.keys) + TAIL_KEYS
+    """Every key config.toml may hold, in the order of the docs' table: the measurement
+    keys, the sensors' own, the exporters', the carbon keys and the theme."""
+    from .sensors.registry import sensor_keys
+
+    return (HEAD_KEYS + sensor_keys() + tuple(k for e in exporter_entries() for k in e.keys)
+            + TAIL_KEYS)
 
 
 @dataclass(frozen=True)
@@ -161,6 +165,13 @@ class Settings:
         s = self.sources
         return choose_live(s.cli.get("carbon_source"), s.cli.get("carbon_zone"), s.pick,
                            s.check)
+
+    def sensor_values(self) -> dict[str, Any]:
+        """The value of each sensor's own key (``SensorEntry.keys``; None when unset),
+        by key name: what ``SensorOptions.values`` hands the sensors."""
+        from .sensors.registry import sensor_keys
+
+        return {k.name: self.sources.value(k.name) for k in sensor_keys()}
 
     def exporters(self) -> list[tuple["ExporterEntry", Any]]:
         """(entry, its settings) of each exporter asked for; ExportError (one line) for
