@@ -32,7 +32,7 @@ HEADLESS = [
     "tuimeter.integrations.huggingface", "tuimeter.integrations.lightning",
     "tuimeter.baseline", "tuimeter.baseline_cli", "tuimeter.periods",
     "tuimeter.checks", "tuimeter.keys", "tuimeter.measure_keys", "tuimeter.config",
-    "tuimeter.settings", "tuimeter.version",
+    "tuimeter.settings", "tuimeter.version", "tuimeter.meter_options",
 ]
 PACKAGE = ROOT / "tuimeter"
 
