@@ -10,8 +10,8 @@ file and the exporters never see an argparse Namespace nor read a variable.
 
 Each setting is declared once, as a :class:`~tuimeter.keys.Key` (its config key,
 environment variable, option, check and the docs' line): the measurement and carbon keys
-in :mod:`tuimeter.measure_keys` (:data:`CORE_KEYS`), each exporter's in its registry entry
-(:attr:`tuimeter.export.base.ExporterEntry.keys`). docs/configuration.md's table is
+in :mod:`tuimeter.measure_keys` (:data:`CORE_KEYS`), each sensor's and exporter's in its
+registry entry (``SensorEntry.keys``, ``ExporterEntry.keys``). docs/configuration.md's table is
 generated from them (:func:`options_table`; ``python -m tuimeter.settings`` rewrites it,
 and tests/test_settings.py fails when the page and the declarations disagree).
 """
@@ -28,18 +28,19 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from .config import default_config_path, read_table
 from .keys import Key, check_value
 from .measure_keys import CORE_KEYS, HEAD_KEYS, TAIL_KEYS
-
-__all__ = ["CORE_KEYS", "HEAD_KEYS", "TAIL_KEYS", "Settings", "Sources", "all_keys",
-           "from_args", "options_table", "resolve", "resolve_carbon", "resolve_live"]
-
-#: the built-in defaults of the options that have one (the rest stay None)
-_DEFAULTS = {"interval": 1.0, "no_gpu": False, "no_attribution": False, "export_dir": "."}
 from .tzcountry import ROOT_ENV
 
 if TYPE_CHECKING:
     from .carbon_live import LiveSettings
     from .export.base import ExporterEntry
     from .model import CarbonInfo
+
+__all__ = ["CORE_KEYS", "HEAD_KEYS", "TAIL_KEYS", "Settings", "Sources", "all_keys",
+           "from_args", "options_table", "resolve", "resolve_carbon", "resolve_live"]
+
+#: the built-in defaults of the options that have one (the rest stay None)
+_DEFAULTS = {"interval": 1.0, "no_gpu": False, "no_attribution": False, "export_dir": "."}
+
 
 def exporter_entries() -> "tuple[ExporterEntry, ...]":
     """Every registered exporter (tuimeter.export.registry), looked up when asked: a test
