@@ -32,7 +32,7 @@ sys.path.insert(0, ROOT)
 from tests.fakes.scripted import ScriptedSensor, domain  # noqa: E402
 from tuimeter.engine.sampler import Engine  # noqa: E402
 from tuimeter.model import CarbonInfo, DomainKind  # noqa: E402
-from tuimeter.session.measure import open_recorder  # noqa: E402
+from tuimeter.measurement import open_recorder  # noqa: E402
 
 CARBON = CarbonInfo(g_per_kwh=475.0, pue=1.0, source="bench")
 

@@ -383,7 +383,7 @@ def test_measure_with_output_measures_every_call_into_one_file(tmp_path):
 def test_meter_refuses_an_existing_file_unless_overwrite_or_append(tmp_path):
     """Meter(output=existing) still refuses to replace a previous session; append=True adds
     a session after it, and refuses a file that is not a tuimeter session."""
-    from tuimeter.session.measure import SetupError
+    from tuimeter.measurement import SetupError
 
     out = tmp_path / "run.csv"
     for append in (False, True):
@@ -407,7 +407,7 @@ def test_meter_refuses_an_existing_file_unless_overwrite_or_append(tmp_path):
 def test_measure_does_not_append_to_a_file_it_did_not_write(tmp_path):
     """A first call refused because ``output`` already existed does not make the next call
     append to that file: only a file this decorator wrote is added to."""
-    from tuimeter.session.measure import SetupError
+    from tuimeter.measurement import SetupError
 
     out = tmp_path / "theirs.csv"
     eng, _ = make_engine()
@@ -429,7 +429,7 @@ def test_measure_does_not_append_to_a_file_it_did_not_write(tmp_path):
 def test_meter_refuses_an_interval_below_the_minimum(tmp_path):
     """Guards the API like the CLI: interval_s below 10 ms (faster than sensors update,
     and mostly measuring ourselves) is a SetupError naming the minimum, before any file."""
-    from tuimeter.session.measure import SetupError
+    from tuimeter.measurement import SetupError
 
     out = tmp_path / "fast.csv"
     with pytest.raises(SetupError, match=">= 0.01 s"):

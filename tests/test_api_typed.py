@@ -13,7 +13,7 @@ import pytest
 
 import tuimeter
 from tuimeter import api
-from tuimeter.session import measure as measure_mod
+from tuimeter import measurement as measure_mod
 
 #: the sampling keywords and a non-default value for each (MeasureOptions fields)
 SAMPLING = dict(interval_s=0.5, gpu=False, powercap_root="/nonexistent/powercap",
@@ -140,6 +140,26 @@ def test_signatures_list_the_keywords_with_annotations():
     meter_params = inspect.signature(api.Meter).parameters
     assert meter_params["interval_s"].default == 1.0 and meter_params["label"].default == "start"
     assert meter_params["wait_attached_s"].default == api.WAIT_ATTACHED_S
+
+
+def test_the_keywords_are_written_once():
+    """Meter's and measure's signatures are MeterOptions' fields (measure's with output by
+    name and label None), and the sampling ones are the engine's MeasureOptions fields:
+    a keyword added there is in all of them; an unknown one is named as before."""
+    import dataclasses
+
+    from tuimeter.meter_options import SAMPLING, MeasureKeywords, MeterOptions
+
+    names = [f.name for f in dataclasses.fields(MeterOptions)]
+    assert list(inspect.signature(api.Meter).parameters) == names
+    assert list(inspect.signature(api.measure).parameters) == ["func", *(
+        f.name for f in dataclasses.fields(MeasureKeywords))]
+    assert set(SAMPLING) <= {f.name for f in dataclasses.fields(measure_mod.MeasureOptions)}
+    with pytest.raises(TypeError, match=r"^Meter.__init__\(\) got an unexpected keyword "
+                                        r"argument 'intervall_s'"):
+        api.Meter(intervall_s=1.0)
+    with pytest.raises(TypeError, match=r"^measure\(\) got an unexpected keyword"):
+        api.measure(intervall_s=1.0)
 
 
 def test_the_package_is_marked_typed():

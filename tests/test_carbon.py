@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from tuimeter import carbon
-from tuimeter.carbon import CarbonError, lookup_country, resolve_carbon
+from tuimeter.carbon import CarbonError, lookup_country
 from tuimeter.model import CarbonInfo
+from tuimeter.config import ConfigError, ConfigWarning
+from tuimeter.settings import resolve_carbon
 
 DATA = Path(carbon.__file__).parent / "data"
 
@@ -130,10 +132,11 @@ def test_config_file_under_xdg_config_home(tmp_path: Path) -> None:
     assert "config" in info.source
 
 
-def test_broken_config_file_is_a_carbon_error(tmp_path: Path) -> None:
-    """A malformed TOML file names its path instead of crashing with a parser traceback."""
+def test_broken_config_file_is_a_config_error(tmp_path: Path) -> None:
+    """A malformed TOML file names its path instead of crashing with a parser traceback
+    (a ConfigError, the config reader's own type, not a CarbonError)."""
     config = write_config(tmp_path, "country = \n")
-    with pytest.raises(CarbonError, match="config.toml"):
+    with pytest.raises(ConfigError, match="config.toml"):
         resolve_carbon(env={}, config_path=config)
 
 
@@ -169,7 +172,7 @@ def test_misspelled_config_key_warns_once_naming_file_key_and_known_keys(tmp_pat
     """Guards against a silently ignored setting: `contry = "SE"` warns (not fails) with
     the file, the key and the keys that exist, once however often settings are resolved."""
     config = write_config(tmp_path, 'contry = "SE"\npue = 1.1\n')
-    with pytest.warns(carbon.ConfigWarning) as seen:
+    with pytest.warns(ConfigWarning) as seen:
         info = resolve_carbon(env={}, config_path=config)
         resolve_carbon(env={}, config_path=config)
     assert info.pue == pytest.approx(1.1) and info.is_default
@@ -239,7 +242,7 @@ def test_unreadable_config_is_one_line(tmp_path: Path, content: bytes, reason: s
     one is not read past 64 KiB."""
     path = tmp_path / "config.toml"
     path.write_bytes(content)
-    with pytest.raises(CarbonError, match="cannot read config file") as err:
+    with pytest.raises(ConfigError, match="cannot read config file") as err:
         resolve_carbon(env={}, config_path=path)
     assert reason in str(err.value) and "\n" not in str(err.value)
 
@@ -257,7 +260,7 @@ def test_config_that_is_not_a_regular_file_is_refused_unread(tmp_path: Path, spe
             pytest.skip("no /dev/zero here")
     link = tmp_path / "config.toml"
     link.symlink_to(target)
-    with pytest.raises(CarbonError, match="not a regular file"):
+    with pytest.raises(ConfigError, match="not a regular file"):
         resolve_carbon(env={}, config_path=link)
     real = tmp_path / "real.toml"
     real.write_text("country = \"FR\"\n")

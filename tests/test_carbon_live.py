@@ -21,13 +21,14 @@ from tests.fakes.powercap import FakePowercap
 from tests.helpers import CARBON, ROOT, env_for, make_engine, tuimeter, wait_for
 from tuimeter import api
 from tuimeter.carbon_live import (ELECTRICITYMAPS, UK, LiveCarbon, LiveSettings, make_fetch,
-                                  open_live, resolve_live)
+                                  open_live)
 from tuimeter.config import ConfigError
 from tuimeter.model import CarbonInfo
 from tuimeter.session import schema
 from tuimeter.session.csvfile import SessionWriter
-from tuimeter.session.measure import MeasureOptions, SetupError, make_engine as make_measure
+from tuimeter.measurement import MeasureOptions, SetupError, make_engine as make_measure
 from tuimeter.session.reader import SessionReader
+from tuimeter.settings import resolve_live
 from tuimeter.session.recorder import Recorder
 from tuimeter.session.report import build_report, load_file
 
@@ -582,7 +583,7 @@ def test_meter_and_make_engine_take_the_source(tmp_path, monkeypatch, server):
 
 def test_config_file_values_are_checked_early(tmp_path):
     """A bad carbon_source in config.toml is caught with the other keys, naming the file."""
-    from tuimeter.config import apply_config
+    from tuimeter.settings import from_args as apply_config
     from argparse import Namespace
 
     path = _config(tmp_path, 'carbon_source = "nope"\n')

@@ -12,7 +12,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers import make_engine
-from tuimeter.config import ConfigError, apply_config
+from tuimeter.config import ConfigError
+from tuimeter.settings import from_args as apply_config
 from tuimeter.engine.cgroups import describe
 from tuimeter.export.cgroup_counters import OTHER, CgroupCounters
 from tuimeter.export.prometheus import ENTRY, PrometheusExporter
@@ -105,8 +106,8 @@ def test_option_config_key_and_environment(tmp_path, monkeypatch):
     cfg.write_text("prometheus_cgroups = 4\n")
 
     def settings(argv, env):
-        args = apply_config(p.parse_args(["--prometheus", "0", *argv]), env, cfg)
-        return ENTRY.settings(args)
+        args = p.parse_args(["--prometheus", "0", *argv])
+        return ENTRY.settings(apply_config(args, env, cfg).sources)
 
     assert settings([], {}).cgroups == 4
     assert settings([], {"TUIMETER_PROMETHEUS_CGROUPS": "7"}).cgroups == 7

@@ -11,7 +11,7 @@ import pytest
 
 #: what a --help must not import (the UI, and what only a measurement needs)
 HEAVY = ("textual", "rich", "plotext", "psutil", "pandas", "prometheus_client", "http",
-         "tuimeter.session.measure", "tuimeter.engine", "tuimeter.tui.app")
+         "tuimeter.measurement", "tuimeter.engine", "tuimeter.tui.app")
 
 _PROBE = """
 import json, sys

@@ -16,7 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers import ROOT, make_engine, wait_for
 from tests.servers import LivePowercap, free_port, start_record, stop_record
-from tuimeter.config import ConfigError, apply_config
+from tuimeter.config import ConfigError
+from tuimeter.settings import from_args
 from tuimeter.engine.cgroups import describe, read_cgroup
 from tuimeter.export.prometheus import PrometheusExporter
 from tuimeter.model import Attribution, CgroupShare, JobSample
@@ -111,7 +112,7 @@ def test_host_and_tags_from_the_environment_and_the_config_file(tmp_path, monkey
     with pytest.raises(SystemExit):
         _record_args([])
     with pytest.raises(ConfigError, match="TUIMETER_TAGS"):
-        apply_config(argparse_namespace(), env={"TUIMETER_TAGS": "pid=1"}, path=tmp_path / "x")
+        from_args(argparse_namespace(), env={"TUIMETER_TAGS": "pid=1"}, path=tmp_path / "x")
 
 
 def argparse_namespace():

@@ -13,7 +13,7 @@ import pytest
 
 from tests.test_hostile_files import other_user  # noqa: F401 (a fixture)
 from tuimeter import config
-from tuimeter.carbon import resolve_carbon
+from tuimeter.settings import resolve_carbon
 from tuimeter.cli import _record_parser
 from tuimeter.tui.run import parser as ui_parser
 
@@ -77,10 +77,11 @@ def test_every_key_in_the_file_is_applied(home: Path) -> None:
 
 def test_output_dir_is_where_a_new_session_file_goes(home: Path) -> None:
     from tuimeter.live import open_session_file
+    from tuimeter.options import session_file
 
     (home / "out").mkdir()
     write(home, f'output_dir = "{home / "out"}"\n')
-    recorder = open_session_file(_record_parser().parse_args([]), "h")
+    recorder = open_session_file(session_file(_record_parser().parse_args([])), "h")
     try:
         assert Path(recorder.path).parent == home / "out"
     finally:
@@ -137,7 +138,8 @@ def test_influx_url_in_the_file_yields_to_the_variable(home: Path,
     write(home, 'influx_url = "http://127.0.0.1:1"\ninflux_db = "filedb"\n')
     monkeypatch.setenv("TUIMETER_INFLUX_URL", "http://127.0.0.1:2")
     monkeypatch.setenv("TUIMETER_INFLUX_DB", "envdb")
-    target = influx.ENTRY.settings(_record_parser().parse_args([]))
+    [(entry, target)] = _record_parser().parse_args([]).settings.exporters()
+    assert entry is influx.ENTRY
     assert "127.0.0.1:2" in target.url and target.db == "envdb"
 
 
@@ -183,7 +185,7 @@ def test_an_unknown_key_warns_once(home: Path) -> None:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the XDG locations")
 def test_linux_locations_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tuimeter.session.measure import data_dir
+    from tuimeter.measurement import data_dir
 
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)

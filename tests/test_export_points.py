@@ -157,32 +157,45 @@ class _Probe:
         self.closed = True
 
 
-def test_a_new_exporter_is_one_entry_and_prometheus_serves_its_health(monkeypatch):
-    """Guards the exporter interface: an entry added to the registry gets its option on the
-    command line, is started by start_exporters from its own settings, and its health
-    is on /metrics without Prometheus knowing it by name; a bad setting of one exporter
-    starts none."""
+def test_a_new_exporter_is_one_entry_and_prometheus_serves_its_health(monkeypatch, tmp_path):
+    """Guards the exporter interface: an entry added to the registry, whose one key
+    declares its option, variable and config key, gets its option on the command line
+    and its value from there, the environment or config.toml, is started by
+    start_exporters from its own settings, and its health is on /metrics without
+    Prometheus knowing it by name; a bad setting of one exporter starts none."""
     import argparse
     import urllib.request
 
     from tuimeter import export
+    from tuimeter.checks import text
+    from tuimeter.config import Key
     from tuimeter.export import registry
     from tuimeter.export.base import ExportError, Exporter, ExporterEntry
+    from tuimeter.settings import from_args
 
-    def settings(args):
-        if args.probe == "bad":
+    def settings(sources):
+        where = sources.value("probe")
+        if where == "bad":
             raise ExportError("--probe bad: no")
-        return args.probe
+        return where
 
-    entry = ExporterEntry("probe", lambda g: g.add_argument("--probe", metavar="WHERE"),
-                          ("TUIMETER_PROBE",), settings, lambda eng, s, _all: _Probe(eng, s))
+    key = Key("probe", text, "TUIMETER_PROBE", "probe", cli=(("--probe",), {"metavar": "WHERE"}))
+    entry = ExporterEntry("probe", (key,), settings, lambda eng, s, _all: _Probe(eng, s))
     monkeypatch.setattr(registry, "EXPORTERS", [*registry.EXPORTERS, entry])
     p = argparse.ArgumentParser()
     export.add_export_options(p)
+    cfg = tmp_path / "config.toml"
+
+    def resolved(argv, env=None):
+        return from_args(p.parse_args(["--prometheus", "127.0.0.1:0", *argv]), env or {}, cfg)
+
     eng, clock, cpu, gpu = fixed_run()
     eng.open()
-    started = export.start_exporters(eng, p.parse_args(["--prometheus", "127.0.0.1:0",
-                                                        "--probe", "here"]))
+    cfg.write_text('probe = "in the file"\n')
+    assert [s for e, s in resolved([], {"TUIMETER_PROBE": "there"}).exporters()
+            if e is entry] == ["there"]
+    assert [s for e, s in resolved([]).exporters() if e is entry] == ["in the file"]
+    started = export.start_exporters(eng, resolved(["--probe", "here"]))
     try:
         prom, probe = started
         assert isinstance(probe, Exporter) and isinstance(prom, Exporter)
@@ -195,5 +208,4 @@ def test_a_new_exporter_is_one_entry_and_prometheus_serves_its_health(monkeypatc
             e.close()
     assert probe.closed
     with pytest.raises(ExportError, match="--probe bad"):
-        export.start_exporters(eng, p.parse_args(["--prometheus", "127.0.0.1:0",
-                                                  "--probe", "bad"]))
+        export.start_exporters(eng, resolved(["--probe", "bad"]))

@@ -11,7 +11,7 @@ from tests.fakes.scripted import FakeClock, rapl_like
 from tuimeter.engine.sampler import Engine, SessionEnded
 from tuimeter.live import LiveSession, StartError, exit_status
 from tuimeter.model import CarbonInfo
-from tuimeter.session.measure import open_recorder
+from tuimeter.measurement import open_recorder
 
 CARBON = CarbonInfo(g_per_kwh=360.0, pue=1.0, source="test grid")
 

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from tests.fakes.scripted import FakeClock, ScriptedSensor, domain, rapl_like
-from tuimeter.carbon import resolve_carbon
+from tuimeter.settings import resolve_carbon
 from tuimeter.engine.sampler import Engine
 from tuimeter.model import CarbonInfo, DomainKind
 from tuimeter.session.codecarbon import COLUMNS

@@ -12,7 +12,8 @@ import pytest
 
 from tests.helpers import env_for, tuimeter
 from tests.fakes.powercap import FakePowercap
-from tuimeter.carbon import resolve_carbon, lookup_country
+from tuimeter.carbon import lookup_country
+from tuimeter.settings import resolve_carbon
 from tuimeter.tzcountry import guess_country
 
 ZONE_TAB = ("# tzdb timezone descriptions\n#\nAD\t+4230+00131\tEurope/Andorra\n"

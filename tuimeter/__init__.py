@@ -15,7 +15,7 @@ In IPython or Jupyter, ``%load_ext tuimeter`` adds the ``%%tuimeter`` cell magic
 
 from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
+from .version import __version__
 
 if TYPE_CHECKING:  # type checkers see the lazily exported names and their signatures
     from .api import Meter, Phase, count, mark, measure

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import logging
 import os
 import threading
@@ -49,6 +50,8 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar, overload
 
 from .engine.trees import rank_from_env
 from .labels import check_label
+from .meter_options import (SAMPLING, WAIT_ATTACHED_S, MeasureKeywords, MeterOptions,
+                            field_names, init_of, keywords_of, parameters)
 from .phases import Samples, average_power_w, energy_between
 from .work import EnergyPer, check_units, energy_per
 
@@ -61,13 +64,11 @@ if TYPE_CHECKING:
     from .engine.sampler import Engine
     from .profile.result import Profile
     from .sensors.base import Sensor
-    from .session.measure import MeasureOptions
+    from .measurement import MeasureOptions
 
 log = logging.getLogger(__name__)
 _warned_none = False
 _monotonic = time.monotonic  # the local clock of attached meters (tests replace it)
-#: how long a sampling Meter keeps measuring, on exit, for the meters attached to it
-WAIT_ATTACHED_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -217,6 +218,15 @@ def _entry_lock():
         fh.close()
 
 
+def _options(options: type, name: str, *args: Any, **keywords: Any) -> Any:
+    """``options(*args, **keywords)``; an unknown keyword is a TypeError naming ``name``
+    (the function the user called) and the keyword."""
+    try:
+        return options(*args, **keywords)
+    except TypeError as exc:
+        raise TypeError(str(exc).replace(f"{options.__qualname__}.__init__()", name)) from None
+
+
 class Meter:
     """Measure phases of a program (context manager). See the module docstring.
 
@@ -263,7 +273,7 @@ class Meter:
       default None): sensors added to the ones discovered.
 
     A bad ``interval_s``, ``country``, ``carbon_intensity``, ``pue`` or carbon source raises
-    :class:`~tuimeter.session.measure.SetupError` on entry, before anything runs.
+    :class:`~tuimeter.measurement.SetupError` on entry, before anything runs.
 
     Modes:
 
@@ -296,31 +306,23 @@ class Meter:
       phase's ``work`` and ``energy_per(unit)`` (README, "Energy per sample and per token").
     """
 
-    def __init__(self, output: str | None = None, *, label: str = "start",
-                 interval_s: float = 1.0, overwrite: bool = False, append: bool = False,
-                 gpu: bool = True, powercap_root: str | None = None, country: str | None = None,
-                 carbon_intensity: float | None = None, pue: float | None = None,
-                 carbon_source: str | None = None, carbon_zone: str | None = None,
-                 host: str | None = None, extra_sensors: Sequence[Sensor] | None = None,
-                 attach: bool = True, wait_attached_s: float = WAIT_ATTACHED_S,
-                 engine: Engine | None = None, autostart: bool = True,
-                 profile: bool = False, sync: str | None = None) -> None:
+    @init_of(MeterOptions)
+    def __init__(self, output: str | None = None, **keywords: Any) -> None:
         from .sync import check_sync
 
-        self.sync = check_sync(sync)
-        self.output = output
-        self.first_label = check_label(label)
-        self.attach = attach
-        self.engine = engine
-        self.autostart = autostart
-        self.overwrite = overwrite
-        self.append = append
-        #: sampling keywords, as :class:`~tuimeter.session.measure.MeasureOptions` fields
-        self.options: dict[str, Any] = dict(
-            interval_s=interval_s, gpu=gpu, powercap_root=powercap_root, country=country,
-            carbon_intensity=carbon_intensity, pue=pue, carbon_source=carbon_source,
-            carbon_zone=carbon_zone, host=host, extra_sensors=list(extra_sensors or ()))
-        self.wait_attached_s = wait_attached_s
+        opts = _options(MeterOptions, "Meter.__init__()", output, **keywords)
+        self.sync = check_sync(opts.sync)
+        self.output = opts.output
+        self.first_label = check_label(opts.label)
+        self.attach = opts.attach
+        self.engine = opts.engine
+        self.autostart = opts.autostart
+        self.overwrite = opts.overwrite
+        self.append = opts.append
+        #: sampling keywords, as :class:`~tuimeter.measurement.MeasureOptions` fields
+        self.options: dict[str, Any] = {name: getattr(opts, name) for name in SAMPLING}
+        self.options["extra_sensors"] = list(opts.extra_sensors or ())
+        self.wait_attached_s = opts.wait_attached_s
         self.attached = False
         self.recorder = None
         self.server = None
@@ -348,7 +350,7 @@ class Meter:
         self._meter_id = f"{os.getpid()}:{threading.get_ident()}:{id(self):x}"
         self._last_reply: tuple[protocol.State, float] | None = None  # attached: (state, local t)
         self._profiler: Any = None  # profile=True: tuimeter.profile.inproc.InProcessProfiler
-        self._profile_on = profile
+        self._profile_on = opts.profile
         #: profile=True: energy per function, set when the meter stops
         self.profile: Profile | None = None
 
@@ -390,12 +392,12 @@ class Meter:
     def measure_options(self) -> MeasureOptions:
         """The options an own-mode engine is built from (with attribution: a phase's
         own energy is this process tree's share)."""
-        from .session.measure import MeasureOptions
+        from .measurement import MeasureOptions
 
         return MeasureOptions(output=self.output, overwrite=self.overwrite, **self.options)
 
     def _start_own(self) -> None:
-        from .session.measure import make_engine, open_recorder
+        from .measurement import make_engine, open_recorder
 
         if self.engine is None:
             self.engine = make_engine(self.measure_options())
@@ -836,26 +838,11 @@ def measure(func: _F, /) -> _F: ...
 
 
 @overload
-def measure(func: None = None, /, *, label: str | None = None, output: str | None = None,
-            interval_s: float = 1.0, overwrite: bool = False, append: bool = False,
-            gpu: bool = True, powercap_root: str | None = None, country: str | None = None,
-            carbon_intensity: float | None = None, pue: float | None = None,
-            carbon_source: str | None = None, carbon_zone: str | None = None,
-            host: str | None = None, extra_sensors: Sequence[Sensor] | None = None,
-            attach: bool = True, wait_attached_s: float = WAIT_ATTACHED_S,
-            engine: Engine | None = None, autostart: bool = True,
-            profile: bool = False, sync: str | None = None) -> Callable[[_F], _F]: ...
+@keywords_of(MeasureKeywords)
+def measure(**keywords: Any) -> Callable[[_F], _F]: ...
 
 
-def measure(func: _F | None = None, /, *, label: str | None = None, output: str | None = None,
-            interval_s: float = 1.0, overwrite: bool = False, append: bool = False,
-            gpu: bool = True, powercap_root: str | None = None, country: str | None = None,
-            carbon_intensity: float | None = None, pue: float | None = None,
-            carbon_source: str | None = None, carbon_zone: str | None = None,
-            host: str | None = None, extra_sensors: Sequence[Sensor] | None = None,
-            attach: bool = True, wait_attached_s: float = WAIT_ATTACHED_S,
-            engine: Engine | None = None, autostart: bool = True,
-            profile: bool = False, sync: str | None = None) -> Any:
+def measure(func: _F | None = None, /, **keywords: Any) -> Any:
     """Decorator: run each call under a :class:`Meter` (one phase named after the function).
 
     Usable bare (``@measure``) or with keywords (``@measure(output="f.csv")``). The
@@ -878,13 +865,10 @@ def measure(func: _F | None = None, /, *, label: str | None = None, output: str 
     reachable from inside the function; use ``tuimeter.mark`` there. An unknown keyword
     is a TypeError here, at decoration; a bad label a ValueError at the first call.
     """
-    meter_kw = dict(output=output, interval_s=interval_s, overwrite=overwrite, gpu=gpu,
-                    powercap_root=powercap_root, country=country,
-                    carbon_intensity=carbon_intensity, pue=pue,
-                    carbon_source=carbon_source, carbon_zone=carbon_zone, host=host,
-                    extra_sensors=extra_sensors, attach=attach,
-                    wait_attached_s=wait_attached_s, engine=engine, autostart=autostart,
-                    profile=profile, sync=sync)
+    opts = _options(MeasureKeywords, "measure()", **keywords)
+    label, append = opts.label, opts.append
+    meter_kw = {name: getattr(opts, name) for name in field_names(MeterOptions)
+                if name not in ("label", "append")}
 
     def decorate(f: _F) -> _F:
         @functools.wraps(f)
@@ -902,3 +886,8 @@ def measure(func: _F | None = None, /, *, label: str | None = None, output: str 
         return wrapper  # type: ignore[return-value]
 
     return decorate if func is None else decorate(func)
+
+
+measure.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    [inspect.Parameter("func", inspect.Parameter.POSITIONAL_ONLY, default=None,
+                       annotation="_F | None"), *parameters(MeasureKeywords)])

@@ -40,7 +40,7 @@ def cmd_baseline(argv: list[str]) -> int:
     if args.seconds < STEADY_TICKS * args.interval:
         p.error(f"--seconds must hold at least {STEADY_TICKS} intervals "
                 f"({STEADY_TICKS * args.interval:g} s)")
-    from .session.measure import MeasureOptions, SetupError, make_engine
+    from .measurement import MeasureOptions, SetupError, make_engine
 
     try:
         engine = make_engine(MeasureOptions(interval_s=args.interval, gpu=not args.no_gpu,

@@ -26,19 +26,19 @@ one-line message says what was wrong and what would work.
 
 from __future__ import annotations
 
-import math
-import os
-import stat
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping, Sequence
 
+from .checks import (MAX_INTENSITY_G_PER_KWH, MAX_PUE, CarbonError, check_intensity,
+                     check_pue)
 from .model import CarbonInfo
 
-# The table readers (csv, importlib.resources, difflib) and tuimeter.config (platformdirs,
-# tomllib) are imported where they are used, so that loading this module stays cheap (every
-# --help may). Grams per joule is CarbonInfo.g_per_j (tuimeter.model).
+# The table readers (csv, importlib.resources, difflib) are imported where they are used,
+# so that loading this module stays cheap (every --help may). Grams per joule is
+# CarbonInfo.g_per_j (tuimeter.model). This module reads no setting: tuimeter.settings
+# hands it the levels.
 
 #: g CO2e per kWh when nothing better is known (IEA 2019, as used by CodeCarbon).
 WORLD_AVERAGE_G_PER_KWH = 475.0
@@ -56,13 +56,9 @@ ENV_PUE = "TUIMETER_PUE"
 _ALIASES = {"uk": "GBR", "great britain": "GBR", "england": "GBR", "america": "USA"}
 
 
-#: the carbon keys of config.toml (tuimeter.config.KEYS has them all)
+#: the carbon keys of config.toml (tuimeter.settings declares them all)
 CONFIG_KEYS = ("country", "carbon_intensity", "pue")
 _ENV_NAMES = {"country": ENV_COUNTRY, "carbon_intensity": ENV_INTENSITY, "pue": ENV_PUE}
-
-
-class CarbonError(ValueError):
-    """A country, intensity or PUE that cannot be used; the message says what would."""
 
 
 @dataclass(frozen=True)
@@ -99,74 +95,6 @@ class CarbonSettings:
         if self.config_path is not None:
             return f"from {key!r} in {self.config_path}"
         return self.origin
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> "CarbonSettings":
-        def get(name: str) -> str | None:
-            value = env.get(name)
-            return value if value not in (None, "") else None
-
-        return cls("environment", get(ENV_COUNTRY), get(ENV_INTENSITY), get(ENV_PUE))
-
-    @classmethod
-    def from_config(cls, path: Path) -> "CarbonSettings":
-        """Settings from a TOML file; a missing file gives empty settings."""
-        from .config import read_table
-
-        data = read_table(path)
-        return cls(f"config {path}", data.get("country"), data.get("carbon_intensity"),
-                   data.get("pue"), Path(path))
-
-
-#: the largest config.toml read, bytes (it holds three keys)
-MAX_CONFIG_BYTES = 64 * 1024
-
-
-def read_config_text(path: str | os.PathLike) -> str:
-    """The text of a config file: a regular file (a link to one is fine) of at most
-    MAX_CONFIG_BYTES, UTF-8. FileNotFoundError when there is none; CarbonError with a
-    one-line reason for anything else (a device such as /dev/zero, a FIFO, binary data),
-    which is never read past the limit nor waited on."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise CarbonError(f"cannot read config file {path}: {exc.strerror or exc}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise CarbonError(f"cannot read config file {path}: not a regular file")
-        chunks, size = [], 0
-        while size <= MAX_CONFIG_BYTES:
-            chunk = os.read(fd, MAX_CONFIG_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as exc:
-        raise CarbonError(f"cannot read config file {path}: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-    if size > MAX_CONFIG_BYTES:
-        raise CarbonError(f"cannot read config file {path}: larger than "
-                          f"{MAX_CONFIG_BYTES // 1024} KiB")
-    data = b"".join(chunks)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CarbonError(f"cannot read config file {path}: not UTF-8 text (byte "
-                          f"0x{data[exc.start]:02x} at offset {exc.start})") from None
-
-
-def __getattr__(name: str) -> Any:
-    """``ConfigWarning`` and ``default_config_path``, re-exported from tuimeter.config
-    (imported when first asked for)."""
-    if name in ("ConfigWarning", "default_config_path"):
-        from . import config
-
-        return getattr(config, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _read_data(name: str) -> list[dict[str, str]]:
@@ -227,62 +155,14 @@ def lookup_country(country: str, origin: str = "") -> CountryIntensity:
     raise CarbonError(f"unknown country {country!r}{where}: {hint}")
 
 
-def _bounded_number(value: object, what: str, minimum: float, maximum: float,
-                    why_max: str) -> float:
-    bad = isinstance(value, bool)
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError, OverflowError):
-        bad = True
-        number = math.nan
-    if bad or not math.isfinite(number) or number < minimum:
-        raise CarbonError(f"{what} must be >= {minimum:g} (a finite number), got {value!r}")
-    if number > maximum:
-        raise CarbonError(f"{what} must be at most {maximum:g} ({why_max}), got {value!r}")
-    return number
+def carbon_info(levels: Sequence[CarbonSettings], env: Mapping[str, str]) -> CarbonInfo:
+    """The CarbonInfo the ``levels`` give (highest first: the arguments, the
+    environment, the config file), by the priority in the module docstring; ``env`` is
+    only read for the time zone (``TZ``). Reads no setting itself: the levels come from
+    :func:`tuimeter.settings.resolve_carbon` or a :class:`~tuimeter.settings.Settings`.
 
-
-#: the largest grid intensity accepted, g CO2e/kWh: no grid exceeds about 2,000 (lignite
-#: alone is ~1,100-1,300), so a larger figure is a typo or a unit mix-up (g/MWh)
-MAX_INTENSITY_G_PER_KWH = 5000.0
-#: the largest PUE accepted: reported data centres lie between 1.0 and about 3
-MAX_PUE = 10.0
-
-
-def check_intensity(value: object, origin: str = "carbon intensity") -> float:
-    """A grid intensity in g CO2e/kWh, 0 .. MAX_INTENSITY_G_PER_KWH (0: on-site
-    renewables, a green tariff)."""
-    return _bounded_number(value, f"carbon intensity (g CO2e/kWh, {origin})", 0.0,
-                           MAX_INTENSITY_G_PER_KWH, "no grid exceeds about 2000 g/kWh")
-
-
-def check_pue(value: object, origin: str = "PUE") -> float:
-    """A power usage effectiveness, 1.0 .. MAX_PUE (1.0: no overhead beyond the IT load)."""
-    return _bounded_number(value, f"PUE ({origin})", 1.0, MAX_PUE,
-                           "data centres report 1.0 to about 3")
-
-
-def resolve_carbon(
-    country: str | None = None,
-    intensity_g_per_kwh: float | str | None = None,
-    pue: float | str | None = None,
-    env: Mapping[str, str] = os.environ,
-    config_path: str | os.PathLike | None = None,
-) -> CarbonInfo:
-    """The CarbonInfo to use, by the priority in the module docstring.
-
-    ``config_path`` overrides the XDG location (None: the default path; a missing file is
-    fine). Raises CarbonError for an unknown country, a non-numeric or negative
-    intensity, a PUE below 1, or an unreadable config file.
-    """
-    from .config import default_config_path
-
-    path = Path(config_path) if config_path is not None else default_config_path(env)
-    levels = [
-        CarbonSettings("given", country, intensity_g_per_kwh, pue),
-        CarbonSettings.from_env(env),
-        CarbonSettings.from_config(path),
-    ]
+    Raises CarbonError for an unknown country, a non-numeric or negative intensity or
+    a PUE below 1."""
     pue_value = 1.0
     for level in levels:
         if level.pue is not None:

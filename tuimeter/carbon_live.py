@@ -4,7 +4,7 @@ the fallback.
 
 ``--carbon-source`` picks where each tick's g CO2e/kWh comes from:
 
-* ``table`` (default): the fixed figure of :func:`tuimeter.carbon.resolve_carbon`;
+* ``table`` (default): the fixed figure of :func:`tuimeter.carbon.carbon_info`;
 * ``electricitymaps``: ``GET {url}/v3/carbon-intensity/latest?zone=ZONE`` with the
   header ``auth-token`` (``TUIMETER_ELECTRICITYMAPS_TOKEN``); the answer's
   ``carbonIntensity`` is g CO2eq/kWh (lifecycle), ``datetime`` the hour it is for;
@@ -13,7 +13,7 @@ the fallback.
   ``RG10``); no token. The half-hour's ``actual`` figure where published, else its
   ``forecast`` (regional figures are forecasts only).
 
-Settings, first match wins (as every setting, tuimeter.config): the argument
+Settings, first match wins (as every setting, tuimeter.settings): the argument
 (``--carbon-source``, ``--carbon-zone``), the environment (``TUIMETER_CARBON_SOURCE``,
 ``TUIMETER_CARBON_ZONE``, ``TUIMETER_ELECTRICITYMAPS_TOKEN``,
 ``TUIMETER_ELECTRICITYMAPS_URL``, ``TUIMETER_UK_CARBON_URL``), then ``config.toml``
@@ -39,29 +39,23 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import threading
 import time
 import warnings
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from .checks import ELECTRICITYMAPS, SOURCES, TABLE, UK, check_source, check_url
 from .model import CarbonInfo
 
-TABLE = "table"
-ELECTRICITYMAPS = "electricitymaps"
-UK = "uk-carbon-intensity"
-#: the values of ``--carbon-source``
-SOURCES = (TABLE, ELECTRICITYMAPS, UK)
 
 ENV_SOURCE = "TUIMETER_CARBON_SOURCE"
 ENV_ZONE = "TUIMETER_CARBON_ZONE"
 ENV_TOKEN = "TUIMETER_ELECTRICITYMAPS_TOKEN"
 ENV_EM_URL = "TUIMETER_ELECTRICITYMAPS_URL"
 ENV_UK_URL = "TUIMETER_UK_CARBON_URL"
-#: config.toml key -> environment variable (tuimeter.config.KEYS lists them too)
+#: config.toml key -> environment variable (tuimeter.settings declares them)
 ENV_NAMES = {"carbon_source": ENV_SOURCE, "carbon_zone": ENV_ZONE,
              "electricitymaps_token": ENV_TOKEN, "electricitymaps_url": ENV_EM_URL,
              "uk_carbon_url": ENV_UK_URL}
@@ -122,21 +116,6 @@ class Intensity:
 
 
 # -- settings ----------------------------------------------------------------------------
-def check_source(value: object) -> str:
-    """A ``--carbon-source`` value; ValueError naming the choices otherwise."""
-    if not isinstance(value, str) or value.strip().lower() not in SOURCES:
-        raise ValueError(f"carbon source must be one of {', '.join(SOURCES)}, got {value!r}")
-    return value.strip().lower()
-
-
-def check_url(value: object) -> str:
-    """A base URL: ``http://`` or ``https://`` and a host; a trailing ``/`` dropped."""
-    if not isinstance(value, str) or not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?",
-                                                      value.strip()):
-        raise ValueError(f"must be an http:// or https:// URL, got {value!r}")
-    return value.strip().rstrip("/")
-
-
 def _check_zone(source: str, zone: object, where: str) -> str | None:
     if zone is None:
         if source == ELECTRICITYMAPS:
@@ -156,30 +135,23 @@ def _check_zone(source: str, zone: object, where: str) -> str | None:
     return text
 
 
-def resolve_live(source: str | None = None, zone: str | None = None,
-                 env: Mapping[str, str] = os.environ,
-                 config_path: str | os.PathLike | None = None) -> LiveSettings | None:
-    """The live source to use, None for the table. ValueError (one line naming where the
-    bad value came from) for an unknown source, a bad zone or URL, or Electricity Maps
+#: where a value came from, and the value: ``pick(key, given)`` -> (value, where), (None, "")
+#: when nothing sets it (:meth:`tuimeter.settings.Sources.pick`)
+Pick = Callable[[str, object], "tuple[object, str]"]
+
+
+def choose_live(source: str | None, zone: str | None, pick: Pick,
+                check: Callable[[str, object, str], Any]) -> LiveSettings | None:
+    """The live source to use, None for the table, from the values ``pick`` finds for
+    the live keys (the argument ``source``/``zone`` first); ``check(key, value, where)``
+    checks a value of config.toml or the environment. Reads no setting itself
+    (:mod:`tuimeter.settings` hands them in). ValueError (one line naming where the bad
+    value came from) for an unknown source, a bad zone or URL, or Electricity Maps
     without a token or zone."""
-    from .config import check_value, default_config_path, read_table
-
-    path = Path(config_path) if config_path is not None else default_config_path(env)
-    table = read_table(path)
-
-    def pick(key: str, given: object) -> tuple[object, str]:
-        if given is not None:
-            return given, "command line"
-        if env.get(ENV_NAMES[key]):
-            return env[ENV_NAMES[key]], ENV_NAMES[key]
-        if key in table:
-            return table[key], f"{path}: {key!r}"
-        return None, ""
-
     value, where = pick("carbon_source", source)
     if value is None:
         return None
-    name = check_value("carbon_source", value, where)
+    name = check("carbon_source", value, where)
     if name == TABLE:
         return None
     zone_value, zone_where = pick("carbon_zone", zone)
@@ -195,7 +167,7 @@ def resolve_live(source: str | None = None, zone: str | None = None,
                              f"ASCII without spaces")
     url_key = "electricitymaps_url" if name == ELECTRICITYMAPS else "uk_carbon_url"
     url, url_where = pick(url_key, None)
-    url = DEFAULT_URLS[name] if url is None else check_value(url_key, url, url_where)
+    url = DEFAULT_URLS[name] if url is None else check(url_key, url, url_where)
     if token:
         from .exposure import warn_secret_over_http
 
@@ -301,7 +273,7 @@ def _get_json(url: str, headers: Mapping[str, str], timeout_s: float,
     import urllib.error
     import urllib.request
 
-    from . import __version__
+    from .version import __version__
 
     class NoRedirect(urllib.request.HTTPRedirectHandler):
         """A redirect is an error: urllib would send the token on to any host."""
@@ -346,7 +318,7 @@ def _short(value: object, limit: int = 80) -> str:
 
 def check_g(value: object) -> float:
     """A figure from an answer as g CO2e/kWh; FetchError when it is none or impossible."""
-    from .carbon import MAX_INTENSITY_G_PER_KWH
+    from .checks import MAX_INTENSITY_G_PER_KWH
 
     if value is None:
         raise FetchError("no carbon intensity in the answer")

@@ -17,12 +17,12 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, Iterable, TextIO
 
-from . import __version__
+from .version import __version__
 from .cli_help import ALIASES, SUBCOMMANDS, help_text, unknown_command
 from .live import (HANGUP_WAIT_S, Caught, Forward, LiveSession, StartError, Summary,
                    make_attributor, open_measurement, summary_line, wait_for_child)
 from .options import (EXIT_BAD_INPUT, Parser, add_measure_options, check_target, fail,
-                      measure_options, positive_float, say, split_command)
+                      measure_options, positive_float, say, session_file, split_command)
 
 if TYPE_CHECKING:
     from .model import Snapshot
@@ -88,6 +88,7 @@ def _record_usage_problem(args: argparse.Namespace, command: list[str] | None) -
         args.tags = resolved(args, "tags")  # each key once (the list as a whole)
     except ValueError as exc:
         return f"--tag: {exc}"
+    args.no_file = False
     if not args.output:
         if args.rotate is not None:
             return "--rotate needs -o FILE"
@@ -110,7 +111,7 @@ def cmd_record(argv: list[str]) -> int:
         return fail(problem)
     from .export import ExportError
     from .session.markers import listen_early
-    from .session.measure import SetupError
+    from .measurement import SetupError
 
     opts = measure_options(args)
     caught = Caught()  # from before the file exists: a signal never leaves a bare header
@@ -118,7 +119,8 @@ def cmd_record(argv: list[str]) -> int:
     try:
         try:
             # make_attributor looked up here, at call time: tests replace it
-            engine, recorder, exporters = open_measurement(args, opts, make_attributor)
+            engine, recorder, exporters = open_measurement(
+                opts, session_file(args, none=args.no_file), make_attributor)
         except (SetupError, ExportError) as exc:
             if listening is not None:
                 listening.close()
@@ -322,6 +324,25 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
         _default_showwarning(message, category, filename, lineno, file, line)
 
 
+def command_parsers() -> dict[str, argparse.ArgumentParser]:
+    """The parser of each command; "" is the UI's (``tuimeter`` without a subcommand), for
+    ``tuimeter completion`` (built, none run)."""
+    from .baseline_cli import cmd_baseline
+    from .cluster.cli import parser as cluster_parser
+    from .completion import completion_parser, parser_of
+    from .doctor import cmd_doctor
+    from .profile.cli import parser as profile_parser
+    from .session.mark_client import cmd_count, cmd_mark
+    from .session.report_cli import cmd_report
+    from .tui.run import parser as ui_parser
+
+    return {"": ui_parser(), "record": _record_parser(), "mark": parser_of(cmd_mark),
+            "count": parser_of(cmd_count), "baseline": parser_of(cmd_baseline),
+            "report": parser_of(cmd_report), "doctor": parser_of(cmd_doctor),
+            "profile": profile_parser(), "cluster": cluster_parser(),
+            "completion": completion_parser()}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     warnings.showwarning = _show_warning
@@ -360,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     if first == "completion":
         from .completion import cmd_completion
 
-        return cmd_completion(argv[1:])
+        return cmd_completion(argv[1:], command_parsers)
     if first in ("--version", "-V"):
         print(f"tuimeter {__version__}")
         return 0

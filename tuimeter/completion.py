@@ -21,10 +21,10 @@ SHELLS = ("bash", "zsh", "fish")
 
 
 class _Built(Exception):
-    """Carries the parser a command built (see :func:`_parser_of`)."""
+    """Carries the parser a command built (see :func:`parser_of`)."""
 
 
-def _parser_of(cmd: Callable[[list[str]], int]) -> argparse.ArgumentParser:
+def parser_of(cmd: Callable[[list[str]], int]) -> argparse.ArgumentParser:
     """The parser a ``cmd_*`` function builds, taken at its ``parse_args`` (nothing of the
     command runs): mark, report and doctor build theirs inside the command."""
     original = argparse.ArgumentParser.parse_args
@@ -40,24 +40,6 @@ def _parser_of(cmd: Callable[[list[str]], int]) -> argparse.ArgumentParser:
     finally:
         argparse.ArgumentParser.parse_args = original  # type: ignore[method-assign]
     raise RuntimeError(f"{cmd.__name__} built no parser")
-
-
-def _parsers() -> dict[str, argparse.ArgumentParser]:
-    """The parser of each command; "" is the UI's (``tuimeter`` without a subcommand)."""
-    from .cli import _record_parser
-    from .doctor import cmd_doctor
-    from .profile.cli import parser as profile_parser
-    from .baseline_cli import cmd_baseline
-    from .cluster.cli import parser as cluster_parser
-    from .session.mark_client import cmd_count, cmd_mark
-    from .session.report_cli import cmd_report
-    from .tui.run import parser as ui_parser
-
-    return {"": ui_parser(), "record": _record_parser(), "mark": _parser_of(cmd_mark),
-            "count": _parser_of(cmd_count), "baseline": _parser_of(cmd_baseline),
-            "report": _parser_of(cmd_report), "doctor": _parser_of(cmd_doctor),
-            "profile": profile_parser(), "cluster": cluster_parser(),
-            "completion": completion_parser()}
 
 
 def _options(p: argparse.ArgumentParser) -> list[tuple[list[str], str, bool]]:
@@ -174,7 +156,11 @@ def completion_parser() -> argparse.ArgumentParser:
     return p
 
 
-def cmd_completion(argv: list[str]) -> int:
+def cmd_completion(argv: list[str],
+                   parsers: Callable[[], dict[str, argparse.ArgumentParser]]) -> int:
+    """Print the script for the shell ``argv`` names, from ``parsers()``: the parser of
+    each command, "" for the UI's (the command line hands them in: this module imports
+    no command)."""
     args = completion_parser().parse_args(argv)
-    print({"bash": bash, "zsh": zsh, "fish": fish}[args.shell](_parsers()), end="")
+    print({"bash": bash, "zsh": zsh, "fish": fish}[args.shell](parsers()), end="")
     return 0

@@ -1,13 +1,12 @@
-"""``config.toml``: a default for every measurement option, and where files go.
+"""``config.toml``: its reader, and where files go. Imports nothing of tuimeter but the leaves :mod:`tuimeter.keys` (the
+:class:`Key` every setting is declared with, and :class:`ConfigError`) and
+:mod:`tuimeter.exposure` (its warning about a secret in a file others can read); the keys
+carry their checks (:mod:`tuimeter.checks`), so reading the file loads no exporter,
+carbon source or session.
 
 Every setting is resolved in one order, first match wins: the command line, then an
-environment variable, then ``config.toml``, then the built-in default (README,
-"Configuration", has the table). :func:`apply_config` is the one place that fills the
-parsed options from the environment and the file; the carbon keys (``country``,
-``carbon_intensity``, ``pue``) are resolved by :func:`tuimeter.carbon.resolve_carbon`
-in the same order, and so are the live carbon keys (``carbon_source``, ``carbon_zone``,
-``electricitymaps_token``, ``electricitymaps_url``, ``uk_carbon_url``) by
-:func:`tuimeter.carbon_live.resolve_live`.
+environment variable, then ``config.toml``, then the built-in default; that is done once,
+at the edge, by :mod:`tuimeter.settings` (docs/configuration.md has the table).
 
 Locations come from ``platformdirs``; on Linux they are the XDG ones:
 ``$XDG_CONFIG_HOME/tuimeter/config.toml`` (``~/.config/...``) and
@@ -17,7 +16,6 @@ Locations come from ``platformdirs``; on Linux they are the XDG ones:
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import difflib
 import errno
@@ -26,22 +24,22 @@ import re
 import stat
 import sys
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping, Sequence
 
 import platformdirs
 
-from .cluster.options import OPTIONS as _CLUSTER_OPTIONS
+from .keys import ConfigError, Key, check_value
+
+__all__ = ["ConfigError", "ConfigWarning", "Key", "check_value", "config_dir",
+           "default_config_path", "default_data_dir", "read_config_text", "read_table",
+           "save_key"]
+
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
-
-
-class ConfigError(ValueError):
-    """A bad value in config.toml or an environment variable (one line naming where)."""
 
 
 class ConfigWarning(UserWarning):
@@ -67,139 +65,56 @@ def default_data_dir(env: Mapping[str, str] = os.environ) -> Path:
     return Path(base) / "tuimeter" / "sessions"
 
 
-# -- values --------------------------------------------------------------------------
-def _text(value: object) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"must be a non-empty string, got {value!r}")
-    return value
-
-
-def _path(value: object) -> str:
-    """A folder: a non-empty string, ``~`` expanded."""
-    return os.path.expanduser(_text(value))
-
-
-def _bool(value: object) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("1", "true", "yes", "on"):
-        return True
-    if isinstance(value, str) and value.strip().lower() in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"must be true or false, got {value!r}")
-
-
-def _interval(value: object) -> float:
-    from .session.measure import SetupError, validate_interval
-
-    if isinstance(value, bool):
-        raise ValueError(f"must be a number of seconds, got {value!r}")
-    try:
-        return validate_interval(value)  # type: ignore[arg-type]
-    except SetupError as exc:
-        raise ValueError(str(exc).removeprefix("interval ")) from None
-
-
-def _listen(value: object) -> tuple[str, int]:
-    from .export import parse_listen
-
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise ValueError(f"must be \"[HOST:]PORT\", got {value!r}")
-    try:
-        return parse_listen(str(value))
-    except ValueError as exc:
-        raise ValueError(str(exc).split(": ", 1)[-1]) from None
-
-
-def _cgroups(value: object) -> int:
-    from .export.prometheus import parse_cgroups
-
-    return parse_cgroups(value)  # an ExportError is a ValueError
-
-
-def _carbon(name: str) -> Callable[[object], object]:
-    def check(value: object) -> object:
-        from . import carbon
-
-        if name == "country":
-            return _text(value)
-        fn = carbon.check_intensity if name == "carbon_intensity" else carbon.check_pue
-        try:
-            return fn(value)
-        except carbon.CarbonError as exc:
-            raise ValueError(str(exc)) from None
-    return check
-
-
-def _live(name: str) -> Callable[[object], object]:
-    """A check of tuimeter.carbon_live, imported when a value is checked."""
-    def check(value: object) -> object:
-        from . import carbon_live
-
-        return getattr(carbon_live, name)(value)
-    return check
-
-
-@dataclass(frozen=True)
-class Key:
-    """One config.toml key: its type (for the docs), its check, the environment variable
-    and the parsed option (``dest``) it fills, and the value meaning "not given"."""
-
-    name: str
-    check: Callable[[object], Any]
-    env: str | None
-    dest: str | None
-    unset: Any = None
-    to_dest: Callable[[Any], Any] = lambda value: value
-
-
-def _negated(value: bool) -> bool:
-    return not value
-
-
-#: every key config.toml may hold, in the order of the README table
-KEYS: tuple[Key, ...] = (
-    Key("interval_s", _interval, "TUIMETER_INTERVAL", "interval"),
-    Key("output_dir", _path, "TUIMETER_OUTPUT_DIR", "output_dir"),
-    Key("export_dir", _path, "TUIMETER_EXPORT_DIR", "export_dir"),
-    Key("gpu", _bool, "TUIMETER_GPU", "no_gpu", to_dest=_negated),
-    Key("attribution", _bool, "TUIMETER_ATTRIBUTION", "no_attribution", to_dest=_negated),
-    Key("prometheus", _listen, "TUIMETER_PROMETHEUS", "prometheus"),
-    Key("prometheus_cgroups", _cgroups, "TUIMETER_PROMETHEUS_CGROUPS", "prometheus_cgroups"),
-    # the influx keys: the exporter itself reads TUIMETER_INFLUX_* (export/influx.py)
-    Key("influx_url", _text, "TUIMETER_INFLUX_URL", "influx"),
-    Key("influx_db", _text, "TUIMETER_INFLUX_DB", "influx_db"),
-    Key("influx_org", _text, "TUIMETER_INFLUX_ORG", "influx_org"),
-    Key("influx_bucket", _text, "TUIMETER_INFLUX_BUCKET", "influx_bucket"),
-    Key("influx_token", _text, "TUIMETER_INFLUX_TOKEN", "influx_token"),
-    # the carbon keys: resolved by carbon.resolve_carbon (checked here too, early)
-    Key("country", _carbon("country"), "TUIMETER_COUNTRY", None),
-    Key("carbon_intensity", _carbon("carbon_intensity"), "TUIMETER_CARBON_INTENSITY", None),
-    Key("pue", _carbon("pue"), "TUIMETER_PUE", None),
-    # the live carbon keys: resolved by carbon_live.resolve_live
-    Key("carbon_source", _live("check_source"), "TUIMETER_CARBON_SOURCE", None),
-    Key("carbon_zone", _text, "TUIMETER_CARBON_ZONE", None),
-    Key("electricitymaps_token", _text, "TUIMETER_ELECTRICITYMAPS_TOKEN", None),
-    Key("electricitymaps_url", _live("check_url"), "TUIMETER_ELECTRICITYMAPS_URL", None),
-    Key("uk_carbon_url", _live("check_url"), "TUIMETER_UK_CARBON_URL", None),
-    Key("theme", _text, "TUIMETER_THEME", "theme"),
-    # the node side (record --host/--tag) and tuimeter cluster: declared in cluster/options.py
-    *(Key(o.key, o.check, o.env, o.dest) for o in _CLUSTER_OPTIONS if o.key),
-)
-KEY_NAMES: tuple[str, ...] = tuple(k.name for k in KEYS)
-#: the keys that hold a secret (a config file holding one should be private)
-SECRET_KEYS = ("influx_token", "electricitymaps_token")
-_BY_NAME = {k.name: k for k in KEYS}
-
 _warned_keys: set = set()
 
 
-def read_table(path: str | os.PathLike) -> dict[str, Any]:
-    """The keys of config file ``path`` ({} when there is none); an unknown key is
-    warned about once per file (ConfigWarning) and left out. Raises CarbonError (a
-    ConfigError-like ValueError, one line) for a file that cannot be read or parsed."""
-    from .carbon import CarbonError, read_config_text
+#: the largest config.toml read, bytes (it holds three keys)
+MAX_CONFIG_BYTES = 64 * 1024
 
+
+def read_config_text(path: str | os.PathLike) -> str:
+    """The text of a config file: a regular file (a link to one is fine) of at most
+    MAX_CONFIG_BYTES, UTF-8. FileNotFoundError when there is none; ConfigError with a
+    one-line reason for anything else (a device such as /dev/zero, a FIFO, binary data),
+    which is never read past the limit nor waited on."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError(f"cannot read config file {path}: not a regular file")
+        chunks, size = [], 0
+        while size <= MAX_CONFIG_BYTES:
+            chunk = os.read(fd, MAX_CONFIG_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"cannot read config file {path}: larger than "
+                          f"{MAX_CONFIG_BYTES // 1024} KiB")
+    data = b"".join(chunks)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"cannot read config file {path}: not UTF-8 text (byte "
+                          f"0x{data[exc.start]:02x} at offset {exc.start})") from None
+
+
+def read_table(path: str | os.PathLike, keys: Sequence[Key]) -> dict[str, Any]:
+    """The keys of config file ``path`` ({} when there is none), their values as written
+    (unchecked: see :func:`check_value`); a key not among ``keys`` is warned about once
+    per file (ConfigWarning) and left out, and a file holding a ``secret`` key that others
+    can read is warned about. Raises ConfigError (one line) for a file that cannot be
+    read or parsed."""
     try:
         text = read_config_text(path)
     except FileNotFoundError:
@@ -207,82 +122,25 @@ def read_table(path: str | os.PathLike) -> dict[str, Any]:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise CarbonError(f"cannot read config file {path}: {exc}") from None
-    secrets = [k for k in SECRET_KEYS if data.get(k)]
+        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    names = [k.name for k in keys]
+    secrets = [k.name for k in keys if k.secret and data.get(k.name)]
     if secrets:
         from .exposure import warn_readable_secret_file
 
         warn_readable_secret_file(path, secrets)
     known = {}
     for key, value in data.items():
-        if key in _BY_NAME:
+        if key in names:
             known[key] = value
         elif (str(path), key) not in _warned_keys:
             _warned_keys.add((str(path), key))
-            hint = difflib.get_close_matches(key, KEY_NAMES, n=1)
+            hint = difflib.get_close_matches(key, names, n=1)
             warnings.warn(
                 f"{path}: unknown key {key!r} ignored"
                 + (f" (did you mean {hint[0]!r}?)" if hint else "")
-                + f"; known keys: {', '.join(KEY_NAMES)}", ConfigWarning, stacklevel=3)
+                + f"; known keys: {', '.join(names)}", ConfigWarning, stacklevel=4)
     return known
-
-
-def check_value(key: str, value: object, where: str) -> Any:
-    """``value`` of ``key`` checked; ConfigError naming ``where`` (the file and key, or
-    the environment variable) when it is bad."""
-    try:
-        return _BY_NAME[key].check(value)
-    except ValueError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
-
-
-def apply_config(args: argparse.Namespace, env: Mapping[str, str] = os.environ,
-                 path: str | os.PathLike | None = None) -> argparse.Namespace:
-    """Fill every option of ``args`` the command line left unset (its ``unset`` value)
-    from the environment, else config.toml, else leave the built-in default; then the
-    remaining unset ones get their defaults. Options ``args`` lacks are skipped. Returns
-    ``args``; ConfigError/CarbonError (one line naming the file and key) on a bad value.
-
-    Idempotent: a second call finds everything set."""
-    if getattr(args, "_config_applied", False):
-        return args
-    path = Path(path) if path is not None else default_config_path(env)
-    table = read_table(path)
-    for dest in ("output_dir", "theme"):  # no option of their own
-        if not hasattr(args, dest):
-            setattr(args, dest, None)
-    for key in KEYS:
-        if key.name in table:  # every value in the file is checked, used or not
-            value = check_value(key.name, table[key.name], f"{path}: {key.name!r}")
-            table[key.name] = value
-        if key.dest is None or not hasattr(args, key.dest):
-            continue
-        if getattr(args, key.dest) is not key.unset:
-            continue
-        if key.env and env.get(key.env):
-            if key.name.startswith("influx_"):
-                # export/influx.py reads its own variables; a URL in the file still
-                # starts the exporter, at the variable's URL ("" = --influx alone)
-                if key.name == "influx_url" and key.name in table:
-                    setattr(args, key.dest, "")
-                continue
-            value = check_value(key.name, env[key.env], key.env)
-        elif key.name in table:
-            value = table[key.name]
-        else:
-            continue
-        setattr(args, key.dest, key.to_dest(value))
-    _defaults(args)
-    args._config_applied = True
-    return args
-
-
-def _defaults(args: argparse.Namespace) -> None:
-    """The built-in defaults of what nothing set."""
-    for dest, default in (("interval", 1.0), ("no_gpu", False), ("no_attribution", False),
-                          ("export_dir", ".")):
-        if hasattr(args, dest) and getattr(args, dest) is None:
-            setattr(args, dest, default)
 
 
 # -- writing one key ------------------------------------------------------------------
@@ -398,10 +256,8 @@ def _lock(dfd: int) -> None:
 def _read_own(dfd: int, target: Path) -> tuple[str, os.stat_result, int] | None:
     """(text, stat, descriptor) of the config file in the folder ``dfd``, None when
     there is none; ConfigError for a link, another user's file, or one that is not a
-    config file (see :func:`tuimeter.carbon.read_config_text`). The caller closes the
+    config file (see :func:`read_config_text`). The caller closes the
     descriptor."""
-    from .carbon import MAX_CONFIG_BYTES
-
     try:
         fd = os.open(target.name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | _NOFOLLOW,
                      dir_fd=dfd)

@@ -13,7 +13,6 @@ The followed command's signals (:class:`Caught`, :class:`Forward`,
 
 from __future__ import annotations
 
-import argparse
 import os
 import select
 import signal
@@ -29,7 +28,7 @@ if TYPE_CHECKING:
     from .replay_engine import ReplayPlayer
     from .sensors.replay import ReplaySensor
     from .session.markers import MarkerServer
-    from .session.measure import MeasureOptions
+    from .measurement import MeasureOptions
 
 #: the signals that end a recording (SIGHUP: the SSH session or terminal went away)
 ENDING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
@@ -62,28 +61,42 @@ def safely(problems: list[str], fn: Callable[..., Any], *args: Any, **kwargs: An
 
 def make_attributor(opts: "MeasureOptions", engine: "Engine | None" = None) -> Any:
     """The process attributor, or None when attribution is off
-    (:func:`tuimeter.session.measure.attributor_for`, which every engine gets by default;
+    (:func:`tuimeter.measurement.attributor_for`, which every engine gets by default;
     kept here as the one name the CLI looks up at call time, so tests can replace it)."""
-    from .session.measure import attributor_for
+    from .measurement import attributor_for
 
     return attributor_for(opts, engine)
 
 
-def open_measurement(args: argparse.Namespace, opts: "MeasureOptions",
+@dataclass(frozen=True)
+class SessionFile:
+    """Where a live measurement records: ``output`` (None: a new file in ``directory``,
+    else the data folder), ``overwrite`` it, ``rotate`` (a parsed ``--rotate``: a new
+    file past a size or each day), or ``none`` (an exporter without ``-o``: no file)."""
+
+    output: str | None = None
+    overwrite: bool = False
+    rotate: Any = None
+    none: bool = False
+    directory: str | None = None
+
+
+def open_measurement(opts: "MeasureOptions", file: SessionFile,
                      attributor: Callable[..., Any] = make_attributor
                      ) -> tuple["Engine", Any, list]:
     """The engine (with its attributor), exporters and recorder of a live measurement,
-    for `record` and the UI alike. Exporters start before the file is created, so bad
-    input (a busy port) leaves no file; on failure what was started is closed again.
-    Raises SetupError or ExportError."""
+    for `record` and the UI alike, from the resolved options (``opts.settings``: the
+    exporters too). Exporters start before the file is created, so bad input (a busy
+    port) leaves no file; on failure what was started is closed again. Raises
+    SetupError or ExportError."""
     from .export import start_exporters
-    from .session.measure import make_engine
+    from .measurement import make_engine
 
     engine = make_engine(opts, attributor)
     exporters: list = []
     try:
-        exporters = start_exporters(engine, args)
-        recorder = open_session_file(args, engine.host)
+        exporters = start_exporters(engine, opts.resolved())
+        recorder = open_session_file(file, engine.host)
     except BaseException:
         for e in exporters:
             e.close()
@@ -91,21 +104,20 @@ def open_measurement(args: argparse.Namespace, opts: "MeasureOptions",
     return engine, recorder, exporters
 
 
-def open_session_file(args: argparse.Namespace, host: str) -> Any:
+def open_session_file(file: SessionFile, host: str) -> Any:
     """The recorder: over rotating files (--rotate), over none (record with an exporter
     and no -o), or over one file."""
-    from .session.measure import open_recorder
+    from .measurement import open_recorder
 
-    if getattr(args, "rotate", None) is not None:
+    if file.rotate is not None:
         from .session.rotate import open_rotating_recorder
 
-        return open_rotating_recorder(args.output, host, args.rotate)
-    if getattr(args, "no_file", False):
+        return open_rotating_recorder(file.output, host, file.rotate)
+    if file.none:
         from .session.recorder import NoFile
 
         return NoFile()
-    return open_recorder(args.output, host, args.overwrite,
-                         directory=getattr(args, "output_dir", None))
+    return open_recorder(file.output, host, file.overwrite, directory=file.directory)
 
 
 def summary_line(snap: "Snapshot | None", path: str | None) -> str:
@@ -240,7 +252,7 @@ class LiveSession:
             if self.warn is not None:
                 self.warn(str(exc))
             else:
-                from .options import say
+                from .text import say
 
                 say(f"tuimeter: warning: markers from other processes are off: {exc}")
 

@@ -136,7 +136,7 @@ def load_ipython_extension(ipython) -> None:
             if snap.interval_s > 0 and snap.total.power_w is not None:
                 power_w.append(snap.total.power_w)
 
-        from .session.measure import SetupError
+        from .measurement import SetupError
 
         try:
             meter.start()

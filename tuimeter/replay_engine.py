@@ -49,7 +49,7 @@ def make_replay(path: str, speed: float = 1.0, *, clock: Callable[[], float] | N
     ``carbon`` overrides the recording's carbon settings; ``clock`` is the real clock the
     session clock scales (tests pass a fake one), ``cpu_clock`` the engine's CPU clock.
     """
-    from .carbon import resolve_carbon
+    from .settings import resolve_carbon
     from .engine.sampler import Engine
     from .sensors.replay import ReplaySensor
 

@@ -21,6 +21,8 @@ Never imports the UI: the report, the reader and the UI all use it.
 
 from __future__ import annotations
 
+import sys
+
 _SHORT = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 _BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x2028, 0x2029)
 
@@ -62,3 +64,14 @@ def spreadsheet_cell(text: object) -> str:
     is not a formula."""
     s = safe_text(text)
     return "'" + s if s.startswith(FORMULA_START) else s
+
+
+def say(message: str, end: str = "\n", *, raw: bool = False) -> None:
+    """A line on stderr; a terminal that has gone away (SSH dropped) is not an error.
+    The message is escaped (it may hold file, command and job names: anyone's text)
+    unless ``raw`` (our own control characters, e.g. wiping the progress line)."""
+    try:
+        sys.stderr.write((message if raw else safe_text(message)) + end)
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass

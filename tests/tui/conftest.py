@@ -19,7 +19,7 @@ import pytest
 from tests.fakes.scripted import FakeClock, ScriptedSensor, domain, rapl_like
 from tests.helpers import make_engine
 from tuimeter.model import CarbonInfo, DomainKind, JobSample, ProcessShare
-from tuimeter.session.measure import open_recorder
+from tuimeter.measurement import open_recorder
 from tuimeter.tui.app import TuimeterApp
 from tuimeter.tui import run
 from tuimeter.tui.run import open_session

@@ -68,7 +68,7 @@ async def test_totals_grid_is_one_short_line_and_help_has_the_rest(size):
 
 
 def test_grid_source_in_a_few_cells():
-    from tuimeter.carbon import resolve_carbon
+    from tuimeter.settings import resolve_carbon
     from tuimeter.tui.widgets._totals_panel import grid_source
 
     assert grid_source(resolve_carbon()) == "world avg"

@@ -13,7 +13,7 @@ import pytest
 from tests.fakes.scripted import FakeClock
 from tests.helpers import make_engine
 from tuimeter.model import JobSample, ProcessShare
-from tuimeter.session.measure import open_recorder
+from tuimeter.measurement import open_recorder
 from tuimeter.tui.run import open_session
 from tuimeter.tui.run import replay_app as make_replay_app
 

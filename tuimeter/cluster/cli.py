@@ -63,7 +63,6 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
 def open_engine(args: argparse.Namespace, env=os.environ) -> Any:
     """The engine over one :class:`~tuimeter.cluster.source.ClusterSensor` (unopened);
     ValueError (one line) for bad settings."""
-    from ..carbon import CarbonError, resolve_carbon
     from ..engine.sampler import Engine
     from .promapi import PromClient
     from .source import ClusterSensor
@@ -79,10 +78,9 @@ def open_engine(args: argparse.Namespace, env=os.environ) -> Any:
     client = PromClient(args.prometheus_url, resolved(args, "timeout_s"), args.ca_file, env)
     sensor = ClusterSensor(client, args.selector or (), nodes, resolved(args, "sources"),
                            args.stale_after_s)
-    try:
-        carbon = resolve_carbon(country=args.country, intensity_g_per_kwh=args.carbon_intensity,
-                                pue=args.pue)
-    except CarbonError as exc:
+    try:  # CarbonError or ConfigError
+        carbon = args.settings.carbon()
+    except ValueError as exc:
         raise ValueError(str(exc)) from None
     return Engine([sensor], carbon, args.interval or 1.0, host=CLUSTER_HOST)
 
@@ -100,7 +98,7 @@ def cmd_cluster(argv: list[str], ui: Any = None) -> int:
         return fail(str(exc))
     engine.open()  # the nodes first: no file is made when none is found
     sensor = engine.sensors[0]
-    if args.headless and not _interval_given(argv) and sensor.scrape_s:
+    if args.headless and not _interval_given(args) and sensor.scrape_s:
         # a row per scrape: a shorter tick would hold a whole scrape's energy or none
         engine.set_interval(min(max(1.0, sensor.scrape_s), 3600.0))
     if args.slurm_job:  # the jobs view names the job the nodes were chosen by
@@ -113,7 +111,7 @@ def cmd_cluster(argv: list[str], ui: Any = None) -> int:
         return fail(f"{st.reason.rstrip('.')}. Fix: {st.fix}" if st.fix else st.reason, 1)
     recorder = None
     if args.output:
-        from ..session.measure import SetupError, open_recorder
+        from ..measurement import SetupError, open_recorder
 
         try:
             recorder = open_recorder(args.output, CLUSTER_HOST, args.overwrite)
@@ -151,12 +149,11 @@ def cmd_cluster(argv: list[str], ui: Any = None) -> int:
         caught.restore()
 
 
-def _interval_given(argv: list[str]) -> bool:
+def _interval_given(args: argparse.Namespace) -> bool:
     """Whether the command line or $TUIMETER_INTERVAL chose the interval (config.toml's
     ``interval_s`` is the nodes' setting more than the cluster's: not taken as one)."""
-    return bool(os.environ.get("TUIMETER_INTERVAL")) or any(
-        a in ("-i", "--interval") or a.startswith("--interval=") or
-        (a.startswith("-i") and not a.startswith("--")) for a in argv)
+    sources = args.settings.sources
+    return "interval_s" in sources.cli or "interval_s" in sources.env
 
 
 class MergeMarkers:

@@ -3,7 +3,8 @@ declared once: name, type, default, environment variable, config key and check.
 
 :data:`OPTIONS` is the one list (:mod:`tuimeter.config` makes a config key of each entry
 that has one; the parsers take their flags from it). A leaf module: it imports nothing of
-tuimeter, so the config module can read it without a cycle.
+tuimeter but the declaration of a key (:mod:`tuimeter.keys`), so the settings resolver
+can read it without a cycle.
 
 Secrets never travel on the command line (other users see it in ``ps``): the bearer token
 and the basic-auth user and password come from the environment only
@@ -17,6 +18,8 @@ import math
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
+
+from ..keys import Key
 
 #: a host name as every row and series carries it: the domain ids are ``NODE/DOMAIN``, so
 #: no ``/``; no spaces or control characters (it is shown and used as a label value)
@@ -229,6 +232,24 @@ OPTIONS: tuple[Option, ...] = (
 BY_DEST = {o.dest: o for o in OPTIONS}
 
 
+def _doc_default(o: Option) -> str:
+    if o.dest == "host":
+        return "the host name"
+    if o.default is None:
+        return "none"
+    text = ",".join(o.default) if isinstance(o.default, tuple) else str(o.default)
+    return f"`{text}`"
+
+
+#: the config keys of :data:`OPTIONS` (those that have one), as :mod:`tuimeter.settings`
+#: resolves every option: the command line, then the environment, then config.toml
+KEYS: tuple[Key, ...] = tuple(
+    Key(o.key, o.check, o.env, o.dest, type=o.type, default=_doc_default(o),
+        what=("tuimeter cluster: " if o.command == "cluster" else "") + o.help,
+        option=f"`{o.flag}`" + (" (record)" if o.command == "record" else ""))
+    for o in OPTIONS if o.key)
+
+
 def _argtype(check: Callable[[Any], Any]) -> Callable[[str], Any]:
     def parse(text: str) -> Any:
         try:
@@ -241,7 +262,7 @@ def _argtype(check: Callable[[Any], Any]) -> Callable[[str], Any]:
 
 def add_options(p: argparse.ArgumentParser, command: str) -> None:
     """The options of ``command`` (``record`` or ``cluster``), unset (None) so that the
-    environment and config.toml can fill them (tuimeter.config.apply_config)."""
+    environment and config.toml can fill them (tuimeter.settings.from_args)."""
     for o in OPTIONS:
         if o.command != command:
             continue

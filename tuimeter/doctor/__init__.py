@@ -25,7 +25,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from .. import __version__
+from ..version import __version__
 from ..cli_help import help_text
 
 if TYPE_CHECKING:

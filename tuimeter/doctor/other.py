@@ -8,6 +8,8 @@ import warnings
 from typing import Callable, Mapping
 
 from .. import carbon
+from ..config import default_config_path
+from ..settings import resolve_carbon, resolve_live
 from ..model import SensorStatus
 from ..sensors import estimate, powermetrics
 from ._common import Probe
@@ -100,7 +102,7 @@ class CarbonProbe(Probe):
         self._live = None  # the live carbon source's fetcher, when one is configured
 
     def begin(self) -> None:
-        path = carbon.default_config_path(self.env)
+        path = default_config_path(self.env)
         s = self.section
         s.update(config_path=str(path), config_exists=path.exists(),
                  environment={k: self.env[k] for k in (carbon.ENV_COUNTRY, carbon.ENV_INTENSITY,
@@ -109,8 +111,8 @@ class CarbonProbe(Probe):
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
             try:
-                info = carbon.resolve_carbon(env=self.env)
-            except carbon.CarbonError as exc:
+                info = resolve_carbon(env=self.env)
+            except ValueError as exc:  # CarbonError, or ConfigError for the file itself
                 self.error(str(exc), "correct the setting named above (or unset it)")
                 info = None
         for w in seen:
@@ -128,7 +130,7 @@ class CarbonProbe(Probe):
         s = self.section
         s["live"] = None
         try:
-            settings = carbon_live.resolve_live(env=self.env)
+            settings = resolve_live(env=self.env)
         except ValueError as exc:
             self.error(str(exc), "correct the setting named above (or unset it)")
             return

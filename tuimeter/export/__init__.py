@@ -4,7 +4,8 @@ Two calls for a command (``record``, the UI):
 
 * :func:`add_export_options` adds every registered exporter's options (``--prometheus
   [HOST:]PORT``, ``--influx [URL]`` and the InfluxDB settings) to an argparse parser;
-* :func:`start_exporters` starts what was asked for an (unopened or open) engine and returns
+* :func:`start_exporters` starts what the resolved :class:`~tuimeter.settings.Settings`
+  ask for, for an (unopened or open) engine, and returns
   the exporters; call ``close()`` on each after ``engine.stop()``. Bad values and a port
   that cannot be bound raise :class:`ExportError` (one line, for ``tuimeter: error: ...``);
   start the exporters before creating the session file so that nothing is left behind.
@@ -18,10 +19,14 @@ and start next to its code (:class:`~tuimeter.export.base.ExporterEntry`), liste
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from .base import Exporter, ExportError, ExporterEntry, HealthMetric
 from .influx import InfluxExporter, InfluxTarget, influx_target
 from .prometheus import parse_listen
+
+if TYPE_CHECKING:
+    from ..settings import Settings
 
 __all__ = ["ExportError", "Exporter", "ExporterEntry", "HealthMetric", "InfluxExporter",
            "InfluxTarget", "add_export_options", "influx_target", "parse_listen",
@@ -37,15 +42,13 @@ def add_export_options(p: argparse.ArgumentParser) -> None:
         entry.add_options(g)
 
 
-def start_exporters(engine, args: argparse.Namespace) -> list:
-    """Start the registered exporters that ``args`` asks for; [] when none.
+def start_exporters(engine, settings: "Settings") -> list:
+    """Start the registered exporters that ``settings`` asks for; [] when none.
 
     Every exporter's settings are checked before any starts; ExportError (one line) for
     incomplete settings or a port that cannot be bound, and then nothing is left running.
     """
-    from .registry import EXPORTERS
-
-    wanted = [(e, s) for e in EXPORTERS if (s := e.settings(args)) is not None]
+    wanted = settings.exporters()
     started: list = []
     try:
         for entry, settings in wanted:

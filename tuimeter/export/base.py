@@ -3,9 +3,9 @@
 An exporter consumes the engine's snapshots (as a listener, or by reading
 ``engine.snapshot`` when asked) and renders :func:`tuimeter.points.points`; it never
 walks a snapshot itself. Each exporter module defines an :class:`ExporterEntry` next to its
-code: its options, the environment variables it reads, how the settings come from the
-parsed options, and how it starts. :mod:`tuimeter.export.registry` lists the entries (one
-line each).
+code: its keys (options, environment variables and config.toml keys, declared once),
+how its settings come from the resolved sources, and how it starts.
+:mod:`tuimeter.export.registry` lists the entries (one line each).
 
 An exporter's own health (points sent, dropped ...) is a list of :class:`HealthMetric`,
 which any other exporter may publish (Prometheus serves every exporter's), so no exporter
@@ -14,13 +14,11 @@ knows another by name.
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, runtime_checkable
 
-
-class ExportError(ValueError):
-    """A bad exporter setting, or a port that cannot be bound (one readable line)."""
+from ..checks import ExportError
+from ..keys import Key
 
 
 @dataclass(frozen=True)
@@ -57,17 +55,30 @@ class Exporter(Protocol):
 class ExporterEntry:
     """How one exporter plugs into a command.
 
-    * ``add_options(group)`` adds its argparse options to the export group;
-    * ``env``: the environment variables it reads (listed in ``--help`` and the docs);
-    * ``settings(args)``: its settings from the parsed options (and the environment), or
-      None when it was not asked for; raises ExportError for incomplete or bad ones;
+    * ``keys``: its settings, each declared once (:class:`~tuimeter.config.Key`): the
+      config.toml key, the environment variable, the command-line option (``cli``: its
+      flags and argparse keywords), the check and the docs' line; ``--help``, the
+      config file, the environment and docs/configuration.md's table all come from them;
+    * ``settings(sources)``: its settings from the resolved
+      :class:`~tuimeter.settings.Sources` (``sources.value(key)`` for the usual rule,
+      the command line, then the environment, then the file), or None when it was not
+      asked for; raises ExportError for incomplete or bad ones;
     * ``start(engine, settings, exporters)``: a started :class:`Exporter`; ``exporters``
       is the live list of every exporter started (for one that publishes the others'
       health). Raises ExportError (a port that cannot be bound).
     """
 
     name: str
-    add_options: Callable[[Any], None]
-    env: tuple[str, ...]
-    settings: Callable[[argparse.Namespace], Any]
+    keys: tuple[Key, ...]
+    settings: Callable[[Any], Any]
     start: Callable[[Any, Any, list], Exporter]
+
+    @property
+    def env(self) -> tuple[str, ...]:
+        """The environment variables it reads."""
+        return tuple(k.env for k in self.keys if k.env)
+
+    def add_options(self, group: Any) -> None:
+        """Its options, in the order of its keys."""
+        for key in self.keys:
+            key.add_option(group)

@@ -37,13 +37,14 @@ import collections
 import json
 import logging
 import math
-import os
 import threading
 import time
 import urllib.parse
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping
 
+from ..checks import text
+from ..keys import Key
 from ..model import Snapshot
 from ._tags import tag_text
 from .base import ExportError, ExporterEntry, HealthMetric
@@ -439,24 +440,13 @@ ENV_BUCKET = "TUIMETER_INFLUX_BUCKET"
 ENV_TOKEN = "TUIMETER_INFLUX_TOKEN"
 
 
-def _add_options(g) -> None:
-    g.add_argument("--influx", nargs="?", const="", default=None, metavar="URL",
-                   help=f"push readings to InfluxDB at URL (default ${ENV_URL})")
-    g.add_argument("--influx-db", metavar="DB",
-                   help=f"InfluxDB 1.x database (default ${ENV_DB})")
-    g.add_argument("--influx-org", metavar="ORG", help=f"InfluxDB 2.x org (default ${ENV_ORG})")
-    g.add_argument("--influx-bucket", metavar="BUCKET",
-                   help=f"InfluxDB 2.x bucket (default ${ENV_BUCKET})")
-    g.add_argument("--influx-token", metavar="TOKEN",
-                   help=f"InfluxDB 2.x token (better: ${ENV_TOKEN}, which `ps` does not show)")
-
-
 def influx_target(url: str | None, db: str | None = None, org: str | None = None,
                   bucket: str | None = None, token: str | None = None,
-                  env: dict | None = None) -> InfluxTarget:
-    """Resolve the InfluxDB settings (options first, then environment); ExportError if
+                  env: Mapping[str, str] | None = None) -> InfluxTarget:
+    """Resolve the InfluxDB settings (options first, then the variables ``env`` holds:
+    ``TUIMETER_INFLUX_*``, handed in by the resolver, never read here); ExportError if
     they are incomplete."""
-    env = os.environ if env is None else env
+    env = {} if env is None else env
     url = url or env.get(ENV_URL, "")
     if db and not bucket:  # an option beats the environment: --influx-db means 1.x
         v2 = False
@@ -499,13 +489,47 @@ def influx_target(url: str | None, db: str | None = None, org: str | None = None
     return InfluxTarget(base, db=db, basic_auth=basic, token=token)
 
 
-def _settings(args) -> InfluxTarget | None:
-    url = getattr(args, "influx", None)
+def _settings(sources) -> InfluxTarget | None:
+    """The target, None unless asked for: by ``--influx`` (URL or none: the variable's),
+    or by ``influx_url`` in config.toml. An option, or a key of the file whose variable
+    is unset, is an option here (``--influx-db`` beats ``TUIMETER_INFLUX_BUCKET``: 1.x);
+    the variables are the environment of :func:`influx_target`."""
+    given = {k.name: sources.cli[k.name] if k.name in sources.cli else
+             (sources.file.get(k.name) if k.name not in sources.env else None) for k in KEYS}
+    url = given["influx_url"]
+    if url is None and "influx_url" in sources.file:
+        url = ""  # the file asks for the exporter; the variable gives its URL
     if url is None:
         return None
-    return influx_target(url, getattr(args, "influx_db", None), getattr(args, "influx_org", None),
-                         getattr(args, "influx_bucket", None), getattr(args, "influx_token", None))
+    env = {k.env: sources.env[k.name] for k in KEYS if k.env and k.name in sources.env}
+    return influx_target(url, given["influx_db"], given["influx_org"], given["influx_bucket"],
+                         given["influx_token"], env)
 
 
-ENTRY = ExporterEntry("influx", _add_options, (ENV_URL, ENV_DB, ENV_ORG, ENV_BUCKET, ENV_TOKEN),
-                      _settings, lambda engine, target, _exporters: InfluxExporter(engine, target))
+def _key(name: str, env: str, dest: str, what: str, option: str, cli: dict, *,
+         secret: bool = False, default: str = "none", type: str = "string") -> Key:
+    """A key whose value :func:`influx_target` checks (its variables too)."""
+    return Key(name, text, env, dest, what=what, default=default, option=f"`{option}`",
+               cli=((option,), cli), check_env=False, secret=secret, type=type)
+
+
+KEYS = (
+    _key("influx_url", ENV_URL, "influx", "InfluxDB to write to; setting it in the file "
+         "starts the exporter (the variable alone only gives `--influx` its URL)", "--influx",
+         dict(nargs="?", const="", default=None, metavar="URL",
+              help=f"push readings to InfluxDB at URL (default ${ENV_URL})"), default="off",
+         type="string (URL)"),
+    _key("influx_db", ENV_DB, "influx_db", "InfluxDB 1.x database", "--influx-db",
+         dict(metavar="DB", help=f"InfluxDB 1.x database (default ${ENV_DB})")),
+    _key("influx_org", ENV_ORG, "influx_org", "InfluxDB 2.x org", "--influx-org",
+         dict(metavar="ORG", help=f"InfluxDB 2.x org (default ${ENV_ORG})")),
+    _key("influx_bucket", ENV_BUCKET, "influx_bucket", "InfluxDB 2.x bucket", "--influx-bucket",
+         dict(metavar="BUCKET", help=f"InfluxDB 2.x bucket (default ${ENV_BUCKET})")),
+    _key("influx_token", ENV_TOKEN, "influx_token", "InfluxDB 2.x token (keep the file "
+         "private)", "--influx-token",
+         dict(metavar="TOKEN",
+              help=f"InfluxDB 2.x token (better: ${ENV_TOKEN}, which `ps` does not show)"),
+         secret=True),
+)
+ENTRY = ExporterEntry("influx", KEYS, _settings,
+                      lambda engine, target, _exporters: InfluxExporter(engine, target))

@@ -30,6 +30,8 @@ from typing import Callable, Iterable
 
 from typing import NamedTuple
 
+from ..checks import DEFAULT_CGROUPS, MAX_CGROUPS, listen_value, parse_cgroups, parse_listen
+from ..keys import Key
 from ..model import Snapshot
 from ._http import BoundedHttpServer
 from ._tags import tag_text
@@ -97,8 +99,6 @@ ALWAYS = frozenset({"domain", "machine", "grid"})
 #: the labels of ``tuimeter_cgroup_energy_joules_total`` (``slurm_job``, ``slurm_step``:
 #: read from the cgroup path, "" where it is no SLURM job's)
 CGROUP_LABELS = ("host", "cgroup", "kind", "container", "pod", "slurm_job", "slurm_step")
-#: cgroup series served by default (``--prometheus-cgroups``), and the most allowed
-DEFAULT_CGROUPS, MAX_CGROUPS = 10, 1000
 
 
 class _MarkerCount:
@@ -245,8 +245,7 @@ def _info_family(snap: Snapshot, interval_s: float | None):
     view reads to know a node (the tags are added with every series' own)."""
     from prometheus_client.core import GaugeMetricFamily
 
-    from .. import __version__
-    from ..session.schema import SCHEMA_VERSION
+    from ..version import SCHEMA_VERSION, __version__
 
     iv = interval_s if interval_s is not None else snap.interval_s
     fam = GaugeMetricFamily("tuimeter_info", "The node's tuimeter: its version, session "
@@ -356,47 +355,11 @@ class PrometheusExporter:
 
 # -- how the command line starts it ---------------------------------------------------------
 
-def parse_listen(text: str) -> tuple[str, int]:
-    """``"9100"``, ``"0.0.0.0:9100"``, ``"[::1]:9100"`` -> (host, port); host defaults to
-    127.0.0.1 (metrics are not published beyond this machine unless asked)."""
-    text = text.strip()
-    host, sep, port_text = text.rpartition(":")
-    if not sep:
-        host, port_text = "", text
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    elif ":" in host:
-        raise ExportError(f"--prometheus {text!r}: write an IPv6 address in brackets, "
-                          "[::1]:9100")
-    try:
-        port = int(port_text)
-    except ValueError:
-        raise ExportError(f"--prometheus {text!r}: expected [HOST:]PORT, e.g. 9100 or "
-                          "0.0.0.0:9100") from None
-    if not 0 <= port <= 65535:
-        raise ExportError(f"--prometheus {text!r}: port must be 0..65535")
-    return host or "127.0.0.1", port
-
-
 def _listen_type(text: str) -> tuple[str, int]:
     try:
         return parse_listen(text)
     except ExportError as exc:
         raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[-1]) from None
-
-
-def parse_cgroups(text: object) -> int:
-    """A ``--prometheus-cgroups`` value: a whole number from 0 to MAX_CGROUPS."""
-    if isinstance(text, bool) or not isinstance(text, (str, int)):
-        raise ExportError(f"must be a whole number from 0 to {MAX_CGROUPS}, got {text!r}")
-    try:
-        n = int(text)
-    except ValueError:
-        raise ExportError(f"must be a whole number from 0 to {MAX_CGROUPS}, "
-                          f"got {text!r}") from None
-    if not 0 <= n <= MAX_CGROUPS:
-        raise ExportError(f"must be a whole number from 0 to {MAX_CGROUPS}, got {n}")
-    return n
 
 
 def _cgroups_type(text: str) -> int:
@@ -406,25 +369,17 @@ def _cgroups_type(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _add_options(g) -> None:
-    g.add_argument("--prometheus", type=_listen_type, metavar="[HOST:]PORT",
-                   help="serve /metrics for Prometheus on PORT (127.0.0.1 unless HOST is given)")
-    g.add_argument("--prometheus-cgroups", type=_cgroups_type, metavar="N",
-                   help="cgroups served one series each, the top N by energy; the rest "
-                        f"add up in cgroup=\"other\" (default {DEFAULT_CGROUPS}; 0: none)")
-
-
 class PrometheusSettings(NamedTuple):
     host: str
     port: int
     cgroups: int = DEFAULT_CGROUPS  # cgroup series served (the top N by energy)
 
 
-def _settings(args) -> PrometheusSettings | None:
-    listen = getattr(args, "prometheus", None)
+def _settings(sources) -> PrometheusSettings | None:
+    listen = sources.value("prometheus")
     if listen is None:
         return None
-    n = getattr(args, "prometheus_cgroups", None)
+    n = sources.value("prometheus_cgroups")
     return PrometheusSettings(*listen, DEFAULT_CGROUPS if n is None else n)
 
 
@@ -441,4 +396,20 @@ def _start(engine, settings: PrometheusSettings, exporters: list) -> PrometheusE
     return exporter
 
 
-ENTRY = ExporterEntry("prometheus", _add_options, (), _settings, _start)
+KEYS = (
+    Key("prometheus", listen_value, "TUIMETER_PROMETHEUS", "prometheus",
+        type='string `"[HOST:]PORT"` (or a port number)', default="off",
+        what="serve `/metrics`; setting it starts the exporter", option="`--prometheus`",
+        cli=(("--prometheus",), dict(
+            type=_listen_type, metavar="[HOST:]PORT",
+            help="serve /metrics for Prometheus on PORT (127.0.0.1 unless HOST is given)"))),
+    Key("prometheus_cgroups", parse_cgroups, "TUIMETER_PROMETHEUS_CGROUPS",
+        "prometheus_cgroups", type=f"integer, 0 to {MAX_CGROUPS}", default=f"`{DEFAULT_CGROUPS}`",
+        what="cgroups served one `tuimeter_cgroup_energy_joules_total` series each (the rest "
+             "in `other`)", option="`--prometheus-cgroups`",
+        cli=(("--prometheus-cgroups",), dict(
+            type=_cgroups_type, metavar="N",
+            help="cgroups served one series each, the top N by energy; the rest add up in "
+                 f"cgroup=\"other\" (default {DEFAULT_CGROUPS}; 0: none)"))),
+)
+ENTRY = ExporterEntry("prometheus", KEYS, _settings, _start)

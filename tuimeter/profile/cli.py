@@ -19,13 +19,14 @@ import re
 import shutil
 import sys
 import tempfile
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..cli_help import help_text
 from ..options import (Parser, fail, interval, pid, positive_float, say, split_command)
 
 if TYPE_CHECKING:
     from ..session.files import NewFile
+    from .run import ProfileOptions
     from .result import Profile
 
 USAGE = ("tuimeter profile [-o PROFILE.json] [--rate HZ] [--collapsed FILE] "
@@ -218,11 +219,12 @@ def cmd_profile(argv: list[str], ui: Callable[..., tuple] | None = None) -> int:
         elif args.pid is not None:
             from .pyspy import profile_pid
 
-            code, profile, problems = profile_pid(args, workdir)
+            code, profile, problems = profile_pid(profile_options(args), workdir)
         else:
             from .run import profile_command
 
-            code, profile, problems = profile_command(args, child or [], samples_path)
+            code, profile, problems = profile_command(profile_options(args), child or [],
+                                                      samples_path)
     except BaseException:
         _discard(made)
         raise
@@ -256,10 +258,14 @@ def _finish(args: argparse.Namespace, profile: "Profile", made: dict[str, "NewFi
     return code if code else (1 if problems else 0)
 
 
-def measure_args(args: argparse.Namespace) -> Any:
-    """The engine's options (``MeasureOptions``) from the profile's command line."""
+def profile_options(args: argparse.Namespace) -> "ProfileOptions":
+    """The profile run's plain values from its parsed command line (the engine's options
+    with the settings resolved at parsing; ``--session-output`` is the engine's file)."""
     from ..options import measure_options
+    from .run import ProfileOptions
 
     ns = argparse.Namespace(**vars(args))
     ns.output = args.session_output
-    return measure_options(ns)
+    return ProfileOptions(measure_options(ns), session_output=args.session_output,
+                          overwrite=args.overwrite, markers=not args.no_socket, pid=args.pid,
+                          duration_s=args.duration or 0.0, rate_hz=args.rate)

@@ -14,7 +14,6 @@ to its own samples. py-spy counts whole seconds: ``--duration`` is rounded up.
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import re
@@ -22,12 +21,16 @@ import shutil
 import subprocess
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from ..live import LiveSession, StartError
 from ..phases import combine, provenance
 from .result import Profile, build
 from .spread import Charge, SampleLog, whole_ticks
 from .ticks import ATTRIBUTED, TickLog
+
+if TYPE_CHECKING:
+    from .run import ProfileOptions
 
 EXTRA_HINT = "pip install 'tuimeter[profile]'"
 _FRAME = re.compile(r"^(.*) \((.*):(\d+)\)$")
@@ -83,23 +86,24 @@ def explain_failure(stderr: str, pid: int) -> str:
     return f"py-spy failed on process {pid}: {first.removeprefix('Error: ')}"
 
 
-def profile_pid(args: argparse.Namespace, workdir: str) -> tuple[int, Profile | None, list[str]]:
-    """Sample ``args.pid`` for ``args.duration`` s: (exit status, profile or None,
+def profile_pid(opts: "ProfileOptions", workdir: str) -> tuple[int, Profile | None, list[str]]:
+    """Sample ``opts.pid`` for ``opts.duration_s`` s: (exit status, profile or None,
     problems)."""
-    from ..session.measure import SetupError
+    from ..measurement import SetupError
     from .run import open_engine
 
     exe = find_pyspy()
     if exe is None:
         return 2, None, [f"--pid needs py-spy, an optional extra: {EXTRA_HINT}"]
     out = os.path.join(workdir, "pyspy.txt")
-    seconds = max(1, math.ceil(args.duration))
-    cmd = record_command(exe, args.pid, seconds, args.rate, out)
+    assert opts.pid is not None  # --pid was given
+    seconds = max(1, math.ceil(opts.duration_s))
+    cmd = record_command(exe, opts.pid, seconds, opts.rate_hz, out)
     try:
-        engine, recorder, ticks = open_engine(args)
+        engine, recorder, ticks = open_engine(opts)
     except (SetupError, OSError) as exc:
         return 2, None, [str(exc)]
-    live = LiveSession(engine, recorder, markers=not args.no_socket)
+    live = LiveSession(engine, recorder, markers=opts.markers)
     try:
         live.open()
     except StartError as exc:
@@ -116,23 +120,25 @@ def profile_pid(args: argparse.Namespace, workdir: str) -> tuple[int, Profile | 
     summary = live.stop()
     problems += summary.problems
     if r.returncode != 0 or not os.path.exists(out):
-        return 1, None, problems + [explain_failure(r.stderr or "", args.pid)]
+        return 1, None, problems + [explain_failure(r.stderr or "", opts.pid)]
     with open(out, encoding="utf-8", errors="replace") as fh:
         stacks = parse_raw(fh.read())
-    return (1 if problems else 0), profile_from_counts(stacks, ticks, t0, t1, args), problems
+    return ((1 if problems else 0), profile_from_counts(stacks, ticks, t0, t1, opts.pid,
+                                                         opts.rate_hz), problems)
 
 
-def profile_from_counts(stacks, ticks: TickLog, t0: float, t1: float,
-                        args: argparse.Namespace) -> Profile:
-    """The window's attributed energy spread evenly over py-spy's samples."""
+def profile_from_counts(stacks, ticks: TickLog, t0: float, t1: float, pid: int,
+                        rate_hz: float) -> Profile:
+    """The window's attributed energy spread evenly over py-spy's samples (of process
+    ``pid`` at ``rate_hz``)."""
     log = SampleLog()
-    log.begin_t, log.end_t, log.rate_hz, log.pid = t0, t1, float(args.rate), args.pid
+    log.begin_t, log.end_t, log.rate_hz, log.pid = t0, t1, float(rate_hz), pid
     index: dict = {}
     charges: list[Charge] = []
     tks = ticks.ticks()
     cpu_j, gpu_j = sum(t.cpu_j for t in tks), sum(t.gpu_j for t in tks)
     n = sum(count for _s, count in stacks)
-    period = 1.0 / args.rate
+    period = 1.0 / rate_hz
     for sid, (frames, count) in enumerate(stacks):
         ids = []
         for key in frames:

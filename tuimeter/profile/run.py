@@ -5,7 +5,7 @@ sampler's file is read and the energy spread (:func:`~.ticks.make_profile`)."""
 
 from __future__ import annotations
 
-import argparse
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..live import (HANGUP_WAIT_S, Caught, Forward, LiveSession, StartError,
@@ -14,21 +14,36 @@ from .spread import SampleLog
 from .ticks import TickLog, make_profile
 
 if TYPE_CHECKING:
+    from ..measurement import MeasureOptions
     from .result import Profile
 
 
-def open_engine(args: argparse.Namespace) -> tuple[Any, Any, TickLog]:
+@dataclass(frozen=True)
+class ProfileOptions:
+    """What a profile run takes from its command line, as plain values: the engine's
+    options (``measure``, with the resolved settings), the session CSV to write (None:
+    none) and whether to replace it, whether to serve markers, and for ``--pid`` the
+    process, how long (s) and how often (Hz) py-spy samples it."""
+
+    measure: "MeasureOptions"
+    session_output: str | None = None
+    overwrite: bool = False
+    markers: bool = True
+    pid: int | None = None
+    duration_s: float = 0.0
+    rate_hz: float = 100.0
+
+
+def open_engine(opts: ProfileOptions) -> tuple[Any, Any, TickLog]:
     """(engine with its attributor, recorder, tick log) for a profile; raises
     SetupError (one line) or OSError for the session CSV."""
-    from ..session.measure import make_engine, open_recorder
+    from ..measurement import make_engine, open_recorder
     from ..session.recorder import NoFile
-    from .cli import measure_args
 
-    opts = measure_args(args)
-    engine = make_engine(opts)
+    engine = make_engine(opts.measure)
     try:
-        recorder = (open_recorder(args.session_output, engine.host, args.overwrite)
-                    if args.session_output else NoFile())
+        recorder = (open_recorder(opts.session_output, engine.host, opts.overwrite)
+                    if opts.session_output else NoFile())
     except BaseException:
         engine.close()
         raise
@@ -37,19 +52,19 @@ def open_engine(args: argparse.Namespace) -> tuple[Any, Any, TickLog]:
     return engine, recorder, ticks
 
 
-def profile_command(args: argparse.Namespace, command: list[str], samples_path: str
+def profile_command(opts: ProfileOptions, command: list[str], samples_path: str
                     ) -> tuple[int, "Profile | None", list[str]]:
     """Run ``command`` (the bootstrap) to its end under the engine: (exit status, the
     profile or None, problems)."""
-    from ..session.measure import SetupError
+    from ..measurement import SetupError
 
     caught = Caught()
     try:
         try:
-            engine, recorder, ticks = open_engine(args)
+            engine, recorder, ticks = open_engine(opts)
         except (SetupError, OSError) as exc:
             return 2, None, [str(exc)]
-        live = LiveSession(engine, recorder, command=command, markers=not args.no_socket)
+        live = LiveSession(engine, recorder, command=command, markers=opts.markers)
         try:
             live.open()
         except StartError as exc:

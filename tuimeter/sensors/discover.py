@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 from ..model import SensorStatus
 from .base import Sensor
@@ -39,11 +40,12 @@ def _check(sensor: Sensor, found: Discovery) -> bool:
 
 def discover(powercap_root: str | None = None, *, gpu: bool = True, estimate: bool = True,
              platform: str = sys.platform,
-             entries: list[SensorEntry] | None = None) -> Discovery:
+             entries: list[SensorEntry] | None = None,
+             values: Mapping[str, Any] | None = None) -> Discovery:
     """The registry's sensors for ``platform``, each checked once. ``gpu=False`` leaves out
     the GPU-only sensors (``--no-gpu``); ``estimate=False`` the fallbacks. ``entries``:
-    another registry (tests)."""
-    options = SensorOptions(powercap_root=powercap_root)
+    another registry (tests). ``values``: the resolved values of the sensors' own keys."""
+    options = SensorOptions(powercap_root=powercap_root, values=dict(values or {}))
     candidates = [e for e in (SENSORS if entries is None else entries) if e.runs_on(platform)]
     found = Discovery()
     cpu_measured = False

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
+from ..keys import Key
 from ..model import SensorStatus
 
 #: what a sensor can cover
@@ -31,6 +32,8 @@ class SensorOptions:
     """The user's settings a sensor may be built from (the command line, the API)."""
 
     powercap_root: str | None = None  # RAPL: the powercap folder (None: default or env)
+    #: the resolved values of the sensors' own keys (``SensorEntry.keys``), by key name
+    values: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,9 @@ class SensorEntry:
     """One sensor. ``factory`` is ``"module:Class"`` (imported when built); ``kwargs`` maps
     the options to the class's keyword arguments. ``platforms`` are ``sys.platform``
     prefixes ("linux", "darwin", "win32"); empty: every platform. ``fallback``: built only
-    when no available sensor ``measures_cpu`` (the estimate)."""
+    when no available sensor ``measures_cpu`` (the estimate). ``keys``: its own settings,
+    each declared once (:class:`~tuimeter.keys.Key`: option, variable, config key, check,
+    docs line); their values reach ``kwargs`` as ``options.values[name]`` (None unset)."""
 
     name: str
     platforms: tuple[str, ...]
@@ -48,6 +53,7 @@ class SensorEntry:
     measures_cpu: bool = False
     fallback: bool = False
     kwargs: Callable[[SensorOptions], dict[str, Any]] = field(default=lambda _opts: {})
+    keys: tuple[Key, ...] = ()
 
     def runs_on(self, platform: str) -> bool:
         return not self.platforms or any(platform.startswith(p) for p in self.platforms)
@@ -71,6 +77,11 @@ class RegistryError(ValueError):
 
 
 SENSORS: list[SensorEntry] = []
+
+
+def sensor_keys() -> tuple[Key, ...]:
+    """Every registered sensor's own keys, in registry order."""
+    return tuple(k for e in SENSORS for k in e.keys)
 
 
 def _overlap(a: SensorEntry, b: SensorEntry) -> bool:

@@ -215,7 +215,7 @@ def _create_part(path: str, host: str, session_id: str | None = None) -> Session
 
 def open_rotating_recorder(path: str, host: str, policy: RotatePolicy):
     """A Recorder over a :class:`RotatingWriter`; SetupError (nothing created) on failure."""
-    from .measure import SetupError
+    from ..checks import SetupError
     from .recorder import Recorder
 
     try:

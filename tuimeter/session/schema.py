@@ -66,7 +66,7 @@ COLUMNS = (
 )
 N_COLUMNS = len(COLUMNS)
 #: written into the ``session`` row's text and the ``settings`` row
-SCHEMA_VERSION = 3
+from ..version import SCHEMA_VERSION  # noqa: E402  (the one place it is set)
 
 # -- row kinds ------------------------------------------------------------------------
 SESSION = "session"  # first row of a session (of each file of it): human-readable details

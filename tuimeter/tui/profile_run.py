@@ -19,13 +19,14 @@ def run_profile_ui(args: argparse.Namespace, command: list[str], samples_path: s
     from ..job import JobWatcher
     from ..live import LiveSession, StartError
     from ..profile.live import LiveProfile
+    from ..profile.cli import profile_options
     from ..profile.run import finish_profile, open_engine
-    from ..session.measure import SetupError
+    from ..measurement import SetupError
     from .app import TuimeterApp
     from .run import Session
 
     try:
-        engine, recorder, ticks = open_engine(args)
+        engine, recorder, ticks = open_engine(profile_options(args))
     except (SetupError, OSError) as exc:
         return 2, None, [str(exc)]
     base = args.session_output or args.output or "tuimeter-profile"

@@ -9,10 +9,11 @@ import os
 import signal
 from typing import TYPE_CHECKING, Any, Callable
 
-from .. import __version__
+from ..version import __version__
 from ..cli_help import EXAMPLES, EXIT_CODES, SUBCOMMANDS, Formatter
+from ..measure_keys import KEY
 from ..options import (Parser, add_measure_options, check_target, fail, measure_options,
-                       positive_float, say, split_command)
+                       positive_float, say, session_file, split_command)
 
 if TYPE_CHECKING:  # the measurement stack is imported when the UI runs, not for --help
     from ..job import JobWatcher
@@ -52,8 +53,7 @@ def parser() -> argparse.ArgumentParser:
                    help="a look without a session file (no -o, no -- CMD: its output is "
                         "logged next to the session file); by default the UI records into "
                         "the data folder, which keeps the newest 50 sessions and 500 MB")
-    p.add_argument("--export-dir", metavar="DIR", default=None,
-                   help="where `e` writes exports (default: the current directory)")
+    KEY["export_dir"].add_option(p)
     return p
 
 
@@ -150,12 +150,11 @@ def replay_app(path: str, clock: Callable[[], float], *, recorder: Any = None,
 
 
 def _replay_engine(args: argparse.Namespace) -> tuple["Engine", "ReplaySensor"]:
-    from ..carbon import resolve_carbon
     from ..replay_engine import make_replay
 
     carbon = None
     if args.country is not None or args.carbon_intensity is not None or args.pue is not None:
-        carbon = resolve_carbon(args.country, args.carbon_intensity, args.pue)
+        carbon = args.settings.carbon()
     return make_replay(args.replay, args.speed or 1.0, carbon=carbon, session=args.session)
 
 
@@ -184,7 +183,7 @@ def _live_session(args: argparse.Namespace, command: list[str] | None
     state and a replay's temporary file. Raises SetupError, ReplayError, CarbonError,
     ExportError."""
     from ..live import LiveSession, open_measurement
-    from ..session.measure import open_recorder
+    from ..measurement import open_recorder
 
     if args.replay:
         engine, replay = _replay_engine(args)
@@ -197,9 +196,9 @@ def _live_session(args: argparse.Namespace, command: list[str] | None
 
     # the marker socket first, before the sensors are probed (seconds under load)
     listening, listen_error = (None, None) if args.no_socket else listen_early()
-    args.no_file = args.no_record
     try:
-        engine, recorder, exporters = open_measurement(args, measure_options(args))
+        engine, recorder, exporters = open_measurement(measure_options(args),
+                                                       session_file(args, none=args.no_record))
     except BaseException:
         if listening is not None:
             listening.close()
@@ -243,16 +242,14 @@ def build(argv: list[str], *, start_engine: bool = True, need_terminal: bool = F
     problem = _usage_problem(args, command)
     if problem:
         return None, problem
-    from ..carbon import CarbonError, resolve_carbon
+    from ..carbon import CarbonError
 
     if need_terminal:
         try:  # bad input is said first, then the missing terminal
-            resolve_carbon(args.country, args.carbon_intensity, args.pue)
+            args.settings.carbon()
             if getattr(args, "carbon_source", None) not in (None, "table"):
-                from ..carbon_live import resolve_live
-
-                resolve_live(args.carbon_source, getattr(args, "carbon_zone", None))
-        except (CarbonError, ValueError) as exc:
+                args.settings.live()
+        except ValueError as exc:
             return None, str(exc)
         problem = terminal_problem(args)
         if problem:
@@ -261,7 +258,7 @@ def build(argv: list[str], *, start_engine: bool = True, need_terminal: bool = F
     from ..job import JobWatcher
     from ..live import StartError
     from ..sensors.replay import ReplayError
-    from ..session.measure import SetupError
+    from ..measurement import SetupError
     from .app import TuimeterApp
     from .process_rows import every_process_rows
 
@@ -279,12 +276,10 @@ def build(argv: list[str], *, start_engine: bool = True, need_terminal: bool = F
         job = JobWatcher(live.child.pid, live.child, command, live.log_path)
     elif args.pid is not None:
         job = JobWatcher(args.pid)
-    from ..config import default_config_path
-
     app = TuimeterApp(live.engine, job=job, replay=live.replay,
                       attribution=attribution, export_dir=args.export_dir,
                       start_engine=start_engine, keep_session=temp_path is None,
-                      session=live, theme=args.theme, config_path=default_config_path(),
+                      session=live, theme=args.theme, config_path=args.settings.sources.path,
                       process_scan=every_process_rows if attribution == "on" else None)
     session = Session(app, live, job, temp_path)
     session.pruned = pruned

@@ -1,4 +1,4 @@
-"""Set up one measurement: discover sensors, resolve carbon settings, open the engine and
+"""Set up one measurement (beside :mod:`tuimeter.live`, which runs it): discover sensors, resolve carbon settings, open the engine and
 the session file. Shared by ``tuimeter record``, the UI and the Python API; never
 imports the UI.
 """
@@ -12,20 +12,22 @@ import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from ..carbon import resolve_carbon
-from ..config import default_data_dir
-from ..engine.sampler import Engine
-from ..sensors.discover import discover
-from . import files
-from .csvfile import SessionWriter
-from .files import NewFile
-from .recorder import Recorder
+from .checks import MIN_INTERVAL_S, SetupError, validate_interval
+from .config import default_data_dir
+from .engine.sampler import Engine
+from .sensors.discover import discover
+from .session import files
+from .session.csvfile import SessionWriter
+from .session.files import NewFile
+from .session.recorder import Recorder
 
+if TYPE_CHECKING:
+    from .settings import Settings
 
-class SetupError(Exception):
-    """Bad input found before anything was recorded (one line, exit status 2)."""
+__all__ = ["MIN_INTERVAL_S", "MeasureOptions", "SetupError", "attributor_for", "data_dir",
+           "make_engine", "open_recorder", "validate_interval"]
 
 
 @dataclass
@@ -48,6 +50,20 @@ class MeasureOptions:
     extra_sensors: list = field(default_factory=list)  # tests and the API can add sensors
     host: str | None = None
     tags: tuple[tuple[str, str], ...] = ()  # record --tag (checked: cluster/options.py)
+    #: the settings the command line resolved (tuimeter.settings.from_args); None: the
+    #: API's, resolved by make_engine from the fields above, the environment and the file
+    settings: "Settings | None" = None
+
+    def resolved(self) -> "Settings":
+        """The settings of this measurement: the command line's, or (the API) these
+        options over the environment and config.toml, resolved now (once per engine)."""
+        if self.settings is not None:
+            return self.settings
+        from .settings import resolve
+
+        return resolve({"country": self.country, "carbon_intensity": self.carbon_intensity,
+                        "pue": self.pue, "carbon_source": self.carbon_source,
+                        "carbon_zone": self.carbon_zone})
 
 
 def data_dir() -> Path:
@@ -65,25 +81,6 @@ def _new_default_file(directory: str | os.PathLike | None = None) -> NewFile:
     return files.create_free(d, f"session-{stamp}", ".csv")
 
 
-#: shortest sampling interval accepted (s): RAPL updates about every 1 ms, NVML every
-#: 10-100 ms, and a tick costs us time too; faster only measures the monitor
-MIN_INTERVAL_S = 0.01
-
-
-def validate_interval(interval_s: float) -> float:
-    """``interval_s`` as a float, or SetupError when it is not a number >= MIN_INTERVAL_S."""
-    try:
-        value = float(interval_s)
-    except (TypeError, ValueError):
-        raise SetupError(f"interval must be a number of seconds, not {interval_s!r}") from None
-    if not value > 0 or value != value or value == float("inf"):
-        raise SetupError(f"interval must be > 0 seconds (got {interval_s})")
-    if value < MIN_INTERVAL_S:
-        raise SetupError(f"interval must be >= {MIN_INTERVAL_S:g} s (got {interval_s}): "
-                         f"sensors update no faster")
-    return value
-
-
 def attributor_for(opts: MeasureOptions, engine: Engine | None = None) -> Any:
     """The process attributor of a measurement, or None when ``opts.attribution`` is off.
 
@@ -91,7 +88,7 @@ def attributor_for(opts: MeasureOptions, engine: Engine | None = None) -> Any:
     the engine's sensors and uses its carbon settings for the job's CO2e (none with a live
     carbon source: the job's CO2e then comes from its domains', each tick's figure).
     """
-    from ..engine.attribution import make_attributor
+    from .engine.attribution import make_attributor
 
     if not opts.attribution:
         return None
@@ -113,17 +110,16 @@ def make_engine(opts: MeasureOptions,
     Raises SetupError for bad input (interval, country, carbon intensity, PUE, carbon
     source). A live carbon source (``carbon_source``) is fetched from Engine.open() on.
     """
-    from ..carbon import CarbonError
-    from ..carbon_live import open_live, resolve_live
+    from .carbon_live import open_live
 
     interval = validate_interval(opts.interval_s)
-    try:
-        carbon = resolve_carbon(country=opts.country, intensity_g_per_kwh=opts.carbon_intensity,
-                                pue=opts.pue)
-        live = open_live(resolve_live(opts.carbon_source, opts.carbon_zone), carbon)
-    except (CarbonError, ValueError) as exc:
+    try:  # CarbonError, ConfigError and the live source's ValueError
+        settings = opts.resolved()
+        carbon = settings.carbon()
+        live = open_live(settings.live(), carbon)
+    except ValueError as exc:
         raise SetupError(str(exc)) from None
-    found = discover(opts.powercap_root, gpu=opts.gpu)
+    found = discover(opts.powercap_root, gpu=opts.gpu, values=settings.sensor_values())
     sensors = list(found.sensors) + list(opts.extra_sensors)
     engine = Engine(sensors, carbon, interval, host=opts.host or socket.gethostname(),
                     statuses=found.statuses, live_carbon=live, tags=opts.tags)
