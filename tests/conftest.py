@@ -15,6 +15,17 @@ def _no_time_zone_guess(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("TUIMETER_TZ_ROOT", str(tmp_path_factory.getbasetemp() / "no-tz"))
 
 
+@pytest.fixture(autouse=True)
+def _no_node_meters(tmp_path_factory, monkeypatch):
+    """No node meter of this machine (a GPU host's ACPI power meter, a Cray node's
+    pm_counters) in any test: each reads an empty root unless the test builds a fake
+    (tests/fakes/hwmon.py, tests/fakes/node_meters.py)."""
+    empty = tmp_path_factory.getbasetemp() / "no-node-meters"
+    empty.mkdir(exist_ok=True)
+    monkeypatch.setenv("TUIMETER_HWMON_ROOT", str(empty))
+    monkeypatch.setenv("TUIMETER_PM_COUNTERS_ROOT", str(empty))
+
+
 @pytest.fixture
 def runtime_dir(tmp_path, monkeypatch) -> Path:
     """A private ``$XDG_RUNTIME_DIR`` (0700) for the marker sockets, and no

@@ -69,6 +69,13 @@ def _domains_of(name, tmp_path, monkeypatch):
         return sample_domains(apple) + sample_domains(intel)
     if name == "nvml":
         monkeypatch.setitem(sys.modules, "pynvml", make_fake_pynvml([FakeGpu(), FakeGpu()]))
+    if name == "hwmon":
+        from tests.fakes.hwmon import FakeHwmon
+
+        fake = FakeHwmon(tmp_path / "sys")
+        fake.acpi_power_meter(250.0)
+        fake.energy_counter("amd_energy", ["Esocket0"])
+        monkeypatch.setenv("TUIMETER_HWMON_ROOT", str(fake.sensor_root))
     if name == "amdsmi":
         from tests.fakes.fake_amdsmi import FakeAmdGpu, make_fake_amdsmi
 

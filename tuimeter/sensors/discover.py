@@ -25,7 +25,7 @@ class Discovery:
     statuses: list[SensorStatus] = field(default_factory=list)  # the unavailable ones
 
 
-def _check(sensor: Sensor, found: Discovery) -> bool:
+def _check(sensor: Sensor, found: Discovery, quiet_absent: bool = False) -> bool:
     try:
         status = sensor.is_available()
     except Exception as exc:  # is_available must not raise; guard anyway
@@ -33,7 +33,8 @@ def _check(sensor: Sensor, found: Discovery) -> bool:
     if status.available:
         found.sensors.append(sensor)
         return True
-    found.statuses.append(status)
+    if not (quiet_absent and status.reason in sensor.absent_reasons):
+        found.statuses.append(status)
     return False
 
 
@@ -51,7 +52,7 @@ def discover(powercap_root: str | None = None, *, gpu: bool = True, estimate: bo
         if entry.fallback or (entry.gpu_only and not gpu):
             continue
         sensor = entry.build(options)
-        if _check(sensor, found) and (entry.measures_cpu or sensor.covers_cpu):
+        if _check(sensor, found, entry.quiet_absent) and (entry.measures_cpu or sensor.covers_cpu):
             cpu_measured = True
     if estimate and not cpu_measured:
         for entry in candidates:

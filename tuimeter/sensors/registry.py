@@ -48,6 +48,9 @@ class SensorEntry:
     measures_cpu: bool = False
     fallback: bool = False
     kwargs: Callable[[SensorOptions], dict[str, Any]] = field(default=lambda _opts: {})
+    #: a machine without its hardware leaves no trace (no start-up line, no status in the
+    #: session row): the node meters, which most machines lack (``tuimeter doctor`` says)
+    quiet_absent: bool = False
 
     def runs_on(self, platform: str) -> bool:
         return not self.platforms or any(platform.startswith(p) for p in self.platforms)
@@ -134,5 +137,7 @@ register(SensorEntry("powermetrics", ("darwin",), frozenset({CPU, MEMORY, GPU, S
 register(SensorEntry("nvml", ("linux", "win32"), frozenset({GPU}), ("gpu",),
                      "tuimeter.sensors.nvml:NvmlSensor"))
 register(SensorEntry("amdsmi", ("linux",), frozenset({GPU}), ("amdgpu",), "tuimeter.sensors.amdsmi:AmdSmiSensor"))
+register(SensorEntry("hwmon", ("linux",), frozenset({SOC}), ("hwmon-",),
+                     "tuimeter.sensors.hwmon:HwmonSensor", quiet_absent=True))
 register(SensorEntry("estimate", (), frozenset({CPU, MEMORY}), ("estimate/",),
                      "tuimeter.sensors.estimate:EstimateSensor", fallback=True))

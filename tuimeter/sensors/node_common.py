@@ -1,0 +1,111 @@
+"""What the whole-node meters share (hwmon, pm_counters, IPMI DCMI, Redfish): their
+options' declarations and the integration of a meter's power readings into joules.
+
+A node meter is a :class:`~tuimeter.model.DomainKind.PLATFORM` domain: the node's total
+where one is measured (the engine then shows the chips as its parts and adds a ``rest``
+row, platform minus the in-total chips: docs/node-power.md). It is never ``in_total``
+itself, so without the engine's rest row nothing is ever counted twice.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+#: the most power a node meter is believed, W (a reading above is garbage, not power):
+#: an 8-GPU server draws about 10 kW at most
+MAX_NODE_W = 20_000.0
+#: the most power a part (a rail, a CPU, an accelerator) is believed, W
+MAX_PART_W = 5_000.0
+
+
+@dataclass(frozen=True)
+class SensorOption:
+    """One option of a sensor, declared once at the top of its module (name, type,
+    default, environment variable, config key, what it means), so the settings layer can
+    take them all from one list. Today the sensors read their environment variable
+    themselves (:meth:`value`), as RAPL reads ``TUIMETER_POWERCAP_ROOT``."""
+
+    name: str
+    type: type
+    default: Any
+    env: str
+    config_key: str
+    help: str
+
+    def value(self, given: Any = None, env: Mapping[str, str] = os.environ) -> Any:
+        """``given`` if not None, else the environment variable (converted to ``type``;
+        ValueError naming the variable when it does not convert), else the default."""
+        if given is not None:
+            return given
+        text = env.get(self.env, "")
+        if not text:
+            return self.default
+        try:
+            value = self.type(text)
+        except ValueError:
+            raise ValueError(f"{self.env}={text[:40]!r} is not a {self.type.__name__}") from None
+        if isinstance(value, float) and not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{self.env}={text[:40]!r} must be a positive number")
+        return value
+
+
+def safe_id(text: str, limit: int = 32) -> str:
+    """A piece of a domain id from a file's text (a driver's name, a label): letters,
+    digits, ``_`` ``.`` and ``-`` only, at most ``limit`` characters (the text is
+    untrusted: sysfs of a container, a BMC's answer)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text.strip())[:limit] or "unnamed"
+
+
+def shown(text: str, limit: int = 40) -> str:
+    """Untrusted text for a label or message: printable ASCII, at most ``limit`` chars."""
+    clean = "".join(c if " " <= c <= "~" else "?" for c in text.strip())
+    return clean if len(clean) <= limit else clean[:limit - 3] + "..."
+
+
+def plausible_power(power_w: float, ceiling_w: float) -> bool:
+    """Whether a meter's power reading can be power: finite, >= 0, <= ``ceiling_w``."""
+    return math.isfinite(power_w) and 0.0 <= power_w <= ceiling_w
+
+
+class PowerIntegrator:
+    """A meter's power readings as cumulative joules.
+
+    A node meter's reading is an average over the meter's own window that ends about
+    when it is read (the ACPI power meter's ``power1_average_interval``, DCMI's sampling
+    period), so each reading stands for the span since the previous one: ``energy +=
+    power_w x (t - t_previous)``. A constant power is integrated exactly; a varying one
+    within the meter's window and our read spacing (what the domain's label says). The
+    first reading is the base (0 J). After a failed read :meth:`restart` makes the next
+    good reading a new base: the power in between is unknown, so that span is lost, never
+    guessed."""
+
+    def __init__(self) -> None:
+        self.energy_j = 0.0
+        self.last_t: float | None = None
+
+    def add(self, t_s: float, power_w: float) -> tuple[float, bool]:
+        """(cumulative J, whether this reading is a new base) after a reading of
+        ``power_w`` at monotonic ``t_s``."""
+        if self.last_t is None:
+            self.last_t = t_s
+            return self.energy_j, True
+        self.energy_j += power_w * max(0.0, t_s - self.last_t)
+        self.last_t = max(self.last_t, t_s)
+        return self.energy_j, False
+
+    def restart(self) -> None:
+        self.last_t = None
+
+
+def read_small(path: str | os.PathLike) -> str:
+    """A small sysfs file's text (4 KiB at most: a broken file cannot make us read
+    megabytes). Raises OSError (PermissionError, FileNotFoundError, ENODEV)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, 4096).decode("ascii", "replace")
+    finally:
+        os.close(fd)
