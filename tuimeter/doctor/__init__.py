@@ -60,6 +60,7 @@ def run_doctor(seconds: float = DEFAULT_SECONDS, *, powercap_root: str | None = 
 
     The probes (and the sensor modules they use) are imported here, when the doctor runs,
     not with this module: ``tuimeter doctor --help`` stays fast."""
+    from .node import NodeProbe
     from .nvml import NvmlProbe
     from .other import CarbonProbe, EstimateProbe, PowermetricsProbe
     from .rapl import RaplProbe
@@ -70,8 +71,9 @@ def run_doctor(seconds: float = DEFAULT_SECONDS, *, powercap_root: str | None = 
     pm = PowermetricsProbe(platform)
     est = EstimateProbe()
     co2 = CarbonProbe(env)
+    node = NodeProbe(clock, platform)
     if probes is None:
-        probes = [p for p in (rapl, nv, pm, est, co2) if p is not None]
+        probes = [p for p in (rapl, nv, node, pm, est, co2) if p is not None]
     try:
         for p in probes:
             _guard(p, p.begin)
@@ -101,6 +103,9 @@ def run_doctor(seconds: float = DEFAULT_SECONDS, *, powercap_root: str | None = 
         cpu_measured = any(p.section.get("available") and p.name in ("rapl", "powermetrics")
                            for p in probes)
         _guard(est, lambda: est.decide(cpu_measured))
+    if node in probes:
+        _guard(node, lambda: node.compare(rapl.section if rapl in probes else None,
+                                          nv.section if nv in probes else None))
     problems = [problem for p in probes for problem in p.problems]
     report = {
         "schema": SCHEMA,
