@@ -19,7 +19,7 @@ def _no_time_zone_guess(tmp_path_factory, monkeypatch):
 def _no_node_meters(tmp_path_factory, monkeypatch):
     """No node meter of this machine (a GPU host's ACPI power meter, a Cray node's
     pm_counters) in any test: each reads an empty root unless the test builds a fake
-    (tests/fakes/hwmon.py, tests/fakes/node_meters.py)."""
+    (tests/fakes/hwmon.py, tests/fakes/pm_counters.py)."""
     empty = tmp_path_factory.getbasetemp() / "no-node-meters"
     empty.mkdir(exist_ok=True)
     monkeypatch.setenv("TUIMETER_HWMON_ROOT", str(empty))

@@ -76,6 +76,10 @@ def _domains_of(name, tmp_path, monkeypatch):
         fake.acpi_power_meter(250.0)
         fake.energy_counter("amd_energy", ["Esocket0"])
         monkeypatch.setenv("TUIMETER_HWMON_ROOT", str(fake.sensor_root))
+    if name == "pm_counters":
+        from tests.fakes.pm_counters import FakePmCounters
+
+        monkeypatch.setenv("TUIMETER_PM_COUNTERS_ROOT", str(FakePmCounters(tmp_path / "pm").root))
     if name == "amdsmi":
         from tests.fakes.fake_amdsmi import FakeAmdGpu, make_fake_amdsmi
 

@@ -114,7 +114,9 @@ def run_doctor(seconds: float = DEFAULT_SECONDS, *, powercap_root: str | None = 
         "platform": platform,
         "python": _platform.python_version(),
         "window_s": seconds,
-        "sensors": {p.name: p.section for p in probes if p.name != "carbon"},
+        # the node meters' section only where one is found (most machines have none)
+        "sensors": {p.name: p.section for p in probes if p.name != "carbon" and not (
+            p is node and not (node.section.get("found") or node.problems))},
         "carbon": co2.section if co2 in probes else {},
         "problems": problems,
         "exit_code": 1 if any(pr["level"] == "error" for pr in problems) else 0,

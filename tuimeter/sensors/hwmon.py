@@ -35,10 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from ..model import Domain, DomainKind, Event, Link, Provenance, Reading, SensorStatus, Status
+from ..model import Domain, DomainKind, Link, Provenance, Reading, SensorStatus, Status
 from .base import CounterTracker, Sensor, SensorUnavailable
-from .node_common import (MAX_NODE_W, MAX_PART_W, PowerIntegrator, SensorOption,
-                          plausible_power, read_small, safe_id, shown)
+from .node_common import (MAX_NODE_W, MAX_PART_W, EventLog, PowerIntegrator, SensorOption,
+                          counter_reading, node_counter, plausible_power, read_small, safe_id,
+                          shown)
 
 #: every option of this sensor (the settings layer takes them from here)
 OPTIONS = (
@@ -161,16 +162,16 @@ def discover(root: Path) -> list[_Channel]:
     return channels
 
 
-class HwmonSensor(Sensor):
+class HwmonSensor(EventLog, Sensor):
     """hwmon power meters and energy counters, one domain per channel (module docstring)."""
 
     name = "hwmon"
     absent_reasons = (NO_FOLDER, NO_METER)
 
     def __init__(self, root: str | os.PathLike | None = None):
+        super().__init__()
         self._root_given = root
         self._channels: list[_Channel] = []
-        self._events: list[Event] = []
 
     @property
     def root(self) -> Path:
@@ -195,16 +196,11 @@ class HwmonSensor(Sensor):
         self._channels = discover(self.root)
         for c in self._channels:
             if c.what == "energy":
-                c.tracker = CounterTracker(max_range=0, scale_j=1e-6, max_power_w=c.ceiling_w,
-                                           unit=1.0, hard_max_w=c.ceiling_w)
+                c.tracker = node_counter(c.ceiling_w, scale_j=1e-6)  # µJ
         return [c.domain for c in self._channels]
 
     def close(self) -> None:
         self._channels = []
-
-    def drain_events(self) -> list[Event]:
-        events, self._events = self._events, []
-        return events
 
     def read(self, now_s: float) -> Sequence[Reading]:
         """Per channel: the counter's joules, or the integrated power's; LOST (and one event
@@ -230,13 +226,7 @@ class HwmonSensor(Sensor):
             if step.kind == "rejected":
                 return self._lost(c, now_s, f"{os.path.basename(c.path)}: {step.detail}")
             self._recovered(c, now_s)
-            if step.kind == "bridged":
-                return Reading(dom.id, now_s, step.energy_j, note="bridged", link=Link.BRIDGED)
-            if step.kind in ("reset", "gap"):
-                self._event(now_s, dom.id, step.kind, f"{c.path} {step.detail}")
-                return Reading(dom.id, now_s, step.energy_j, note=step.kind, link=Link.BROKEN,
-                               base_t_s=step.base_t_s, base_energy_j=step.base_energy_j)
-            return Reading(dom.id, now_s, step.energy_j)
+            return counter_reading(dom.id, step, now_s, c.path, self._event)
         power_w = raw / 1e6  # µW
         if not plausible_power(power_w, c.ceiling_w):
             return self._lost(c, now_s, f"{os.path.basename(c.path)} reads {power_w:.6g} W, "
@@ -260,6 +250,3 @@ class HwmonSensor(Sensor):
         if c.fault:
             self._event(now_s, c.domain.id, "recovered", f"{c.path} reads again")
             c.fault = ""
-
-    def _event(self, t_s: float, domain_id: str, kind: str, message: str) -> None:
-        self._events.append(Event(t_s, self.name, domain_id, kind, message))

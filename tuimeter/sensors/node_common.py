@@ -13,7 +13,10 @@ import math
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
+
+from ..model import Event, Link, Reading, Status
+from .base import CounterStep, CounterTracker
 
 #: the most power a node meter is believed, W (a reading above is garbage, not power):
 #: an 8-GPU server draws about 10 kW at most
@@ -109,3 +112,41 @@ def read_small(path: str | os.PathLike) -> str:
         return os.read(fd, 4096).decode("ascii", "replace")
     finally:
         os.close(fd)
+
+
+def node_counter(ceiling_w: float, scale_j: float) -> CounterTracker:
+    """A tracker for a node meter's energy counter: 64 bits (no wrap in a lifetime), one
+    native unit a step, and a step above ``ceiling_w`` refused (garbage, not power)."""
+    return CounterTracker(max_range=0, scale_j=scale_j, max_power_w=ceiling_w, unit=1.0,
+                          hard_max_w=ceiling_w)
+
+
+def counter_reading(domain_id: str, step: CounterStep, now_s: float, what: str,
+                    event: Callable[[float, str, str, str], None]) -> Reading:
+    """The reading of one counter step (:class:`CounterTracker`): lost when rejected,
+    bridged, a new base after a reset or a gap (with an event naming ``what``)."""
+    if step.kind == "rejected":
+        return Reading(domain_id, now_s, None, status=Status.LOST, note=step.detail)
+    if step.kind == "bridged":
+        return Reading(domain_id, now_s, step.energy_j, note="bridged", link=Link.BRIDGED)
+    if step.kind in ("reset", "gap"):
+        event(now_s, domain_id, step.kind, f"{what}: {step.detail}")
+        return Reading(domain_id, now_s, step.energy_j, note=step.kind, link=Link.BROKEN,
+                       base_t_s=step.base_t_s, base_energy_j=step.base_energy_j)
+    return Reading(domain_id, now_s, step.energy_j)
+
+
+class EventLog:
+    """A sensor's events since the engine last drained them (mixed into a Sensor)."""
+
+    name = "sensor"
+
+    def __init__(self) -> None:
+        self._events: list[Event] = []
+
+    def drain_events(self) -> list[Event]:
+        events, self._events = self._events, []
+        return events
+
+    def _event(self, t_s: float, domain_id: str, kind: str, message: str) -> None:
+        self._events.append(Event(t_s, self.name, domain_id, kind, message))

@@ -139,5 +139,7 @@ register(SensorEntry("nvml", ("linux", "win32"), frozenset({GPU}), ("gpu",),
 register(SensorEntry("amdsmi", ("linux",), frozenset({GPU}), ("amdgpu",), "tuimeter.sensors.amdsmi:AmdSmiSensor"))
 register(SensorEntry("hwmon", ("linux",), frozenset({SOC}), ("hwmon-",),
                      "tuimeter.sensors.hwmon:HwmonSensor", quiet_absent=True))
+register(SensorEntry("pm_counters", ("linux",), frozenset({SOC}), ("pm-",),
+                     "tuimeter.sensors.pm_counters:PmCountersSensor", quiet_absent=True))
 register(SensorEntry("estimate", (), frozenset({CPU, MEMORY}), ("estimate/",),
                      "tuimeter.sensors.estimate:EstimateSensor", fallback=True))
