@@ -24,6 +24,7 @@ def _no_node_meters(tmp_path_factory, monkeypatch):
     empty.mkdir(exist_ok=True)
     monkeypatch.setenv("TUIMETER_HWMON_ROOT", str(empty))
     monkeypatch.setenv("TUIMETER_PM_COUNTERS_ROOT", str(empty))
+    monkeypatch.setenv("TUIMETER_IPMI", "off")  # tests/fakes/bmc.py's tools turn it on
 
 
 @pytest.fixture

@@ -80,6 +80,15 @@ def _domains_of(name, tmp_path, monkeypatch):
         from tests.fakes.pm_counters import FakePmCounters
 
         monkeypatch.setenv("TUIMETER_PM_COUNTERS_ROOT", str(FakePmCounters(tmp_path / "pm").root))
+    if name == "ipmi":
+        from tests.fakes.bmc import FakeTool
+
+        FakeTool(tmp_path).install(monkeypatch)
+        sensor = registry.entry(name).build(registry.SensorOptions())
+        try:
+            return sensor.open()
+        finally:
+            sensor.close()  # its BMC thread
     if name == "amdsmi":
         from tests.fakes.fake_amdsmi import FakeAmdGpu, make_fake_amdsmi
 

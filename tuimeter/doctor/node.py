@@ -68,11 +68,13 @@ class NodeProbe(Probe):
                 m = by_id.get(r.domain_id)
                 if m is None:
                     continue
-                if r.energy_j is None or m["energy_j"] is None:
+                if r.energy_j is None:
                     self.error(f"{m['domain']} cannot be read: {r.note or 'no reading'}",
                                "see the meter's line above")
-                    continue
-                m["power_w"] = (r.energy_j - m["energy_j"]) / dt_s if dt_s > 0 else None
+                elif m["energy_j"] is None:  # a BMC's first answer came in the window
+                    m["power_w"] = r.power_w
+                else:
+                    m["power_w"] = (r.energy_j - m["energy_j"]) / dt_s if dt_s > 0 else None
 
     def compare(self, rapl: dict | None, nvml: dict | None) -> None:
         """The platform against the chips' sum over the same window (warning if below)."""

@@ -141,5 +141,7 @@ register(SensorEntry("hwmon", ("linux",), frozenset({SOC}), ("hwmon-",),
                      "tuimeter.sensors.hwmon:HwmonSensor", quiet_absent=True))
 register(SensorEntry("pm_counters", ("linux",), frozenset({SOC}), ("pm-",),
                      "tuimeter.sensors.pm_counters:PmCountersSensor", quiet_absent=True))
+register(SensorEntry("ipmi", ("linux",), frozenset({SOC}), ("ipmi-",),
+                     "tuimeter.sensors.ipmi:IpmiSensor", quiet_absent=True))
 register(SensorEntry("estimate", (), frozenset({CPU, MEMORY}), ("estimate/",),
                      "tuimeter.sensors.estimate:EstimateSensor", fallback=True))
