@@ -25,6 +25,7 @@ def _no_node_meters(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("TUIMETER_HWMON_ROOT", str(empty))
     monkeypatch.setenv("TUIMETER_PM_COUNTERS_ROOT", str(empty))
     monkeypatch.setenv("TUIMETER_IPMI", "off")  # tests/fakes/bmc.py's tools turn it on
+    monkeypatch.delenv("TUIMETER_REDFISH_URL", raising=False)  # tests/fakes/redfish.py's
 
 
 @pytest.fixture

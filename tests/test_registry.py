@@ -80,10 +80,11 @@ def _domains_of(name, tmp_path, monkeypatch):
         from tests.fakes.pm_counters import FakePmCounters
 
         monkeypatch.setenv("TUIMETER_PM_COUNTERS_ROOT", str(FakePmCounters(tmp_path / "pm").root))
-    if name == "ipmi":
+    if name in ("ipmi", "redfish"):
         from tests.fakes.bmc import FakeTool
 
         FakeTool(tmp_path).install(monkeypatch)
+        monkeypatch.setenv("TUIMETER_REDFISH_URL", "https://bmc.invalid")  # open() asks nothing
         sensor = registry.entry(name).build(registry.SensorOptions())
         try:
             return sensor.open()

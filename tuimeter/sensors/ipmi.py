@@ -30,10 +30,10 @@ import shutil
 import subprocess
 from typing import Sequence
 
-from ..model import Domain, DomainKind, Provenance, Reading, SensorStatus
-from .base import Sensor, SensorUnavailable
+from ..model import Domain, SensorStatus
+from .base import SensorUnavailable
 from .node_common import SensorOption, shown
-from .node_poller import BackgroundMeter, FetchError
+from .node_poller import FetchError, PolledNodeSensor
 
 #: every option of this sensor (the settings layer takes them from here)
 OPTIONS = (
@@ -85,14 +85,14 @@ def parse_dcmi(text: str) -> tuple[float, str]:
     raise FetchError(f"no power reading in the answer ({shown(first) or 'empty'!r})")
 
 
-class IpmiSensor(Sensor):
+class IpmiSensor(PolledNodeSensor):
     """The BMC's DCMI power reading, polled off the sampling path (module docstring)."""
 
     name = "ipmi"
     absent_reasons = (NO_BMC, NO_TOOL, TURNED_OFF)
 
     def __init__(self) -> None:
-        self._meter: BackgroundMeter | None = None
+        super().__init__()
         self._tool: tuple[str, ...] | None = None
 
     def _find(self) -> tuple[str, ...]:
@@ -150,27 +150,7 @@ class IpmiSensor(Sensor):
         self._tool = self._find()
         every, timeout = self._timing()
         tool = os.path.basename(self._tool[0])
-        domain = Domain(DOMAIN_ID, "node (IPMI DCMI)", DomainKind.PLATFORM, "ipmi",
-                        Provenance.MEASURED, in_total=False,
-                        label=f"the BMC through {tool} (DCMI): its average over its sampling "
-                              f"period (else its instantaneous reading), read every {every:g} s "
-                              f"off the sampling path, each held until the next")
-        self._meter = BackgroundMeter(self.name, DOMAIN_ID, self.fetch, every,
-                                      stale_s=2.5 * every + timeout)
-        self._meter.start()
+        domain = self._start(DOMAIN_ID, "node (IPMI DCMI)", f"the BMC through {tool} (DCMI): "
+                             f"its average over its sampling period (else its instantaneous "
+                             f"reading)", every, timeout)
         return [domain]
-
-    def read(self, now_s: float) -> Sequence[Reading]:
-        return [] if self._meter is None else [self._meter.reading(now_s)]
-
-    def drain_events(self):
-        return self._meter.drain_events() if self._meter is not None else []
-
-    def status(self) -> SensorStatus:
-        fault = self._meter.fault if self._meter is not None else ""
-        return SensorStatus(self.name, True, fault or "reading the BMC off the sampling path")
-
-    def close(self) -> None:
-        if self._meter is not None:
-            self._meter.stop()
-            self._meter = None

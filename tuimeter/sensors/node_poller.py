@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from typing import Callable, Sequence
 
-from ..model import Event, Link, Reading, Status
+from ..model import Domain, DomainKind, Event, Link, Provenance, Reading, SensorStatus, Status
+from .base import Sensor
 from .node_common import MAX_NODE_W, plausible_power
 
 
@@ -124,3 +125,47 @@ class BackgroundMeter:
         with self._lock:
             events, self._events = self._events, []
         return events
+
+
+class PolledNodeSensor(Sensor):
+    """A node-meter sensor whose one platform domain a :class:`BackgroundMeter` reads
+    (IPMI, Redfish): ``open`` builds the domain and calls :meth:`_start`."""
+
+    #: what the sensor found, for its status line ("" until something is worth saying)
+    note = ""
+
+    def __init__(self) -> None:
+        self._meter: BackgroundMeter | None = None
+
+    def _start(self, domain_id: str, name: str, what: str, every_s: float,
+               timeout_s: float) -> Domain:
+        """The platform domain (``what`` the meter reads, for its label); :meth:`fetch`
+        polled every ``every_s`` on the meter's thread from now on (a reading older than
+        2.5 periods and a timeout is stale)."""
+        domain = Domain(domain_id, name, DomainKind.PLATFORM, self.name, Provenance.MEASURED,
+                        in_total=False, label=f"{what}, read every {every_s:g} s off the "
+                                              f"sampling path, each reading held until the next")
+        self._meter = BackgroundMeter(self.name, domain_id, self.fetch, every_s,
+                                      stale_s=2.5 * every_s + timeout_s)
+        self._meter.start()
+        return domain
+
+    def fetch(self) -> float:
+        """One answer of the meter: the node's power, W; FetchError (one line) otherwise."""
+        raise NotImplementedError
+
+    def read(self, now_s: float) -> Sequence[Reading]:
+        return [] if self._meter is None else [self._meter.reading(now_s)]
+
+    def drain_events(self) -> list[Event]:
+        return self._meter.drain_events() if self._meter is not None else []
+
+    def status(self) -> SensorStatus:
+        fault = self._meter.fault if self._meter is not None else ""
+        return SensorStatus(self.name, True, fault or self.note or "reading the BMC off "
+                                                                   "the sampling path")
+
+    def close(self) -> None:
+        if self._meter is not None:
+            self._meter.stop()
+            self._meter = None

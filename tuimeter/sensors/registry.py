@@ -143,5 +143,7 @@ register(SensorEntry("pm_counters", ("linux",), frozenset({SOC}), ("pm-",),
                      "tuimeter.sensors.pm_counters:PmCountersSensor", quiet_absent=True))
 register(SensorEntry("ipmi", ("linux",), frozenset({SOC}), ("ipmi-",),
                      "tuimeter.sensors.ipmi:IpmiSensor", quiet_absent=True))
+register(SensorEntry("redfish", (), frozenset({SOC}), ("redfish-",),
+                     "tuimeter.sensors.redfish:RedfishSensor", quiet_absent=True))
 register(SensorEntry("estimate", (), frozenset({CPU, MEMORY}), ("estimate/",),
                      "tuimeter.sensors.estimate:EstimateSensor", fallback=True))
