@@ -267,3 +267,34 @@ def test_doctor_lists_the_node_meter_and_warns_when_it_reads_below_the_chips(tmp
         warnings = [p for p in report["problems"] if p["sensor"] == "node"]
         assert bool(warnings) is warned, warnings
     assert node["agreement"]["chips_share"] == pytest.approx(0.6, rel=1e-3)
+
+
+def test_the_exporters_carry_the_node_and_the_rest_with_their_kinds():
+    """Prometheus and InfluxDB: the node's and the rest's joules with kind platform and
+    rest (in_total 0 and 1), and the machine total is the node's (2500 J over 10 s)."""
+    from prometheus_client import generate_latest
+
+    from tuimeter.export.influx import snapshot_lines
+    from tuimeter.export.prometheus import PrometheusExporter
+
+    clock = FakeClock()
+    eng, _, _ = _node_engine(NODE_W, clock)
+    prom = PrometheusExporter(eng, "127.0.0.1", 0)
+    try:
+        for _ in range(10):
+            clock.advance(1.0)
+            snap = eng.tick()
+        text = generate_latest(prom.registry).decode()
+    finally:
+        prom.close()
+    series = {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines()
+              if line.startswith("tuimeter_energy_joules_total{")}
+    node = next(v for k, v in series.items() if 'kind="platform"' in k and 'in_total="0"' in k)
+    rest = next(v for k, v in series.items() if 'domain="rest-of-node"' in k
+                and 'kind="rest"' in k and 'in_total="1"' in k)
+    assert (node, rest) == (pytest.approx(2500.0), pytest.approx(2050.0))
+    machine = next(float(line.split(" ")[1]) for line in text.splitlines()
+                   if line.startswith("tuimeter_machine_energy_joules_total"))
+    assert machine == pytest.approx(2500.0)
+    lines = snapshot_lines(snap)
+    assert any("domain=rest-of-node" in line and "kind=rest" in line for line in lines)
