@@ -220,6 +220,22 @@ def test_record_over_a_250_w_meter_totals_250_w_and_the_rest_is_250_w_less_the_c
     assert set(samples[samples.domain == "rest-of-node"].provenance) == {"measured"}
 
 
+def test_replaying_a_node_session_keeps_its_one_rest_of_node_and_its_total(tmp_path, node):
+    """A recorded session with a node meter, replayed: one rest-of-node (the file's, not a
+    second made by the replaying engine) and the file's total."""
+    from tests.tui.conftest import play
+
+    out = tmp_path / "node.csv"
+    r = subprocess.run(cmd("record", "-o", str(out), "--interval", "0.2", "--duration", "1",
+                           "--no-gpu"), env=env_for(tmp_path, node), cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    df = pd.read_csv(out)
+    engine, snaps, _ = play(out)
+    assert [d.id for d in engine.domains].count("rest-of-node") == 1
+    assert snaps[-1].total.total_energy_j == pytest.approx(df[df.kind == "total"].energy_j.sum())
+
+
 def test_a_plain_meter_sees_the_node(tmp_path, monkeypatch, node, runtime_dir):
     """``with tuimeter.Meter() as m``: its energy is the node's (250 W x the phase), its
     rest-of-node that less the chips; a phase shorter than three of the meter's 1 s

@@ -73,8 +73,9 @@ class RestOfNode:
     @classmethod
     def build(cls, domains: list[Domain], history_len: int, start_s: float) -> "RestOfNode | None":
         platform = pick_platform(domains)
-        if platform is None:
-            return None
+        if platform is None or any(d.kind is DomainKind.REST or d.id == REST_ID
+                                   for d in domains):
+            return None  # no node meter, or a replayed file that brings its own rest
         chips = [d for d in domains if d.in_total]
         return cls(platform, chips, history_len, start_s)
 
