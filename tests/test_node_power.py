@@ -41,28 +41,41 @@ def test_acpi_power_meter_is_the_node_and_its_power_is_integrated_exactly(tmp_pa
 
 
 def test_energy_counters_count_their_joules_and_a_part_is_never_the_whole(tmp_path):
-    """A ``SYS_POWER`` energy counter (files under device/, an older layout) is the node;
-    amd_energy's socket counter and an unlabelled channel are parts (not added, so never
-    a second copy of RAPL). 12.5 J advanced reads 12.5 J; a reset is a new base."""
+    """A ``SYS_POWER`` energy counter (files under device/, an older layout) is the node; a
+    ``CPU_POWER`` one is a part (not added, so never a second copy of RAPL); an unlabelled
+    channel and amd_energy (RAPL's own counters) are left out. 12.5 J advanced reads
+    12.5 J; a reset is a new base."""
     fake = FakeHwmon(tmp_path)
-    parts = fake.energy_counter("amd_energy", ["Esocket0"])
-    node = fake.energy_counter("scmi_sensors", ["SYS_POWER", ""], in_device_dir=True)
+    fake.energy_counter("amd_energy", ["Esocket0"])
+    node = fake.energy_counter("scmi_sensors", ["SYS_POWER", "CPU_POWER", ""],
+                               in_device_dir=True)
     s = HwmonSensor(fake.sensor_root)
     doms = {d.id: d for d in s.open()}
+    assert set(doms) == {"hwmon-scmi_sensors-energy1", "hwmon-scmi_sensors-energy2"}
     assert doms["hwmon-scmi_sensors-energy1"].kind is DomainKind.PLATFORM
-    for part in ("hwmon-amd_energy-energy1", "hwmon-scmi_sensors-energy2"):
-        assert doms[part].kind is DomainKind.OTHER and not doms[part].in_total
+    part = doms["hwmon-scmi_sensors-energy2"]
+    assert part.kind is DomainKind.OTHER and not part.in_total and "CPU_POWER" in part.label
     s.read(0.0)
     fake.advance(node, 12.5)
-    fake.advance(parts, 3.0)
+    fake.advance(node, 3.0, n=2)
     got = {r.domain_id: r.energy_j for r in s.read(1.0)}
     assert got["hwmon-scmi_sensors-energy1"] == pytest.approx(12.5)
-    assert got["hwmon-amd_energy-energy1"] == pytest.approx(3.0)
+    assert got["hwmon-scmi_sensors-energy2"] == pytest.approx(3.0)
     fake.reset(node)
     s.read(2.0)
     fake.advance(node, 1.0)
     r = next(r for r in s.read(3.0) if r.domain_id == "hwmon-scmi_sensors-energy1")
     assert r.link is Link.BROKEN and r.note == "reset"  # the span of the reset is lost
+
+
+@pytest.mark.parametrize("label, whole", [("SYS_POWER", True), ("system", True),
+                                          ("Node Energy", True), ("platform-input", True),
+                                          ("CPU_POWER", False), ("sys fan", False),
+                                          ("VDD_SOC", False), ("package", False)])
+def test_only_a_label_that_names_the_whole_system_is_the_node(label, whole):
+    from tuimeter.sensors.hwmon import is_whole
+
+    assert is_whole("scmi_sensors", label) is whole
 
 
 @pytest.mark.parametrize("garbage", ["", "n/a", "-5", str(10**12)])

@@ -74,7 +74,7 @@ def _domains_of(name, tmp_path, monkeypatch):
 
         fake = FakeHwmon(tmp_path / "sys")
         fake.acpi_power_meter(250.0)
-        fake.energy_counter("amd_energy", ["Esocket0"])
+        fake.energy_counter("scmi_sensors", ["CPU_POWER"])
         monkeypatch.setenv("TUIMETER_HWMON_ROOT", str(fake.sensor_root))
     if name == "pm_counters":
         from tests.fakes.pm_counters import FakePmCounters

@@ -15,9 +15,10 @@ What each channel is, from those files only (never guessed):
   whole system (``sys``, ``system``, ``platform``, ``node``, ``wall``, ``chassis``,
   ``server``, with ``power``/``energy``/``input`` after it): the node,
   :attr:`DomainKind.PLATFORM` (the node's total; the engine adds the rest-of-node row);
-* anything else (a CPU, a rail, a GPU, ``amd_energy``'s cores, a channel without a
-  label): a part, :attr:`DomainKind.OTHER`, shown and never added (it may be inside
-  RAPL's or NVML's counters).
+* any other labelled channel (a CPU, a rail, a GPU): a part, :attr:`DomainKind.OTHER`,
+  shown and never added (it may be inside RAPL's or NVML's counters); a channel without
+  a label is no known part and is left out, and so are the drivers another sensor reads
+  (:data:`COVERED`: amdgpu, amd_energy).
 
 An energy counter is read like RAPL's (:class:`CounterTracker`: faults, resets). A power
 channel is integrated between our reads (:class:`PowerIntegrator`): the reading is the
@@ -56,6 +57,9 @@ _CHANNEL = re.compile(r"(power|energy)(\d{1,3})_(input|average)")
 #: a label naming the whole system, once lower-cased and ``_``/``-`` made spaces
 _WHOLE = re.compile(r"(sys|system|platform|node|wall|chassis|server)( (power|energy|input))?")
 ACPI_METER = "power_meter"
+#: drivers whose meters another sensor reads already (a second copy would only add rows):
+#: amdgpu's power is the amdsmi sensor's, amd_energy's counters are RAPL's
+COVERED = {"amdgpu": "amdsmi", "amd_energy": "rapl"}
 
 
 @dataclass
@@ -96,6 +100,8 @@ def _channels_of(hw: Path, taken: set[str]) -> list[_Channel]:
     """The power and energy channels of one ``hwmonN`` folder."""
     dirs = [hw, hw / "device"]
     driver = _first_text(dirs, "name")
+    if driver in COVERED:
+        return []
     device = os.path.basename(os.path.realpath(hw / "device")) if (hw / "device").exists() else ""
     found: dict[tuple[str, int], tuple[str, Path]] = {}
     for d in dirs:
@@ -116,6 +122,8 @@ def _channels_of(hw: Path, taken: set[str]) -> list[_Channel]:
     for (kind, n), (what, path) in sorted(found.items()):
         label = _first_text(dirs, f"{kind}{n}_label")
         whole = is_whole(driver, label)
+        if not whole and not label:
+            continue  # a part that does not say what it is: no known part, not shown
         base = f"hwmon-{safe_id(driver or hw.name)}-{kind}{n}"
         dom_id = base if base not in taken else f"{base}-{safe_id(hw.name)}"
         taken.add(dom_id)
