@@ -135,6 +135,18 @@ def test_without_a_bmc_device_auto_is_absent_and_silent(tool, monkeypatch):
     assert not st.available and st.reason in IpmiSensor.absent_reasons
 
 
+def test_a_bmc_device_we_may_not_open_says_why_and_the_fix(tool, monkeypatch, tmp_path):
+    """Tests run as root: the denied access is injected (os.access), not a file mode."""
+    dev = tmp_path / "ipmi0"
+    dev.write_text("")
+    monkeypatch.setenv("TUIMETER_IPMI", "auto")
+    monkeypatch.setattr("tuimeter.sensors.ipmi.DEVICES", (str(dev),))
+    monkeypatch.setattr("tuimeter.sensors.ipmi.os.access", lambda path, mode: False)
+    st = IpmiSensor().is_available()
+    assert not st.available and "permission denied" in st.reason and "udev" in st.fix
+    assert st.reason not in IpmiSensor.absent_reasons  # a line at start-up, with the fix
+
+
 def test_record_with_a_bmc_totals_its_power_once_it_answers(tmp_path, tool):
     """`tuimeter record` with a fake ipmitool at 250 W (every 2 s) and chips at 45 W: each
     tick after the first answer totals 250 W and its rest of node is 205 W less the

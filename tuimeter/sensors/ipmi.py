@@ -102,8 +102,15 @@ class IpmiSensor(PolledNodeSensor):
             raise SensorUnavailable(f"{MODE.env}={shown(mode, 20)!r} is not auto, on or off")
         if mode == "off":
             raise SensorUnavailable(TURNED_OFF)
-        if mode == "auto" and not any(os.path.exists(d) for d in DEVICES):
-            raise SensorUnavailable(NO_BMC)
+        if mode == "auto":
+            present = [d for d in DEVICES if os.path.exists(d)]
+            if not present:
+                raise SensorUnavailable(NO_BMC)
+            if not any(os.access(d, os.R_OK | os.W_OK) for d in present):
+                raise SensorUnavailable(
+                    f"cannot open {present[0]}: permission denied",
+                    f"run as root, or give a group read-write access to {present[0]} with a "
+                    f"udev rule (KERNEL==\"ipmi*\", GROUP=\"ipmi\", MODE=\"0660\")")
         wanted = str(TOOL.value())
         if wanted and wanted not in TOOLS:
             raise SensorUnavailable(f"{TOOL.env}={shown(wanted, 20)!r} is not "
