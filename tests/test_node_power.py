@@ -16,7 +16,8 @@ import tuimeter
 from tests.fakes.hwmon import FakeHwmon
 from tests.fakes.powercap import FakePowercap
 from tests.fakes.scripted import FakeClock, ScriptedSensor, domain, rapl_like
-from tests.helpers import ROOT, count_totals, env_for, make_engine, private_env, tuimeter as cmd, wait_for
+from tests.helpers import (CARBON, ROOT, count_totals, env_for, make_engine, private_env,
+                           tuimeter as cmd, wait_for)
 from tests.test_record_faults import ConstantDriver
 from tuimeter.model import DomainKind, Link, Status
 from tuimeter.sensors.discover import discover
@@ -164,6 +165,110 @@ def test_a_lost_platform_makes_the_rest_lost_and_a_bridged_one_is_matched_over_i
     rest = snap.domain("rest-of-node")
     assert rest.energy_j == pytest.approx(3 * 205.0) and rest.bridged_s == pytest.approx(3.0)
     assert snap.total.total_energy_j == pytest.approx(4 * NODE_W)
+
+
+def test_a_node_meter_read_again_as_a_new_base_starts_the_rest_afresh():
+    """Node lost 2 ticks, then a new base (the span unknown, not bridged): that tick's rest
+    is lost and the next is 205 J, not less the chips of the lost ticks."""
+    clock = FakeClock()
+    eng, _, meter = _node_engine(NODE_W, clock)
+    assert eng.snapshot.domain("rest-of-node").total_energy_j == 0.0
+    clock.advance(1.0)
+    eng.tick()
+    meter.lost.add("node")
+    for _ in range(2):
+        clock.advance(1.0)
+        eng.tick()
+    meter.lost.discard("node")
+    meter.broken.add("node")
+    clock.advance(1.0)
+    assert eng.tick().domain("rest-of-node").status is Status.LOST
+    clock.advance(1.0)
+    rest = eng.tick().domain("rest-of-node")
+    assert rest.energy_j == pytest.approx(205.0) and rest.bridged_s is None
+
+
+def test_a_node_and_a_chip_bridged_over_the_same_span_give_its_rest():
+    """Node and dram lost together for 2 ticks, both bridged on the third: the rest holds
+    the 3 s (615 J), nothing lost."""
+    clock = FakeClock()
+    eng, chips, meter = _node_engine(NODE_W, clock)
+    meter.bridging.add("node")
+    chips.bridging.add("package-0/dram")
+    clock.advance(1.0)
+    eng.tick()
+    meter.lost.add("node")
+    chips.lost.add("package-0/dram")
+    for _ in range(2):
+        clock.advance(1.0)
+        eng.tick()
+    meter.lost.clear()
+    chips.lost.clear()
+    clock.advance(1.0)
+    snap = eng.tick()
+    assert snap.domain("rest-of-node").energy_j == pytest.approx(3 * 205.0)
+    assert snap.total.total_energy_j == pytest.approx(4 * NODE_W)
+
+
+def test_a_node_meter_alone_is_all_rest():
+    clock = FakeClock()
+    meter = ScriptedSensor("hwmon", [domain("node", DomainKind.PLATFORM, in_total=False,
+                                            source="hwmon")], {"node": NODE_W})
+    eng, _ = make_engine([meter], clock=clock)
+    eng.open()
+    clock.advance(2.0)
+    rest = eng.tick().domain("rest-of-node")
+    assert rest.energy_j == pytest.approx(2 * NODE_W) and "chips (none)" in rest.domain.label
+
+
+def test_a_lost_chip_makes_the_rest_lost_and_its_bridged_joules_are_never_taken_off_twice():
+    """dram lost for a tick while the node reads on: the rest is lost there (platform
+    minus part of the chips is no rest); dram's bridged reading next tick holds 2 s of
+    dram, more than the node's 1 s span: lost too; then 205 W again. Its CO2e is its
+    joules at the grid's grams per joule."""
+    clock = FakeClock()
+    eng, chips, _ = _node_engine(NODE_W, clock)
+    chips.bridging.add("package-0/dram")
+    clock.advance(1.0)
+    eng.tick()
+    chips.lost.add("package-0/dram")
+    clock.advance(1.0)
+    snap = eng.tick()
+    assert snap.domain("rest-of-node").status is Status.LOST
+    chips.lost.discard("package-0/dram")
+    clock.advance(1.0)
+    snap = eng.tick()
+    assert snap.domain("package-0/dram").bridged_s == pytest.approx(2.0)
+    assert snap.domain("rest-of-node").status is Status.LOST
+    clock.advance(1.0)
+    rest = eng.tick().domain("rest-of-node")
+    assert rest.energy_j == pytest.approx(205.0)
+    assert rest.total_energy_j == pytest.approx(2 * 205.0)
+    assert rest.total_co2_g == pytest.approx(2 * 205.0 * CARBON.g_per_kwh / 3.6e6)
+
+
+@pytest.mark.parametrize("sources, chosen", [
+    (("ipmi", "hwmon:average", "pm_counters"), "pm_counters"),
+    (("redfish", "ipmi"), "redfish"), (("ipmi", "hwmon:input"), "hwmon:input"),
+    (("hwmon:average", "hwmon"), "hwmon"), (("ipmi", "hwmon:average"), "hwmon:average"),
+    (("hwmon", "pm_counters"), "pm_counters"), (("hwmon:average", "hwmon"), "hwmon"),
+    (("hwmon:input", "hwmon:average"), "hwmon:average"),
+    (("redfish", "hwmon:input"), "hwmon:input"), (("ipmi", "redfish"), "redfish"),
+    (("unknown", "ipmi"), "ipmi")])
+def test_of_several_node_meters_the_best_is_the_total_and_the_others_are_shown(sources, chosen):
+    """An energy counter before an integrated average, a local meter before a BMC: the
+    chosen one's 100 W x index is the total; the others stay rows, not added."""
+    clock = FakeClock()
+    meters = [ScriptedSensor(f"m{i}", [domain(f"node{i}", DomainKind.PLATFORM, in_total=False,
+                                              source=src)], {f"node{i}": 100.0 * (i + 1)})
+              for i, src in enumerate(sources)]
+    eng, _ = make_engine([rapl_like(), *meters], clock=clock)
+    eng.open()
+    clock.advance(1.0)
+    snap = eng.tick()
+    i = sources.index(chosen)
+    assert snap.total.power_w == pytest.approx(100.0 * (i + 1))
+    assert snap.domain("rest-of-node").domain.label.startswith(f"node{i} minus")
 
 
 def test_a_platform_below_the_chips_is_a_warning_and_never_negative_energy():

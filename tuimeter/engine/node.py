@@ -13,7 +13,9 @@ energy counter before a meter's integrated power averages, a local one before a 
 
 Over a span where the platform or a chip could not be read, the rest is lost (the total
 then says which domain it lacks): it is measured minus measured or nothing. A platform
-reading bridged across failed reads is matched by the chips' energy over the same span.
+reading bridged across failed reads is matched by the chips' energy over the same span,
+a chip's bridged reading included where it covers its lost ticks within that span (one
+that reaches back before the span makes the rest lost).
 Energy is never negative (the session file refuses it): where the platform reads less than
 the chips over a tick (a meter that averages over a longer window than our tick lags the
 chips), the shortfall is carried into the next ticks' rest, so over a session the rest is
@@ -31,8 +33,8 @@ from ..model import (Domain, DomainKind, DomainSample, Event, Provenance, Status
 REST_ID = "rest-of-node"
 #: which platform meter is the node's total when there are several: lowest first, by the
 #: domain's source (an energy counter first, a BMC's power last); unknown sources after
-PLATFORM_RANK = {"pm_counters": 0, "hwmon": 1, "redfish:energy": 2, "hwmon:average": 3,
-                 "hwmon:input": 4, "redfish": 5, "ipmi": 6}
+PLATFORM_RANK = {"pm_counters": 0, "hwmon": 1, "hwmon:average": 2, "hwmon:input": 3,
+                 "redfish": 4, "ipmi": 5}
 #: a shortfall (platform below the chips) larger than this, J, is reported once as an event
 SHORTFALL_WARN_J = 1.0
 _EPS_S = 1e-6
@@ -65,7 +67,8 @@ class RestOfNode:
         self.history: collections.deque = collections.deque(maxlen=history_len)
         self._span_start = start_s  # where the platform's current span began
         self._chips_j = 0.0  # the chips' energy since then
-        self._chips_whole = True  # every chip measured over the whole span
+        self._chips_whole = True  # no chip's joules reach back before the span
+        self._missing: set[str] = set()  # chips lost in the span, not bridged since
         self._shortfall_j = 0.0  # platform below the chips, carried into the next ticks
         self._warned = False
         self.events: list[Event] = []
@@ -90,17 +93,20 @@ class RestOfNode:
             if d.domain.id not in self.chip_ids:
                 continue
             if d.energy_j is None:
-                self._chips_whole = False
+                self._missing.add(d.domain.id)  # unless a bridged reading fills it in
                 continue
             self._chips_j += d.energy_j
-            if d.bridged_s is not None and now - d.bridged_s < self._span_start - _EPS_S:
-                self._chips_whole = False  # it bridges back past the platform's span
+            if d.bridged_s is not None:
+                if now - d.bridged_s < self._span_start - _EPS_S:
+                    self._chips_whole = False  # it bridges back past the platform's span
+                self._missing.discard(d.domain.id)  # its lost ticks are in these joules
         sample = self._measured(plat, now, interval, factor)
         self.history.append(sample.power_w)
         return dataclasses.replace(sample, history_w=tuple(self.history))
 
     def _restart(self, now: float) -> None:
         self._span_start, self._chips_j, self._chips_whole = now, 0.0, True
+        self._missing.clear()
 
     def _lost(self, why: str) -> DomainSample:
         return DomainSample(self.domain, None, None, self.total_energy_j, None,
@@ -113,7 +119,7 @@ class RestOfNode:
                 self._restart(now)
             return self._lost(plat.note if plat is not None else "")
         span_s = now - self._span_start
-        whole = self._chips_whole
+        whole = self._chips_whole and not self._missing
         rest_j = plat.energy_j - self._chips_j - self._shortfall_j
         self._restart(now)
         if not whole:
