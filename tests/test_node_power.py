@@ -108,6 +108,14 @@ def test_a_machine_without_node_meters_says_nothing_of_them(tmp_path):
 
 
 # -- what adds up ---------------------------------------------------------------------------
+def _ticks(eng, clock: FakeClock, n: int = 1):
+    """``n`` ticks of 1 s; the last snapshot."""
+    for _ in range(n):
+        clock.advance(1.0)
+        snap = eng.tick()
+    return snap
+
+
 def _node_engine(platform_w: float, clock: FakeClock):
     chips = rapl_like({"package-0": 40.0, "package-0/dram": 5.0, "psys": 60.0})
     meter = ScriptedSensor("hwmon", [domain("node", DomainKind.PLATFORM, in_total=False,
@@ -151,8 +159,7 @@ def test_a_lost_platform_makes_the_rest_lost_and_a_bridged_one_is_matched_over_i
     clock = FakeClock()
     eng, _, meter = _node_engine(NODE_W, clock)
     meter.bridging.add("node")
-    clock.advance(1.0)
-    eng.tick()
+    _ticks(eng, clock)
     meter.lost.add("node")
     for _ in range(2):
         clock.advance(1.0)
@@ -173,12 +180,9 @@ def test_a_node_meter_read_again_as_a_new_base_starts_the_rest_afresh():
     clock = FakeClock()
     eng, _, meter = _node_engine(NODE_W, clock)
     assert eng.snapshot.domain("rest-of-node").total_energy_j == 0.0
-    clock.advance(1.0)
-    eng.tick()
+    _ticks(eng, clock)
     meter.lost.add("node")
-    for _ in range(2):
-        clock.advance(1.0)
-        eng.tick()
+    _ticks(eng, clock, 2)
     meter.lost.discard("node")
     meter.broken.add("node")
     clock.advance(1.0)
@@ -195,13 +199,10 @@ def test_a_node_and_a_chip_bridged_over_the_same_span_give_its_rest():
     eng, chips, meter = _node_engine(NODE_W, clock)
     meter.bridging.add("node")
     chips.bridging.add("package-0/dram")
-    clock.advance(1.0)
-    eng.tick()
+    _ticks(eng, clock)
     meter.lost.add("node")
     chips.lost.add("package-0/dram")
-    for _ in range(2):
-        clock.advance(1.0)
-        eng.tick()
+    _ticks(eng, clock, 2)
     meter.lost.clear()
     chips.lost.clear()
     clock.advance(1.0)
@@ -229,11 +230,9 @@ def test_a_lost_chip_makes_the_rest_lost_and_its_bridged_joules_are_never_taken_
     clock = FakeClock()
     eng, chips, _ = _node_engine(NODE_W, clock)
     chips.bridging.add("package-0/dram")
-    clock.advance(1.0)
-    eng.tick()
+    _ticks(eng, clock)
     chips.lost.add("package-0/dram")
-    clock.advance(1.0)
-    snap = eng.tick()
+    snap = _ticks(eng, clock)
     assert snap.domain("rest-of-node").status is Status.LOST
     chips.lost.discard("package-0/dram")
     clock.advance(1.0)
