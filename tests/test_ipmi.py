@@ -57,6 +57,41 @@ def test_readings_held_until_the_next_are_exact_at_constant_power_and_stale_is_l
     assert r.link is Link.BROKEN and r.energy_j == pytest.approx(2500.0 + 250.0)
 
 
+def test_answers_close_together_and_a_read_stamped_before_an_answer_never_go_back():
+    """Answers 0.5 s apart count 0.5 s each; a tick stamped just before the latest answer
+    (the thread's clock ran on) reads that answer's joules, never less."""
+    clock = FakeClock(0.0)
+    m = BackgroundMeter("ipmi", "ipmi-node", lambda: 200.0, 5.0, stale_s=15.0, clock=clock)
+    for t in (0.0, 0.5, 1.0):
+        clock.t = t
+        m.poll_once()
+    assert m.reading(1.0).energy_j == pytest.approx(200.0)
+    assert m.reading(0.9).energy_j == pytest.approx(200.0)
+
+
+def test_the_bmc_is_asked_once_a_period_whatever_its_answers_take():
+    """A fetch taking 1.5 s of a 5 s period: the thread waits the other 3.5 s; one taking
+    7 s: the next fetch follows at once (0 s), never a burst of fetches."""
+    clock = FakeClock(0.0)
+    took = iter([1.5, 7.0, 0.0])
+
+    def fetch():
+        clock.advance(next(took))
+        return 250.0
+
+    m = BackgroundMeter("ipmi", "ipmi-node", fetch, 5.0, stale_s=15.0, clock=clock)
+    waits: list[float] = []
+
+    def wait(s):
+        waits.append(s)
+        clock.advance(s)
+        if len(waits) == 3:
+            m._stop.set()
+
+    m._run(wait)
+    assert waits == [pytest.approx(3.5), 0.0, pytest.approx(5.0)]
+
+
 @pytest.fixture
 def tool(tmp_path, monkeypatch):
     t = FakeTool(tmp_path).install(monkeypatch)

@@ -58,12 +58,15 @@ class BackgroundMeter:
         if self._thread is not None:
             self._thread.join(timeout_s)
 
-    def _run(self) -> None:
+    def _run(self, wait: Callable[[float], object] | None = None) -> None:
+        """Poll until stopped: one fetch, then the rest of ``every_s`` (a fetch that took
+        longer is followed by the next at once, never by two at a time)."""
+        wait = self._stop.wait if wait is None else wait
         while not self._stop.is_set():
             t0 = self.clock()
             self.poll_once()
             spent = self.clock() - t0
-            self._stop.wait(max(0.0, self.every_s - spent))
+            wait(max(0.0, self.every_s - spent))
 
     def poll_once(self) -> None:
         """One fetch, its answer (or failure) kept."""
