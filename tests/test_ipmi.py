@@ -217,3 +217,21 @@ def test_record_with_a_bmc_totals_its_power_once_it_answers(tmp_path, tool):
     assert both.sum() >= 3
     assert ticks.power_w[both].to_numpy() == pytest.approx(250.0, rel=1e-6)
     assert rest.power_w[both].to_numpy() == pytest.approx(205.0, rel=0.05)
+
+
+def test_doctor_lists_a_bmc_and_a_slow_first_answer_is_a_warning_not_a_failure(tool,
+                                                                               tmp_path):
+    """The doctor's window (a fake clock: no wait) ends before the BMC's first answer: a
+    warning naming a longer window, exit 0; the meter is listed with what it reads."""
+    from tuimeter.doctor import run_doctor
+
+    tool.set(delay_s=3.0)
+    pc = FakePowercap(tmp_path / "pc").intel_desktop()
+    report = run_doctor(2.0, powercap_root=str(pc.sensor_root), gpu=False, clock=FakeClock(),
+                        sleep=lambda s: None, platform="linux",
+                        env={"XDG_CONFIG_HOME": str(tmp_path / "config")})
+    [m] = [m for m in report["sensors"]["node"]["meters"] if m["found"]]
+    assert m["domain"] == "ipmi-node" and "DCMI" in m["reads"]
+    [p] = [p for p in report["problems"] if p["sensor"] == "node"]
+    assert p["level"] == "warning" and "--seconds 10" in p["fix"]
+    assert report["exit_code"] == 0

@@ -13,6 +13,7 @@ from typing import Any, Callable
 from ..model import DomainKind
 from ..phases import update_period_s
 from ..sensors import registry
+from ..sensors.node_poller import NO_ANSWER_YET
 from ._common import Probe
 
 
@@ -68,7 +69,10 @@ class NodeProbe(Probe):
                 m = by_id.get(r.domain_id)
                 if m is None:
                     continue
-                if r.energy_j is None:
+                if r.energy_j is None and r.note == NO_ANSWER_YET:
+                    self.warning(f"{m['domain']}: no answer within the {dt_s:g} s window (a "
+                                 f"BMC can take seconds)", "run tuimeter doctor --seconds 10")
+                elif r.energy_j is None:
                     self.error(f"{m['domain']} cannot be read: {r.note or 'no reading'}",
                                "see the meter's line above")
                 elif m["energy_j"] is None:  # a BMC's first answer came in the window

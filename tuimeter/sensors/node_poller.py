@@ -23,6 +23,10 @@ from .base import Sensor
 from .node_common import MAX_NODE_W, plausible_power
 
 
+#: a polled meter's note before its first answer
+NO_ANSWER_YET = "no answer yet"
+
+
 class FetchError(Exception):
     """A BMC's answer that is no reading: one line saying why (not supported, timeout,
     garbage, refused)."""
@@ -114,7 +118,7 @@ class BackgroundMeter:
         with self._lock:
             if self._last is None:
                 return Reading(self.domain_id, now_s, None, status=Status.LOST,
-                               note=self._fault or "no answer yet")
+                               note=self._fault or NO_ANSWER_YET)
             t, power_w = self._last
             if now_s - t > self.stale_s:  # the power since is unknown: lost
                 return Reading(self.domain_id, now_s, None, status=Status.LOST,
