@@ -227,8 +227,9 @@ def test_doctor_lists_a_bmc_and_a_slow_first_answer_is_a_warning_not_a_failure(t
 
     tool.set(delay_s=3.0)
     pc = FakePowercap(tmp_path / "pc").intel_desktop()
-    report = run_doctor(2.0, powercap_root=str(pc.sensor_root), gpu=False, clock=FakeClock(),
-                        sleep=lambda s: None, platform="linux",
+    clock = FakeClock()
+    report = run_doctor(2.0, powercap_root=str(pc.sensor_root), gpu=False, clock=clock,
+                        sleep=clock.advance, platform="linux",
                         env={"XDG_CONFIG_HOME": str(tmp_path / "config")})
     [m] = [m for m in report["sensors"]["node"]["meters"] if m["found"]]
     assert m["domain"] == "ipmi-node" and "DCMI" in m["reads"]
