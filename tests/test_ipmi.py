@@ -60,13 +60,15 @@ def test_readings_held_until_the_next_are_exact_at_constant_power_and_stale_is_l
 def test_answers_close_together_and_a_read_stamped_before_an_answer_never_go_back():
     """Answers 0.5 s apart count 0.5 s each; a tick stamped just before the latest answer
     (the thread's clock ran on) reads that answer's joules, never less."""
-    clock = FakeClock(0.0)
+    clock = FakeClock()  # a monotonic clock long past 0, as on a machine up for a while
     m = BackgroundMeter("ipmi", "ipmi-node", lambda: 200.0, 5.0, stale_s=15.0, clock=clock)
-    for t in (0.0, 0.5, 1.0):
+    t0 = clock.t
+    for t in (t0, t0 + 0.5, t0 + 1.0):
         clock.t = t
         m.poll_once()
-    assert m.reading(1.0).energy_j == pytest.approx(200.0)
-    assert m.reading(0.9).energy_j == pytest.approx(200.0)
+    assert m.reading(t0 + 1.0).energy_j == pytest.approx(200.0)
+    assert m.reading(t0 + 0.9).energy_j == pytest.approx(200.0)
+    assert m.reading(t0 + 1.0).link is Link.CONTINUOUS
 
 
 def test_the_bmc_is_asked_once_a_period_whatever_its_answers_take():
