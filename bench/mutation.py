@@ -58,6 +58,8 @@ MODULES: dict[str, tuple[str, ...]] = {
     "engine/sampler.py": ("tests/test_engine.py", "tests/test_rapl_faults.py",
                           "tests/test_csvfile.py", "tests/test_owners.py",
                           "tests/test_device_info.py"),
+    "engine/node.py": ("tests/test_node_power.py", "tests/test_pm_counters.py"),
+    "sensors/node_poller.py": ("tests/test_ipmi.py", "tests/test_redfish.py"),
 }
 
 _CMP = {"<": ("<=", ">="), "<=": ("<", ">"), ">": (">=", "<="), ">=": (">", "<"),

@@ -15,6 +15,19 @@ def _no_time_zone_guess(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("TUIMETER_TZ_ROOT", str(tmp_path_factory.getbasetemp() / "no-tz"))
 
 
+@pytest.fixture(autouse=True)
+def _no_node_meters(tmp_path_factory, monkeypatch):
+    """No node meter of this machine (a GPU host's ACPI power meter, a Cray node's
+    pm_counters) in any test: each reads an empty root unless the test builds a fake
+    (tests/fakes/hwmon.py, tests/fakes/pm_counters.py)."""
+    empty = tmp_path_factory.getbasetemp() / "no-node-meters"
+    empty.mkdir(exist_ok=True)
+    monkeypatch.setenv("TUIMETER_HWMON_ROOT", str(empty))
+    monkeypatch.setenv("TUIMETER_PM_COUNTERS_ROOT", str(empty))
+    monkeypatch.setenv("TUIMETER_IPMI", "off")  # tests/fakes/bmc.py's tools turn it on
+    monkeypatch.delenv("TUIMETER_REDFISH_URL", raising=False)  # tests/fakes/redfish.py's
+
+
 @pytest.fixture
 def runtime_dir(tmp_path, monkeypatch) -> Path:
     """A private ``$XDG_RUNTIME_DIR`` (0700) for the marker sockets, and no

@@ -69,6 +69,27 @@ def _domains_of(name, tmp_path, monkeypatch):
         return sample_domains(apple) + sample_domains(intel)
     if name == "nvml":
         monkeypatch.setitem(sys.modules, "pynvml", make_fake_pynvml([FakeGpu(), FakeGpu()]))
+    if name == "hwmon":
+        from tests.fakes.hwmon import FakeHwmon
+
+        fake = FakeHwmon(tmp_path / "sys")
+        fake.acpi_power_meter(250.0)
+        fake.energy_counter("scmi_sensors", ["CPU_POWER"])
+        monkeypatch.setenv("TUIMETER_HWMON_ROOT", str(fake.sensor_root))
+    if name == "pm_counters":
+        from tests.fakes.pm_counters import FakePmCounters
+
+        monkeypatch.setenv("TUIMETER_PM_COUNTERS_ROOT", str(FakePmCounters(tmp_path / "pm").root))
+    if name in ("ipmi", "redfish"):
+        from tests.fakes.bmc import FakeTool
+
+        FakeTool(tmp_path).install(monkeypatch)
+        monkeypatch.setenv("TUIMETER_REDFISH_URL", "https://bmc.invalid")  # open() asks nothing
+        sensor = registry.entry(name).build(registry.SensorOptions())
+        try:
+            return sensor.open()
+        finally:
+            sensor.close()  # its BMC thread
     if name == "amdsmi":
         from tests.fakes.fake_amdsmi import FakeAmdGpu, make_fake_amdsmi
 

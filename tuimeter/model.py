@@ -75,6 +75,13 @@ class DomainKind(str, enum.Enum):
     MODULE = "module"  # a whole module's counter: CPU + GPU + memory (GH200's NVML energy)
     ANE = "ane"  # Apple Neural Engine
     MEMORY = "memory"  # estimated memory power
+    #: a whole-node meter (ACPI power meter, IPMI DCMI, Redfish, pm_counters' node energy):
+    #: where one is measured it is the node's total, the chips its parts (never in_total
+    #: itself: the engine adds its ``rest`` instead, so nothing counts twice)
+    PLATFORM = "platform"
+    #: what the in-total chips do not explain: platform minus their sum, made by the engine
+    #: (measured minus measured; fans, disks, NICs, regulators, PSU losses)
+    REST = "rest"
     OTHER = "other"
 
     def __str__(self) -> str:

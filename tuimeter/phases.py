@@ -34,7 +34,12 @@ _SPAN_EPS_S = 1e-6
 #: how often each source's energy counter updates, s (SENSORS.md: NVML's about every
 #: 100 ms, a window shorter than that reads 0; RAPL's about every 1 ms). ``tuimeter
 #: doctor`` measures it on a machine (``update_period_s``).
-UPDATE_PERIOD_S = {"nvml": 0.1, "rapl": 0.001}
+#: The node meters (docs/node-power.md): an ACPI power meter averages over its
+#: ``power1_average_interval`` (often 1 s; its label says), DCMI and Redfish BMCs update
+#: about once a second, pm_counters at ``raw_scan_hz`` (10 Hz); a rest-of-node row
+#: (``hwmon:rest``) has its platform meter's period.
+UPDATE_PERIOD_S = {"nvml": 0.1, "rapl": 0.001, "hwmon": 1.0, "pm_counters": 0.1, "ipmi": 1.0,
+                   "redfish": 1.0}
 #: a phase shorter than this many updates of a counted domain's counter is
 #: ``interpolated``: the counter may not have moved inside it, or moved for time outside
 FEW_UPDATES = 3

@@ -60,18 +60,23 @@ def run_doctor(seconds: float = DEFAULT_SECONDS, *, powercap_root: str | None = 
 
     The probes (and the sensor modules they use) are imported here, when the doctor runs,
     not with this module: ``tuimeter doctor --help`` stays fast."""
+    from .node import NodeProbe
     from .nvml import NvmlProbe
     from .other import CarbonProbe, EstimateProbe, PowermetricsProbe
     from .rapl import RaplProbe
 
+    # the node meters' settings: the process's environment with ``env`` over it (so a
+    # caller's env adds to the variables the meters are pointed with), and config.toml
+    sensor_env = os.environ if env is None else {**os.environ, **env}
     env = os.environ if env is None else env
     rapl = RaplProbe(powercap_root, clock, sleep) if platform.startswith("linux") else None
     nv = NvmlProbe(clock, sleep) if gpu else None
     pm = PowermetricsProbe(platform)
     est = EstimateProbe()
     co2 = CarbonProbe(env)
+    node = NodeProbe(clock, platform, _sensor_options(sensor_env))
     if probes is None:
-        probes = [p for p in (rapl, nv, pm, est, co2) if p is not None]
+        probes = [p for p in (rapl, nv, node, pm, est, co2) if p is not None]
     try:
         for p in probes:
             _guard(p, p.begin)
@@ -101,6 +106,9 @@ def run_doctor(seconds: float = DEFAULT_SECONDS, *, powercap_root: str | None = 
         cpu_measured = any(p.section.get("available") and p.name in ("rapl", "powermetrics")
                            for p in probes)
         _guard(est, lambda: est.decide(cpu_measured))
+    if node in probes:
+        _guard(node, lambda: node.compare(rapl.section if rapl in probes else None,
+                                          nv.section if nv in probes else None))
     problems = [problem for p in probes for problem in p.problems]
     report = {
         "schema": SCHEMA,
@@ -109,12 +117,27 @@ def run_doctor(seconds: float = DEFAULT_SECONDS, *, powercap_root: str | None = 
         "platform": platform,
         "python": _platform.python_version(),
         "window_s": seconds,
-        "sensors": {p.name: p.section for p in probes if p.name != "carbon"},
+        # the node meters' section only where one is found (most machines have none)
+        "sensors": {p.name: p.section for p in probes if p.name != "carbon" and not (
+            p is node and not (node.section.get("found") or node.problems))},
         "carbon": co2.section if co2 in probes else {},
         "problems": problems,
         "exit_code": 1 if any(pr["level"] == "error" for pr in problems) else 0,
     }
     return report
+
+
+def _sensor_options(env: Mapping[str, str]) -> Any:
+    """The node meters' settings as the resolver reads them (environment, config.toml);
+    a config file that cannot be read leaves them to the environment alone (the carbon
+    check says what is wrong with the file)."""
+    from ..sensors.registry import SensorOptions
+    from ..settings import resolve
+
+    try:
+        return SensorOptions(values=resolve(env=env).sensor_values())
+    except ValueError:
+        return SensorOptions(values=resolve(env=env, path=os.devnull).sensor_values())
 
 
 def _safe(fn: Callable[[], Any]) -> Any:

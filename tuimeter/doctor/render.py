@@ -119,6 +119,24 @@ def _carbon(s: dict) -> list[str]:
     return lines
 
 
+def _node(s: dict) -> list[str]:
+    """The node meters found (what each reads, its update period, its power over the
+    window) and the platform against the chips."""
+    found = [m for m in s.get("meters", []) if m.get("found")]
+    lines = [f"Node meters: {_found(s) if found or s.get('probe_error') else 'none found'}"]
+    for m in found:
+        period = m.get("update_period_s")
+        lines.append(f"  {_s(m['domain'])} ({_s(m['kind'])}, {_s(m['sensor'])}): {_s(m['reads'])}")
+        lines.append(f"    {_w(m.get('power_w'))} over the window"
+                     + (f"; updates about every {period:g} s (nominal)" if period else ""))
+    a = s.get("agreement")
+    if a:
+        share = "" if a.get("chips_share") is None else f" ({100 * a['chips_share']:.0f}% of it)"
+        lines.append(f"  {_s(a['platform'])} {_w(a['platform_w'])}; chips {_w(a['chips_w'])}"
+                     f"{share}; rest of node {_w(a['rest_w'])}")
+    return lines
+
+
 def render_text(report: dict) -> str:
     sensors = report.get("sensors", {})
     window_s = report.get("window_s", 0)
@@ -129,6 +147,8 @@ def render_text(report: dict) -> str:
         lines += _rapl(sensors["rapl"], window_s)
     if "nvml" in sensors:
         lines += _nvml(sensors["nvml"], window_s)
+    if sensors.get("node", {}).get("found") or sensors.get("node", {}).get("probe_error"):
+        lines += _node(sensors["node"])
     if "powermetrics" in sensors:
         lines += _powermetrics(sensors["powermetrics"])
     if "estimate" in sensors:

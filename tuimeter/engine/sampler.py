@@ -71,6 +71,7 @@ from ..model import (
 from ..sensors.base import Sensor, SensorUnavailable
 from ..sensors.capabilities import DeviceInfoSource
 from .handoff import quick_handoffs
+from .node import RestOfNode
 
 log = logging.getLogger(__name__)
 
@@ -228,6 +229,8 @@ class Engine:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._snapshot: Snapshot | None = None
+        #: platform minus the in-total chips, where a platform meter is measured (node.py)
+        self._rest: RestOfNode | None = None
         self.listener_errors: list[BaseException] = []
         self._devices: dict[str, DeviceInfo] = {}  # replaced whole by refresh_devices
         self._device_thread: threading.Thread | None = None
@@ -262,14 +265,18 @@ class Engine:
         self._poll_sensors(now)
         for st in self._states:
             st.tick_energy_j, st.span_t = st.last_energy_j, now
+        self._rest = RestOfNode.build(self.domains, self.history_len, now)
         self._start_t = self._last_tick_t = now
         self._last_cpu_s = self.cpu_clock()
         if self.live_carbon is not None:  # the figure before any answer, then fetch
             self.carbon = self.live_carbon.current()
             self.live_carbon.start()
         factor = self.carbon.g_per_j
+        domains = self._domain_samples(factor)
+        if self._rest is not None:
+            domains += (self._rest.initial(),)
         self._snapshot = self._build_snapshot(now, 0.0, (), (), ((), None, None), None,
-                                              self._domain_samples(factor), factor)
+                                              domains, factor)
 
     def _refuse_clash(self, domain: Domain, sensor: Sensor) -> None:
         """Two domains with one id: close what was opened and raise DomainClash (dropping
@@ -287,7 +294,10 @@ class Engine:
 
     @property
     def domains(self) -> list[Domain]:
-        return [st.domain for st in self._states]
+        """The sensors' domains, and the rest of node where a platform meter is measured
+        (engine/node.py)."""
+        rest = [self._rest.domain] if self._rest is not None else []
+        return [st.domain for st in self._states] + rest
 
     @property
     def statuses(self) -> list[SensorStatus]:
@@ -553,6 +563,10 @@ class Engine:
         self._last_cpu_s = cpu_s
         self._seq += 1
         domains = self._domain_samples(factor)
+        if self._rest is not None:
+            domains += (self._rest.tick(domains, now, interval, factor),)
+            events += tuple(self._rest.events)
+            self._rest.events.clear()
         attribution: tuple = ((), None, None)
         if self.attributor is not None:
             try:

@@ -26,7 +26,7 @@ class Discovery:
     statuses: list[SensorStatus] = field(default_factory=list)  # the unavailable ones
 
 
-def _check(sensor: Sensor, found: Discovery) -> bool:
+def _check(sensor: Sensor, found: Discovery, quiet_absent: bool = False) -> bool:
     try:
         status = sensor.is_available()
     except Exception as exc:  # is_available must not raise; guard anyway
@@ -34,7 +34,8 @@ def _check(sensor: Sensor, found: Discovery) -> bool:
     if status.available:
         found.sensors.append(sensor)
         return True
-    found.statuses.append(status)
+    if not (quiet_absent and status.reason in sensor.absent_reasons):
+        found.statuses.append(status)
     return False
 
 
@@ -45,7 +46,8 @@ def discover(powercap_root: str | None = None, *, gpu: bool = True, estimate: bo
     """The registry's sensors for ``platform``, each checked once. ``gpu=False`` leaves out
     the GPU-only sensors (``--no-gpu``); ``estimate=False`` the fallbacks. ``entries``:
     another registry (tests). ``values``: the resolved values of the sensors' own keys."""
-    options = SensorOptions(powercap_root=powercap_root, values=dict(values or {}))
+    options = SensorOptions(powercap_root=powercap_root,
+                            values=None if values is None else dict(values))
     candidates = [e for e in (SENSORS if entries is None else entries) if e.runs_on(platform)]
     found = Discovery()
     cpu_measured = False
@@ -53,7 +55,7 @@ def discover(powercap_root: str | None = None, *, gpu: bool = True, estimate: bo
         if entry.fallback or (entry.gpu_only and not gpu):
             continue
         sensor = entry.build(options)
-        if _check(sensor, found) and (entry.measures_cpu or sensor.covers_cpu):
+        if _check(sensor, found, entry.quiet_absent) and (entry.measures_cpu or sensor.covers_cpu):
             cpu_measured = True
     if estimate and not cpu_measured:
         for entry in candidates:

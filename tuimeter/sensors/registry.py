@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping
 
 from ..keys import Key
 from ..model import SensorStatus
+from . import node_options
 
 #: what a sensor can cover
 CPU, MEMORY, GPU, SOC = "cpu", "memory", "gpu", "soc"
@@ -33,7 +34,9 @@ class SensorOptions:
 
     powercap_root: str | None = None  # RAPL: the powercap folder (None: default or env)
     #: the resolved values of the sensors' own keys (``SensorEntry.keys``), by key name
-    values: Mapping[str, Any] = field(default_factory=dict)
+    #: (tuimeter.settings); None: not resolved (a sensor built by hand, as tests do),
+    #: and a sensor then reads its own variable the way the resolver would
+    values: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,9 @@ class SensorEntry:
     fallback: bool = False
     kwargs: Callable[[SensorOptions], dict[str, Any]] = field(default=lambda _opts: {})
     keys: tuple[Key, ...] = ()
+    #: a machine without its hardware leaves no trace (no start-up line, no status in the
+    #: session row): the node meters, which most machines lack (``tuimeter doctor`` says)
+    quiet_absent: bool = False
 
     def runs_on(self, platform: str) -> bool:
         return not self.platforms or any(platform.startswith(p) for p in self.platforms)
@@ -145,5 +151,21 @@ register(SensorEntry("powermetrics", ("darwin",), frozenset({CPU, MEMORY, GPU, S
 register(SensorEntry("nvml", ("linux", "win32"), frozenset({GPU}), ("gpu",),
                      "tuimeter.sensors.nvml:NvmlSensor"))
 register(SensorEntry("amdsmi", ("linux",), frozenset({GPU}), ("amdgpu",), "tuimeter.sensors.amdsmi:AmdSmiSensor"))
+register(SensorEntry("hwmon", ("linux",), frozenset({SOC}), ("hwmon-",),
+                     "tuimeter.sensors.hwmon:HwmonSensor", quiet_absent=True,
+                     keys=node_options.keys(node_options.HWMON),
+                     kwargs=lambda o: {"values": o.values}))
+register(SensorEntry("pm_counters", ("linux",), frozenset({SOC}), ("pm-",),
+                     "tuimeter.sensors.pm_counters:PmCountersSensor", quiet_absent=True,
+                     keys=node_options.keys(node_options.PM_COUNTERS),
+                     kwargs=lambda o: {"values": o.values}))
+register(SensorEntry("ipmi", ("linux",), frozenset({SOC}), ("ipmi-",),
+                     "tuimeter.sensors.ipmi:IpmiSensor", quiet_absent=True,
+                     keys=node_options.keys(node_options.IPMI),
+                     kwargs=lambda o: {"values": o.values}))
+register(SensorEntry("redfish", (), frozenset({SOC}), ("redfish-",),
+                     "tuimeter.sensors.redfish:RedfishSensor", quiet_absent=True,
+                     keys=node_options.keys(node_options.REDFISH),
+                     kwargs=lambda o: {"values": o.values}))
 register(SensorEntry("estimate", (), frozenset({CPU, MEMORY}), ("estimate/",),
                      "tuimeter.sensors.estimate:EstimateSensor", fallback=True))

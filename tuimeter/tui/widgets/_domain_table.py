@@ -37,6 +37,8 @@ def not_in_total_tag(d) -> str:
         return "(part)"  # inside its package: adding it would count its joules twice
     if d.kind.value == "psys":
         return "(whole)"  # the whole platform, package and dram included
+    if d.kind.value == "platform":
+        return "(node)"  # a node meter: the total is its reading, by the rest-of-node row
     return "(excl)"
 
 
@@ -186,7 +188,12 @@ class DomainTable(StyledOnce):
         room = (_NAME.width or 0) - 2  # after the chart character and a space
         above: set[str] = set()
         rows: dict[str, RowData] = {}
-        for i, d in enumerate(self.domains):
+        # a node meter's row on top, the rest of node under it, then the chips (its parts);
+        # each keeps the chart marker of its place among the domains
+        first = {"platform": 0, "rest": 1}
+        for i in sorted(range(len(self.domains)),
+                        key=lambda i: first.get(self.domains[i].kind.value, 2)):
+            d = self.domains[i]
             rows[d.id] = _empty(f"{series_marker(i)} {row_name(d, above, room)}")
             above.add(d.id)
         rows["total"] = _empty(f"{TOTAL_MARKER} total")
