@@ -65,22 +65,26 @@ def lost_package(tmp_path: Path) -> tuple[pd.DataFrame, dict]:
     """Two sockets (package 60 W and 45 W, DRAM 5 W each) at 0.5 s; package-1's energy_uj
     reads junk text for 5 ticks (2.5 s), then true again; stopped just after a tick, the
     load still on.
-    Returns (the rows, {key: joules spent while recording})."""
+    Returns (the rows, {key: joules spent while recording}): the load runs before the
+    recorder's first reading and after its last, so the truth is each constant power
+    times the session's span (its last row's ``elapsed_s``, from the first reading), not
+    the joules the fake advanced while the test waited (under load the recorder's start
+    and stop lag the test by tenths of a second)."""
     fake = FakePowercap(tmp_path / "sys").intel_server(sockets=2)
     watts = {"package-0": 60.0, "package-1": 45.0, "package-0/dram": 5.0,
              "package-1/dram": 5.0}
-    proc, out = recording(tmp_path, fake, 0.5)
     driver = ConstantDriver(fake, watts)
+    driver.start()
     try:
-        before = {k: fake.advanced_j(k) for k in watts}
-        driver.start()
+        proc, out = recording(tmp_path, fake, 0.5)
         ticks(out, 4, "clean ticks")
         fake.show("package-1", "junk\n")
         ticks(out, 5, "ticks while package-1 reads junk")
         fake.clear("package-1")
         ticks(out, 4, "ticks after it")
         df = finish(proc, out, at_a_tick=True)  # under load: the last sliver has joules
-        truth = {k: fake.advanced_j(k) - before[k] for k in watts}
+        span_s = float(rows(df, "total").elapsed_s.max())
+        truth = {k: w * span_s for k, w in watts.items()}
     finally:
         driver.halt.set()
         driver.join()
