@@ -24,7 +24,8 @@ def meter(proc: FakeProcFs, clock: FakeClock, full_scan_s: float | None):
     scanner = ProcFsScanner(str(proc.root), boot_clock=proc.boot_clock)
     att = Attributor([sensor], CARBON, scanner=scanner, top_n=1000, cgroups=False,
                      full_scan_s=full_scan_s)
-    eng, _ = make_engine([sensor], carbon=CARBON, attributor=att, clock=clock)
+    eng, _ = make_engine([sensor], carbon=CARBON, attributor=att, clock=clock,
+                         wall_follows_clock=True)
     eng.open()
     return eng, att, sensor, scanner
 
@@ -84,11 +85,15 @@ def script(proc: FakeProcFs, n: int) -> dict[int, int]:
     return use
 
 
-def run_side_by_side(tmp_path, ticks=20, full_scan_s=5.0, children_files=True):
+def run_side_by_side(tmp_path, ticks=20, full_scan_s=5.0, children_files=True, wake=False):
+    """Both meters tick by tick; ``wake``: unexplained CPU time brings a full scan forward
+    (off: a full scan exactly every ``full_scan_s``)."""
     proc = machine(tmp_path, children_files)
     clock = FakeClock()
     full, _, s_full, _ = meter(proc, clock, None)
     two, att, s_two, scanner = meter(proc, clock, full_scan_s)
+    if not wake:
+        att._tier.wake_share = float("inf")
     out = []
     for n in range(1, ticks + 1):
         use = script(proc, n)
@@ -109,6 +114,98 @@ def run_side_by_side(tmp_path, ticks=20, full_scan_s=5.0, children_files=True):
                   for pid in proc.procs}
         out.append((n, a, b, set(reads), energy))
     return out
+
+
+def test_unexplained_cpu_time_brings_the_full_scan_forward_and_stays_exact(tmp_path):
+    """A cold daemon that wakes busy (0.7 s of CPU in a 1 s tick, read by no tick) leaves
+    that time unexplained: the next full scan comes a window early (at most one a second),
+    and at every full scan, scheduled or brought forward, each process's energy is still
+    within 1% of a full scan every tick's; the job's is exact every tick."""
+    full_ticks = []
+    for n, a, b, reads, energy in run_side_by_side(tmp_path, wake=True):
+        assert b.job.total_energy_j == pytest.approx(a.job.total_energy_j, rel=1e-9), n
+        if not set(SLEEPERS) <= reads:
+            continue
+        full_ticks.append(n)
+        for pid, (want, got) in energy.items():
+            # the daemon, its hook and cron were read by no tick while they woke: their
+            # time is settled at the window's average energy per CPU-second, and the power
+            # moves +-5% from tick to tick here (docs/scan.md, "How close")
+            rel = 0.05 if pid in (2, 4, 20) else 0.01
+            assert got == pytest.approx(want, rel=rel, abs=1e-9), (n, pid)
+        assert sum(g for _, g in energy.values()) == pytest.approx(
+            sum(w for w, _ in energy.values()), rel=0.01)
+    # scheduled at 1, 6, 11, 16 without waking; the daemon wakes at tick 7
+    assert 8 in full_ticks and len(full_ticks) > 4, full_ticks
+    assert all(b - a >= 1 for a, b in zip(full_ticks, full_ticks[1:]))
+
+
+def test_the_session_file_settles_each_process_to_its_full_scan_energy(tmp_path):
+    """Through the session file and `tuimeter report --by process|job`: the file written
+    by the two-tier scan (its `settled` rows included, the last window settled by the
+    engine's final tick at stop) gives every process the energy, within 1%, and the job
+    the same energy as the file of a full scan every tick; each tick's `all` rows add up
+    to its total."""
+    import json
+    import subprocess
+
+    import pandas as pd
+
+    from tests.helpers import ROOT, tuimeter
+    from tuimeter.session.csvfile import SessionWriter
+    from tuimeter.session.recorder import Recorder
+
+    proc = machine(tmp_path)
+    clock = FakeClock()
+    full, _, s_full, _ = meter(proc, clock, None)
+    two, att, s_two, _ = meter(proc, clock, 5.0)
+    files = {}
+    for name, eng in (("full", full), ("two", two)):
+        files[name] = tmp_path / f"{name}.csv"
+        rec = Recorder(SessionWriter.create(files[name], "h", session_id=name))
+        rec.start(eng.snapshot)
+        eng.subscribe(rec)
+        files[name, "rec"] = rec
+    for n in range(1, 19):
+        use = script(proc, n)
+        if n == 1:
+            full.attributor.follow(10)
+            two.attributor.follow(10)
+        for s in (s_full, s_two):
+            s.set_power("package-0", 40.0 + 2.0 * ((n * 7) % 3 - 1), clock())
+        clock.advance(1.0)
+        proc.tick(1.0, use)
+        full.tick()
+        two.tick()
+    clock.advance(0.5)  # the last window (from tick 16) is settled by stop's final tick
+    proc.tick(0.5, {3: 50, 2: 30, 10: 20})
+    full.stop()
+    two.stop()
+    for name in ("full", "two"):
+        files[name, "rec"].close()
+
+    def owners(name, by):
+        r = subprocess.run(tuimeter("report", str(files[name]), "--by", by, "--format",
+                                    "json"), cwd=ROOT, capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        (seg,) = json.loads(r.stdout)["segments"]
+        return {o["owner"]: o["energy_j"] for o in seg["owners"]}
+
+    want, got = owners("full", "process"), owners("two", "process")
+    assert len([k for k in want if k != "unowned"]) >= 8
+    for key, e in want.items():
+        if key != "unowned":
+            assert got.get(key, 0.0) == pytest.approx(e, rel=0.01, abs=1e-5), key
+    jobs_full, jobs_two = owners("full", "job"), owners("two", "job")
+    assert jobs_two == pytest.approx(jobs_full, abs=2e-6)
+    df = pd.read_csv(files["two"])
+    settled = df[(df.kind == "process") & (df.domain == "settled")]
+    assert len(settled) >= 2 and (settled.energy_j > 0).all()
+    rows = df[(df.kind == "process") & (df.domain == "all")].groupby("timestamp").energy_j.sum()
+    totals = df[df.kind == "total"].set_index("timestamp").energy_j
+    assert len(totals) == 19
+    assert (rows[totals.index] - totals).abs().max() < 5e-5
 
 
 def test_each_process_gets_its_full_scan_energy_within_1pc_at_every_full_scan(tmp_path):
@@ -192,8 +289,8 @@ def test_record_full_scan_every_runs_the_job_and_records_its_energy(tmp_path):
     assert (groups[both] - totals[both]).abs().max() < 5e-5
 
 
-def test_full_scan_every_must_be_positive(tmp_path):
-    """A bad --full-scan-every is a one-line error, exit 2, no file."""
+def test_full_scan_every_must_not_be_negative(tmp_path):
+    """A bad --full-scan-every is a one-line error, exit 2, no file (0 is every tick)."""
     import subprocess
 
     from tests.fakes.powercap import FakePowercap
@@ -201,12 +298,12 @@ def test_full_scan_every_must_be_positive(tmp_path):
 
     fake = FakePowercap(tmp_path / "sys").intel_desktop()
     out = tmp_path / "bad.csv"
-    r = subprocess.run(tuimeter("record", "-o", str(out), "--no-gpu", "--full-scan-every", "0"),
+    r = subprocess.run(tuimeter("record", "-o", str(out), "--no-gpu", "--full-scan-every", "-1"),
                        env=env_for(tmp_path, fake), cwd=ROOT, capture_output=True, text=True,
                        timeout=60, stdin=subprocess.DEVNULL)
     assert r.returncode == 2
     lines = [line for line in r.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "must be > 0" in lines[0], r.stderr
+    assert len(lines) == 1 and "must be >= 0" in lines[0], r.stderr
     assert not out.exists()
 
 

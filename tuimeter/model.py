@@ -427,6 +427,10 @@ class Attribution(NamedTuple):
     #: the power of the CPU time of processes this tick did not read (W; the two-tier
     #: scan, README "Attribution"): in "other processes" and in no cgroup
     unread_power_w: float = 0.0
+    #: at a full scan of the two-tier scan: the processes whose CPU time since the last
+    #: full scan no tick read, each with that time's energy (``energy_j``, J, taken from
+    #: the window's "other processes"; ``power_w``: its average over the window)
+    settled: tuple[ProcessShare, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -473,6 +477,9 @@ class Snapshot:
     #: (0..1, attribution); None without attribution
     cpu_busy_ratio: float | None = None
     unread_power_w: float = 0.0  # W of processes not read this tick (two-tier scan)
+    #: at a full scan: energy settled per process out of the window's "other processes"
+    #: (:attr:`Attribution.settled`; docs/scan.md)
+    settled: tuple[ProcessShare, ...] = ()
 
     def domain(self, domain_id: str) -> DomainSample | None:
         for d in self.domains:

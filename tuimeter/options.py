@@ -78,6 +78,14 @@ def positive_float(text: str) -> float:
     return value
 
 
+def non_negative_float(text: str) -> float:
+    """A finite float >= 0 (``--full-scan-every``: 0 is every tick)."""
+    value = number(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
 def interval(text: str) -> float:
     """``--interval``: the one interval rule (``session.measure.validate_interval``, also
     used by ``Meter(interval_s=...)``), as an argparse type."""
@@ -154,10 +162,10 @@ def add_measure_options(p: argparse.ArgumentParser) -> None:
                    help=f"do not use the GPU sensors ({', '.join(gpu_sensor_names())})")
     p.add_argument("--no-attribution", action="store_true", default=None,
                    help="do not attribute power to processes")
-    p.add_argument("--full-scan-every", type=positive_float, default=None, metavar="S",
+    p.add_argument("--full-scan-every", type=non_negative_float, default=None, metavar="S",
                    dest="full_scan_s",
-                   help="read every process only every S seconds, the busy ones and the "
-                        "followed job each tick (cheaper with many processes; default: "
+                   help="read every process every S seconds, the busy ones and the followed "
+                        "job each tick, the rest settled at each full scan (default 5; 0: "
                         "every process every tick)")
     p.add_argument("--no-socket", action="store_true",
                    help="do not listen for markers from `tuimeter mark` and the API")

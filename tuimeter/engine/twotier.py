@@ -25,11 +25,33 @@ the window's unseen-time average: exact when it was the only unseen user or when
 energy per CPU-second did not change in the window. The tick's rows still add up to the
 domain total (the late energy enters the process's cumulative total at the full scan, not
 a tick's power).
+
+**Default.** ``record``, the UI and ``Meter`` scan in two tiers with a full scan every
+:data:`DEFAULT_FULL_SCAN_S`; ``--full-scan-every 0`` reads every process every tick. A tick
+that leaves more than :data:`WAKE_CORE_SHARE` of one CPU unexplained (a process that
+became busy, or started, and is not read) brings the next full scan forward, at most one
+every :data:`WAKE_GAP_S`: a newly busy process is found within about a second, not a
+window.
+
+**In the session file** (docs/scan.md): each tick's ``process`` rows (domain ``all``)
+still add up to the tick's total, the unread processes' energy in ``other processes``; at
+a full scan, one ``process`` row with domain ``settled`` per settled process (the top
+ones by energy) says how much of the window's ``other processes`` was its: so a
+process's ``all`` rows plus its ``settled`` rows are its energy, as a full scan every
+tick gives it.
 """
 
 from __future__ import annotations
 
 import math
+
+#: a full scan every this many seconds when none is asked (``--full-scan-every``)
+DEFAULT_FULL_SCAN_S = 5.0
+#: unexplained CPU time in a tick (CPU-seconds per second of the tick) that brings the
+#: next full scan forward: a fifth of one CPU
+WAKE_CORE_SHARE = 0.2
+#: at most one full scan brought forward per this many seconds
+WAKE_GAP_S = 1.0
 
 
 class Window:
@@ -48,10 +70,20 @@ class Window:
         self.prev_tick = -math.inf  # the previous scan's boot-clock tick
         self.prev_full = True
         self.prev_busy_s: float | None = None
+        #: the last tick left CPU time unexplained: bring the next full scan forward
+        self.wake = False
+        self.wake_share = WAKE_CORE_SHARE
 
     def due(self, now_s: float) -> bool:
-        return (self.force or self.last_full_s is None
-                or now_s - self.last_full_s >= self.full_scan_s - 1e-9)
+        if self.force or self.last_full_s is None:
+            return True
+        since = now_s - self.last_full_s
+        return (since >= self.full_scan_s - 1e-9
+                or (self.wake and since >= min(WAKE_GAP_S, self.full_scan_s) - 1e-9))
+
+    def note_unseen(self, unseen_s: float, interval_s: float) -> None:
+        """This tick's CPU time that no process read explains (seconds)."""
+        self.wake = self.wake or unseen_s > self.wake_share * interval_s
 
     def fresh(self, p) -> bool:
         """Whether ``p``'s CPU time in this scan falls in this tick: read at the previous
