@@ -351,6 +351,8 @@ class Attributor:
             table = self.scanner.scan()
             return (*self._apply_scan(table), True, set(table) if tier is not None else set())
         read = self._read_set(tier)
+        if tier.look(now_s):  # unexplained CPU time: the processes started since, too
+            read |= self.scanner.pids() - self._procs.keys()
         table = self.scanner.scan_pids(read)
         return (*self._apply_scan(table, read=read), False, set(table))
 
@@ -477,6 +479,9 @@ class Attributor:
                 tier.pool_s += unseen
         tier.prev_busy_s = busy
         tier.busy.update(p.pid for p in active)
+        if not full:  # one found busy by a look for new processes is read from now on
+            tier.hot.update(p.pid for p in active)
+            tier.hot.update(p.pid for p in tier.late.values())
         tier.busy.update(p.pid for p in tier.late.values())
         if full:
             window_s = now_s - tier.last_full_s if tier.last_full_s is not None else interval_s
@@ -491,6 +496,7 @@ class Attributor:
             tier.hot = tier.busy & self._procs.keys()
             tier.busy = set()
             tier.last_full_s, tier.force, tier.wake = now_s, False, False
+            tier.last_look_s = None
         tier.prev_read, tier.prev_tick, tier.prev_full = read, self.scanner.scan_tick, full
         return pool_tick_j, settled
 

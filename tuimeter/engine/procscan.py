@@ -109,6 +109,13 @@ class ProcFsScanner:
                 out[pid] = st
         return out
 
+    def pids(self) -> set[int]:
+        """Every pid now (``/proc`` listed, nothing read); empty if it cannot be listed."""
+        try:
+            return {int(n) for n in os.listdir(self.root) if n.isdigit()}
+        except OSError:
+            return set()
+
     def lists_children(self) -> bool:
         """Whether this kernel lists children in ``/proc/PID/task/TID/children``
         (``CONFIG_PROC_CHILDREN``; some distribution kernels leave it out). Probed once, on
