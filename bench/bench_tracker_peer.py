@@ -9,7 +9,7 @@ from ``/proc/PID/stat`` at both ends; the load average is printed with each figu
   ``python3 -m venv /tmp/ccvenv && /tmp/ccvenv/bin/pip install codecarbon``); on a
   machine without RAPL it estimates from CPU load, as here;
 * ``record``: ``tuimeter record -i 1`` with attribution (the default: the two-tier scan,
-  a full scan every 5 s, docs/scan.md) over a fake powercap tree (an Intel desktop whose
+  a full scan every 10 s, docs/scan.md) over a fake powercap tree (an Intel desktop whose
   counters do not move: reading them costs the same);
 * ``record --full-scan-every 0``: every process read every tick (the default before);
 * ``record --no-attribution``: the same without the process scan.

@@ -165,7 +165,7 @@ def add_measure_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--full-scan-every", type=non_negative_float, default=None, metavar="S",
                    dest="full_scan_s",
                    help="read every process every S seconds, the busy ones and the followed "
-                        "job each tick, the rest settled at each full scan (default 5; 0: "
+                        "job each tick, the rest settled at each full scan (default 10; 0: "
                         "every process every tick)")
     p.add_argument("--no-socket", action="store_true",
                    help="do not listen for markers from `tuimeter mark` and the API")

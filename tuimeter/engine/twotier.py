@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 
 #: a full scan every this many seconds when none is asked (``--full-scan-every``)
-DEFAULT_FULL_SCAN_S = 5.0
+DEFAULT_FULL_SCAN_S = 10.0
 #: unexplained CPU time in a tick (CPU-seconds per second of the tick) that makes the
 #: next tick look for new processes: a fifth of one CPU
 WAKE_CORE_SHARE = 0.2
