@@ -31,15 +31,9 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-FLOOR = """
-import csv, sys
-n = 0
-with open(sys.argv[1], newline="", encoding="utf-8") as fh:
-    for row in csv.reader(fh):
-        n += 1
-print(n)
-"""
+from bench_report_scale import FLOOR, load  # noqa: E402
 
 PYARROW = """
 import sys
@@ -100,10 +94,6 @@ def timed(cmd: list[str]) -> tuple[float, float, str]:
             err.seek(0)
             raise SystemExit(f"{' '.join(cmd[:3])} failed: {err.read().decode()[-400:]}")
     return elapsed, usage.ru_maxrss / 1024, out
-
-
-def load() -> str:
-    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def main() -> int:
