@@ -5,6 +5,8 @@ the ticks between full scans read only the busy processes and the job."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.fakes.procfs import FakeProcFs
@@ -107,11 +109,12 @@ def run_side_by_side(tmp_path, ticks=20, full_scan_s=5.0, children_files=True, w
         clock.advance(1.0)
         proc.tick(1.0, use)
         reads = []  # the pids the two-tier tick read (all: a full scan)
-        real, real_scan = scanner._read, scanner.scan
+        real, real_scan, real_pids = scanner._read, scanner.scan, scanner.scan_pids
         scanner._read = lambda pid: reads.append(pid) or real(pid)
         scanner.scan = lambda: reads.extend(proc.procs) or real_scan()
+        scanner.scan_pids = lambda pids: reads.extend(pids) or real_pids(pids)
         a, b = full.tick(), two.tick()
-        scanner._read, scanner.scan = real, real_scan
+        scanner._read, scanner.scan, scanner.scan_pids = real, real_scan, real_pids
         energy = {pid: (full.attributor.process_energy_j(pid), att.process_energy_j(pid))
                   for pid in proc.procs}
         out.append((n, a, b, set(reads), energy))
@@ -357,3 +360,32 @@ def test_record_without_a_job_reads_the_busy_process_between_full_scans(tmp_path
         both = sums.index.intersection(totals.index)
         assert len(both) >= 5
         assert (sums[both] - totals[both]).abs().max() < 5e-5, kind
+
+
+def test_a_kept_stat_file_reads_its_process_never_a_later_owner_of_its_pid(tmp_path):
+    """The stat files of the processes read between full scans stay open from tick to
+    tick (``scan_pids``): a process that exited reads as gone, never with its last line,
+    even when a new process took its pid at once (the new one is read as itself); the
+    files of pids no longer asked for are closed."""
+    proc = FakeProcFs(tmp_path, ncpu=2)
+    proc.spawn(1, 0, "init")
+    proc.spawn(50, 1, "old")
+    proc.write()
+    scanner = ProcFsScanner(str(proc.root), boot_clock=proc.boot_clock)
+    fds = lambda: len(os.listdir("/proc/self/fd"))  # noqa: E731
+    before = fds()
+    assert scanner.scan_pids({1, 50})[50].name == "old"
+    assert fds() == before + 2
+    proc.tick(1.0, {50: 30})
+    assert scanner.scan_pids({1, 50})[50].cpu_s == pytest.approx(0.3)  # kept, read again
+    proc.exit(50)
+    proc.spawn(50, 1, "new")
+    proc.tick(1.0, {50: 10})
+    now = scanner.scan_pids({1, 50})
+    assert 50 not in now or now[50].name == "new"
+    assert scanner.scan_pids({1, 50})[50].name == "new"
+    assert scanner.scan_pids({1})[1].name == "init"
+    assert fds() == before + 1
+    proc.exit(50)
+    scanner.close()
+    assert fds() == before
