@@ -33,8 +33,20 @@ import time
 from typing import Callable, NamedTuple
 
 PROC = "/proc"
-#: stat files :meth:`ProcFsScanner.scan_pids` keeps open between calls, at most
-MAX_OPEN = 256
+#: stat files :meth:`ProcFsScanner.scan_pids` keeps open between calls, at most (and
+#: never more than an eighth of the process's descriptor limit: a ``Meter`` runs inside
+#: the user's program, whose descriptors these are)
+MAX_OPEN = 128
+
+
+def _max_open() -> int:
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return 0
+    return MAX_OPEN if soft == resource.RLIM_INFINITY else min(MAX_OPEN, soft // 8)
 
 
 class ProcStat(NamedTuple):
@@ -72,6 +84,7 @@ class ProcFsScanner:
         self.busy_s: float | None = None
         self._children_ok: bool | None = None  # whether task/TID/children exists here
         self._fds: dict[int, int] = {}  # pid -> its open stat file (scan_pids)
+        self._max_open = _max_open()
 
     def sure(self, start: float) -> bool:
         """Whether a process with ``start`` (ticks) seen by the last scan is told apart
@@ -146,7 +159,7 @@ class ProcFsScanner:
         except OSError:  # exited between open and read
             os.close(fd)
             return None
-        if data and len(kept) < MAX_OPEN:
+        if data and len(kept) < self._max_open:
             kept[pid] = fd
         else:
             os.close(fd)
