@@ -389,3 +389,53 @@ def test_a_kept_stat_file_reads_its_process_never_a_later_owner_of_its_pid(tmp_p
     proc.exit(50)
     scanner.close()
     assert fds() == before
+
+
+def test_record_by_default_finds_a_process_started_after_it(tmp_path):
+    """Over the real /proc, `tuimeter record` with no scan option (the two-tier scan): a
+    busy process started once the session runs is found between full scans (the tick
+    after its CPU time went unexplained lists /proc) and shows in the process rows of
+    many ticks with its energy (tick rows plus any settled rows); every tick's `all`
+    rows add up to the total."""
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    from tests.fakes.powercap import FakePowercap
+    from tests.helpers import ROOT, env_for, tuimeter, wait_for
+    from tests.test_record_cli import Driver
+
+    fake = FakePowercap(tmp_path / "sys").intel_desktop(dram=True)
+    out = tmp_path / "s.csv"
+    driver = Driver(fake)
+    driver.start()
+    rec = subprocess.Popen(tuimeter("record", "-o", str(out), "-q", "--interval", "0.1",
+                                    "--duration", "4", "--no-gpu", "--no-socket"),
+                           env=env_for(tmp_path, fake), cwd=ROOT, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True)
+    busy = None
+    try:
+        wait_for(lambda: out.exists() and out.read_text().count(",total,") >= 3,
+                 what="the session's first ticks")
+        busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        _, err = rec.communicate(timeout=60)
+    finally:
+        if busy is not None:
+            busy.kill()
+            busy.wait()
+        if rec.poll() is None:
+            rec.kill()
+            rec.wait()
+        driver.halt.set()
+        driver.join()
+    assert rec.returncode == 0, err
+    df = pd.read_csv(out)
+    rows = df[(df.kind == "process") & (df.pid == busy.pid)]
+    ticks = rows[rows.domain == "all"].timestamp.nunique()
+    assert ticks >= 8 and rows.energy_j.sum() > 0  # far more ticks than full scans
+    totals = df[df.kind == "total"].set_index("timestamp").energy_j
+    sums = df[(df.kind == "process") & (df.domain == "all")].groupby("timestamp").energy_j.sum()
+    both = sums.index.intersection(totals.index)
+    assert len(both) >= 10
+    assert (sums[both] - totals[both]).abs().max() < 5e-5
