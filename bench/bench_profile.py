@@ -20,7 +20,12 @@ times are noisy, so the sampler's own CPU time over the run is printed too: whil
 samples it holds the GIL, so for a single-threaded program that is the time taken from
 it.
 
-  python bench/bench_profile.py [--real] [--runs 5] [--scale 1.0]
+``--other-sampler PATH`` times another ``sampler.py`` at 100 Hz in the same run (an older
+version: ``git show REV:tuimeter/profile/sampler.py > /tmp/old.py``), so a change is
+measured beside what it replaces under the same load.
+
+  python bench/bench_profile.py [--real] [--runs 5] [--scale 1.0] [--only-overhead]
+                                [--other-sampler /tmp/old.py]
 """
 
 from __future__ import annotations
@@ -175,7 +180,10 @@ def sampler_cpu_share(path: Path) -> tuple[float, float]:
     return sum(s[4] for s in log.samples) / span, len(log.samples) / span
 
 
-def overhead(tmp: Path, runs: int, n: int, body: str = WORK) -> dict[str, float]:
+def overhead(tmp: Path, runs: int, n: int, body: str = WORK,
+             other: str | None = None) -> dict[str, float]:
+    """Median seconds of each variant (plain, the sampler at 100 and 1000 Hz, and at
+    100 Hz the sampler file ``other`` where given: an older version, in the same run)."""
     prog = tmp / "work.py"
     prog.write_text(body)
     boot = os.path.abspath(sampler.__file__)
@@ -183,14 +191,20 @@ def overhead(tmp: Path, runs: int, n: int, body: str = WORK) -> dict[str, float]
     for hz in (100, 1000):
         variants[f"{hz} Hz"] = [sys.executable, boot, "--out", str(tmp / f"s{hz}.jsonl"),
                                 "--rate", str(hz), "--", str(prog), str(n)]
+    if other:
+        variants["100 Hz other"] = [sys.executable, other, "--out",
+                                    str(tmp / "s100 other.jsonl"), "--rate", "100", "--",
+                                    str(prog), str(n)]
     times: dict[str, list[float]] = {k: [] for k in variants}
     for _ in range(runs):
         for name, cmd in variants.items():
             r = subprocess.run(cmd, capture_output=True, text=True, check=True)
             times[name].append(float(r.stdout.strip().splitlines()[-1]))
     med = {k: statistics.median(v) for k, v in times.items()}
-    for hz in (100, 1000):
-        med[f"{hz} Hz cpu"], med[f"{hz} Hz got"] = sampler_cpu_share(tmp / f"s{hz}.jsonl")
+    for k in variants:
+        if k != "plain":
+            med[f"{k} cpu"], med[f"{k} got"] = sampler_cpu_share(
+                tmp / f"s{k.removesuffix(' Hz').replace(' Hz', '')}.jsonl")
     return med
 
 
@@ -203,6 +217,9 @@ def main() -> None:
     ap.add_argument("--work", type=int, default=6_000_000, help="loop count of the overhead program")
     ap.add_argument("--io-work", type=int, default=200_000,
                     help="write+read pairs of the I/O-bound overhead program")
+    ap.add_argument("--other-sampler", metavar="PATH",
+                    help="also time this sampler.py at 100 Hz (e.g. an older version: "
+                         "git show REV:tuimeter/profile/sampler.py > /tmp/old.py)")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -241,10 +258,10 @@ def main() -> None:
                 driver.halt.set()
                 driver.join()
         for what, body, n in (("CPU-bound", WORK, a.work), ("I/O-bound", WORK_IO, a.io_work)):
-            med = overhead(tmp, a.runs, n, body)
+            med = overhead(tmp, a.runs, n, body, a.other_sampler)
             base = med["plain"]
-            for k in ("100 Hz", "1000 Hz"):
-                print(f"{what} overhead {k:>7}: {med[k]:.3f} s vs {base:.3f} s plain "
+            for k in ("100 Hz", "1000 Hz") + (("100 Hz other",) if a.other_sampler else ()):
+                print(f"{what} overhead {k:>12}: {med[k]:.3f} s vs {base:.3f} s plain "
                       f"({100 * (med[k] - base) / base:+.1f}%), median of {a.runs}; the "
                       f"sampler's own CPU: {100 * med[k + ' cpu']:.2f}% of the run, "
                       f"{med[k + ' got']:.0f} samples/s; load average "

@@ -8,11 +8,13 @@ from ``/proc/PID/stat`` at both ends; the load average is printed with each figu
   that has CodeCarbon (``--codecarbon-python``: a bench-only venv, e.g.
   ``python3 -m venv /tmp/ccvenv && /tmp/ccvenv/bin/pip install codecarbon``); on a
   machine without RAPL it estimates from CPU load, as here;
-* ``record``: ``tuimeter record -i 1`` with attribution (the default) over a fake powercap
-  tree (an Intel desktop whose counters do not move: reading them costs the same);
+* ``record``: ``tuimeter record -i 1`` with attribution (the default: the two-tier scan,
+  a full scan every 10 s, docs/scan.md) over a fake powercap tree (an Intel desktop whose
+  counters do not move: reading them costs the same);
+* ``record --full-scan-every 0``: every process read every tick (the default before);
 * ``record --no-attribution``: the same without the process scan.
 
-* ``record --full-scan-every S`` (with ``--full-scan-every S``): the two-tier scan.
+* ``record --full-scan-every S`` (with ``--full-scan-every S``): another window.
 
 ``--sleepers N`` starts N sleeping processes first (the issue's "400 more sleeping
 processes"), kept for every run; ``--interval 0.1`` runs tuimeter at 0.1 s.
@@ -98,10 +100,11 @@ def main() -> int:
             if args.codecarbon_python:
                 pct = share([args.codecarbon_python, "-c", CODECARBON], os.environ.copy(),
                             args.warmup, args.seconds)
-                print(f"codecarbon tracker at 1 s        {pct:6.2f}% of a core; {load()}")
+                print(f"codecarbon tracker at 1 s           {pct:6.2f}% of a core; {load()}")
             base = [sys.executable, "-m", "tuimeter", "record", "-i", args.interval, "-q",
                     "--no-gpu"]
             runs = [(f"record at {args.interval} s", []),
+                    ("record --full-scan-every 0", ["--full-scan-every", "0"]),
                     ("record --no-attribution", ["--no-attribution"])]
             if args.full_scan_every:
                 runs.insert(1, (f"record --full-scan-every {args.full_scan_every}",
@@ -110,7 +113,7 @@ def main() -> int:
                 out = os.path.join(tmp, "s.csv")
                 pct = share(base + ["-o", out, "--overwrite", *extra], env, args.warmup,
                             args.seconds)
-                print(f"tuimeter {what:23} {pct:6.2f}% of a core; {load()}")
+                print(f"tuimeter {what:26} {pct:6.2f}% of a core; {load()}")
     finally:
         for s in sleepers:
             s.terminate()

@@ -45,7 +45,7 @@ class MeasureOptions:
     pid: int | None = None  # follow this process tree (attribution)
     attribution: bool = True
     #: two-tier scan: read every process only every ``full_scan_s`` seconds, the busy ones
-    #: and the job each tick (README, "Attribution"); None: every process every tick
+    #: and the job each tick (docs/scan.md); None: the default (10 s), 0: every tick
     full_scan_s: float | None = None
     extra_sensors: list = field(default_factory=list)  # tests and the API can add sensors
     host: str | None = None

@@ -435,6 +435,10 @@ class Attribution(NamedTuple):
     #: the power of the CPU time of processes this tick did not read (W; the two-tier
     #: scan, README "Attribution"): in "other processes" and in no cgroup
     unread_power_w: float = 0.0
+    #: at a full scan of the two-tier scan: the processes whose CPU time since the last
+    #: full scan no tick read, each with that time's energy (``energy_j``, J, taken from
+    #: the window's "other processes"; ``power_w``: its average over the window)
+    settled: tuple[ProcessShare, ...] = ()
 
 
 #: joules in a kilowatt-hour
@@ -499,6 +503,9 @@ class Snapshot:
     #: ``record --tag KEY=VALUE``: constant labels of every exported series and the
     #: settings row, in the order given (checked: tuimeter.cluster.options.check_tags)
     tags: tuple[tuple[str, str], ...] = ()
+    #: at a full scan: energy settled per process out of the window's "other processes"
+    #: (:attr:`Attribution.settled`; docs/scan.md)
+    settled: tuple[ProcessShare, ...] = ()
 
     def domain(self, domain_id: str) -> DomainSample | None:
         for d in self.domains:

@@ -13,7 +13,6 @@ import shutil
 from typing import TYPE_CHECKING, Callable, NoReturn
 
 from .cluster.options import resolved
-from .text import safe_text
 from .measure_keys import KEY, carbon_intensity, interval, number, pue
 from .text import safe_text, say
 
@@ -60,6 +59,14 @@ def positive_float(text: str) -> float:
     return value
 
 
+def non_negative_float(text: str) -> float:
+    """A finite float >= 0 (``--full-scan-every``: 0 is every tick)."""
+    value = number(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
 def pid(text: str) -> int:
     """``--pid``: a process id, 1 .. 2**22 (:func:`tuimeter.model.is_pid`, the rule of
     every pid that enters tuimeter: larger numbers are no process)."""
@@ -89,10 +96,10 @@ def add_measure_options(p: argparse.ArgumentParser) -> None:
     for key in sensor_keys():  # each sensor's own options (SensorEntry.keys)
         key.add_option(p)
     KEY["attribution"].add_option(p)
-    p.add_argument("--full-scan-every", type=positive_float, default=None, metavar="S",
+    p.add_argument("--full-scan-every", type=non_negative_float, default=None, metavar="S",
                    dest="full_scan_s",
-                   help="read every process only every S seconds, the busy ones and the "
-                        "followed job each tick (cheaper with many processes; default: "
+                   help="read every process every S seconds, the busy ones and the followed "
+                        "job each tick, the rest settled at each full scan (default 10; 0: "
                         "every process every tick)")
     p.add_argument("--no-socket", action="store_true",
                    help="do not listen for markers from `tuimeter mark` and the API")

@@ -130,8 +130,20 @@ def points(snap: Snapshot) -> list[Point]:
                           "co2_g": float(o.co2_g), "total_energy_j": float(o.total_energy_j),
                           "in_job": bool(o.in_job), "running": bool(o.running)}, ts))
     out.extend(_process_points(snap, ts))
+    out.extend(_settled_points(snap, ts))
     out.extend(_cgroup_points(snap, ts))
     return out
+
+
+def _settled_points(snap: Snapshot, ts: int) -> list[Point]:
+    """The ``settled`` points of a full scan (the two-tier scan, docs/scan.md): per process,
+    the energy of its CPU time since the last full scan that no tick read, out of the
+    window's ``other processes`` (``power_w``: its average over the window)."""
+    factor = snap.carbon.g_per_j
+    return [Point("settled", {"host": snap.host, "pid": p.pid, "name": p.name,
+                              "provenance": str(p.provenance)},
+                  {"power_w": p.power_w, "energy_j": p.energy_j,
+                   "co2_g": p.energy_j * factor}, ts) for p in snap.settled]
 
 
 def _cgroup_tags(host: str, info) -> dict[str, Field]:

@@ -27,6 +27,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .model import CarbonInfo, DomainSample, JobSample, ProcessShare, Provenance
+from .session.schema import SETTLED
 
 if TYPE_CHECKING:
     from .engine.sampler import Engine
@@ -106,6 +107,8 @@ class RecordedAttribution:
             key = (row.pid, row.label)
             energy = row.energy_j or 0.0
             self._process_j[key] = self._process_j.get(key, 0.0) + energy
+            if row.domain == SETTLED:  # a window's share settled (two-tier): its total only
+                continue
             processes.append(ProcessShare(
                 pid=row.pid or 0, name=row.label, cpu_share=NOT_RECORDED,
                 gpu_share=NOT_RECORDED, power_w=row.power_w or 0.0, energy_j=energy,

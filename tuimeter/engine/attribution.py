@@ -66,7 +66,7 @@ from . import trees as _trees_mod
 from .cgroups import CgroupTally
 from .procscan import ProcFsScanner, ProcStat, make_scanner, read_details
 from .trees import CPU, Tree
-from .twotier import Window
+from .twotier import DEFAULT_FULL_SCAN_S, Window
 
 #: domains divided by CPU share (when they count in the machine total)
 CPU_KINDS = frozenset({DomainKind.PACKAGE, DomainKind.DRAM, DomainKind.MEMORY, DomainKind.PSYS})
@@ -350,6 +350,8 @@ class Attributor:
             table = self.scanner.scan()
             return (*self._apply_scan(table), True, set(table) if tier is not None else set())
         read = self._read_set(tier)
+        if tier.look(now_s):  # unexplained CPU time: the processes started since, too
+            read |= self.scanner.pids() - self._procs.keys()
         table = self.scanner.scan_pids(read)
         return (*self._apply_scan(table, read=read), False, set(table))
 
@@ -395,10 +397,10 @@ class Attributor:
             active = [p for p in active if p.used_s > 0]
         used = sum(p.used_s for p in active)
         denom = max(d_machine or 0.0, used)
-        pool_tick_j = 0.0
+        pool_tick_j, settled = 0.0, ()
         if tier is not None:
-            pool_tick_j = self._window_tick(tier, full, read, active, cpu_j, used, denom,
-                                            now_s, factor)
+            pool_tick_j, settled = self._window_tick(tier, full, read, active, cpu_j, used,
+                                                     denom, now_s, interval_s, factor)
         touched: dict[int, _Proc] = {}
         for p in active:
             p.tick_cpu_j, p.tick_gpu_j = (cpu_j * p.used_s / denom if denom > 0 else 0.0), 0.0
@@ -453,35 +455,65 @@ class Attributor:
         owners = _trees_mod.owner_samples(self._trees, interval_s, factor)
         busy = min(used / d_machine, 1.0) if d_machine is not None and d_machine > 0 else None
         return Attribution(tuple(shares), idle_w, job, owners=owners, cgroups=cgroups,
-                           cpu_busy_ratio=busy, unread_power_w=pool_tick_j / interval_s)
+                           cpu_busy_ratio=busy, unread_power_w=pool_tick_j / interval_s,
+                           settled=settled)
 
     def _window_tick(self, tier: Window, full: bool, read: set[int], active, cpu_j: float,
-                     used: float, denom: float, now_s: float, factor: float) -> float:
+                     used: float, denom: float, now_s: float, interval_s: float,
+                     factor: float) -> tuple[float, tuple[ProcessShare, ...]]:
         """Two-tier bookkeeping of one tick (:mod:`.twotier`): the unseen CPU time's energy
         into the pool (returned: this tick's part, "other processes"), and at a full scan
-        the late processes settled from it and the hot set renewed."""
+        the late processes settled from it (returned: the top ones, their settled joules
+        as ``energy_j``, the window's average as ``power_w``) and the hot set renewed."""
         busy = self.scanner.busy_s
         pool_tick_j = 0.0
+        settled: tuple[ProcessShare, ...] = ()
         if not (full and tier.prev_full) and busy is not None and tier.prev_busy_s is not None:
             unseen = max(busy - tier.prev_busy_s - used, 0.0)
+            if not full:
+                tier.note_unseen(unseen, interval_s)
             if denom > 0:
                 pool_tick_j = min(cpu_j * unseen / denom, max(cpu_j - cpu_j * used / denom, 0.0))
                 tier.pool_j += pool_tick_j
                 tier.pool_s += unseen
         tier.prev_busy_s = busy
         tier.busy.update(p.pid for p in active)
+        if not full:  # one found busy by a look for new processes is read from now on
+            tier.hot.update(p.pid for p in active)
+            tier.hot.update(p.pid for p in tier.late.values())
         tier.busy.update(p.pid for p in tier.late.values())
         if full:
-            for p, e in tier.settle():
+            window_s = now_s - tier.last_full_s if tier.last_full_s is not None else interval_s
+            late = [(p, e) for p, e in tier.settle() if e > 0]
+            for p, e in late:
                 p.cpu_j += e
                 if p.in_job:
                     self._job_cpu_j += e
                     self._job_co2_g += e * factor
+            settled = tuple(self._settled_share(p, e, max(window_s, interval_s))
+                            for p, e in heapq.nlargest(self.top_n, late, key=lambda pe: pe[1]))
             tier.hot = tier.busy & self._procs.keys()
             tier.busy = set()
-            tier.last_full_s, tier.force = now_s, False
+            tier.last_full_s, tier.force, tier.wake = now_s, False, False
+            tier.last_look_s = None
         tier.prev_read, tier.prev_tick, tier.prev_full = read, self.scanner.scan_tick, full
-        return pool_tick_j
+        return pool_tick_j, settled
+
+    def _settled_share(self, p: _Proc, energy_j: float, window_s: float) -> ProcessShare:
+        """A process's settled energy at a full scan (``energy_j``, J), over ``window_s``."""
+        self._details(p)
+        return ProcessShare(
+            pid=p.pid, name=p.display or p.name, cpu_share=0.0, gpu_share=0.0,
+            power_w=energy_j / window_s, energy_j=energy_j, total_energy_j=p.cpu_j + p.gpu_j,
+            cpu_energy_j=p.cpu_j, gpu_energy_j=p.gpu_j, in_job=p.in_job, ppid=p.ppid,
+            cmdline=p.cmdline, uid=p.uid, start=p.start if p.start >= 0 and p.sure else None)
+
+    def settle_next(self) -> None:
+        """Make the next tick a full scan (the two-tier scan settles every process's
+        unread CPU time there): the engine's final tick, so a session ends settled."""
+        with self._lock:
+            if self._tier is not None:
+                self._tier.force = True
 
     def process_energy_j(self, pid: int) -> float | None:
         """The energy attributed to live process ``pid`` so far (J, CPU and GPU sides),
@@ -598,8 +630,11 @@ def _command_name(scanner, pid: int) -> str:
 def make_attributor(opts=None, sensors: Iterable = (), carbon: CarbonInfo | None = None
                     ) -> Attributor:
     """The attributor for a measurement; follows ``opts.pid`` from the start if set, and
-    scans in two tiers where ``opts.full_scan_s`` is set."""
-    attributor = Attributor(sensors, carbon, full_scan_s=getattr(opts, "full_scan_s", None))
+    scans in two tiers (:mod:`.twotier`): a full scan every ``opts.full_scan_s`` seconds
+    (None: :data:`~.twotier.DEFAULT_FULL_SCAN_S`; 0: every tick)."""
+    full_scan_s = getattr(opts, "full_scan_s", None)
+    attributor = Attributor(sensors, carbon, full_scan_s=DEFAULT_FULL_SCAN_S
+                            if full_scan_s is None else full_scan_s)
     pid = getattr(opts, "pid", None)
     if pid is not None:
         attributor.follow(pid)

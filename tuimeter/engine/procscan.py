@@ -33,6 +33,20 @@ import time
 from typing import Callable, NamedTuple
 
 PROC = "/proc"
+#: stat files :meth:`ProcFsScanner.scan_pids` keeps open between calls, at most (and
+#: never more than an eighth of the process's descriptor limit: a ``Meter`` runs inside
+#: the user's program, whose descriptors these are)
+MAX_OPEN = 128
+
+
+def _max_open() -> int:
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return 0
+    return MAX_OPEN if soft == resource.RLIM_INFINITY else min(MAX_OPEN, soft // 8)
 
 
 class ProcStat(NamedTuple):
@@ -69,6 +83,8 @@ class ProcFsScanner:
         #: at the last :meth:`machine_cpu_s` (None: unread)
         self.busy_s: float | None = None
         self._children_ok: bool | None = None  # whether task/TID/children exists here
+        self._fds: dict[int, int] = {}  # pid -> its open stat file (scan_pids)
+        self._max_open = _max_open()
 
     def sure(self, start: float) -> bool:
         """Whether a process with ``start`` (ticks) seen by the last scan is told apart
@@ -90,12 +106,20 @@ class ProcFsScanner:
 
     def scan_pids(self, pids) -> dict[int, ProcStat]:
         """Only ``pids`` now (those gone are left out), through the same cache as
-        :meth:`scan`; :attr:`scan_tick` is set as a scan sets it."""
+        :meth:`scan`; :attr:`scan_tick` is set as a scan sets it.
+
+        The stat files of the pids asked for stay open until a call that does not ask
+        for them (at most :data:`MAX_OPEN`): the two-tier scan asks for the same hot
+        processes every tick, and ``pread`` of an open ``/proc/PID/stat`` costs a third
+        of ``open``/``read``/``close`` (5 against 16 µs a process on the 2-core VM). An
+        open stat file names its process, not its pid: once the process has exited the
+        read fails (``ESRCH``), even if the pid was taken again, so it reads as gone."""
         self.scan_tick = math.floor(self.boot_clock() / self.tick_s)
         out: dict[int, ProcStat] = {}
-        cache, read, parse = self._cache, self._read, self._parse
+        cache, parse = self._cache, self._parse
+        held, kept = self._fds, {}
         for pid in pids:
-            data = read(pid)
+            data = self._read_held(pid, held.pop(pid, None), kept)
             if data is None:
                 cache.pop(pid, None)
                 continue
@@ -107,7 +131,61 @@ class ProcFsScanner:
             if st is not None:
                 cache[pid] = (data, st)
                 out[pid] = st
+        for fd in held.values():  # not asked for this time
+            os.close(fd)
+        self._fds = kept
         return out
+
+    def _read_held(self, pid: int, fd: int | None, kept: dict[int, int]) -> bytes | None:
+        """``pid``'s stat line through its open file ``fd`` (or a new one, kept in
+        ``kept`` while there is room); None once the process is gone. A file with no
+        link left (a copy of /proc whose process folder was removed) is gone too."""
+        if fd is not None:
+            try:
+                data = os.pread(fd, 2048, 0)
+                if data and os.fstat(fd).st_nlink > 0:
+                    kept[pid] = fd
+                    return data
+            except OSError:
+                pass
+            os.close(fd)
+            return None
+        try:
+            fd = os.open(f"{self.root}/{pid}/stat", os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            data = os.read(fd, 2048)
+        except OSError:  # exited between open and read
+            os.close(fd)
+            return None
+        if data and len(kept) < self._max_open:
+            kept[pid] = fd
+        else:
+            os.close(fd)
+        return data or None
+
+    def close(self) -> None:
+        """Close the stat files kept open (idempotent; the scanner still works after)."""
+        fds, self._fds = self._fds, {}
+        for fd in fds.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # at interpreter exit os may be gone: the OS closes them
+            pass
+
+    def pids(self) -> set[int]:
+        """Every pid now (``/proc`` listed, nothing read); empty if it cannot be listed."""
+        try:
+            return {int(n) for n in os.listdir(self.root) if n.isdigit()}
+        except OSError:
+            return set()
 
     def lists_children(self) -> bool:
         """Whether this kernel lists children in ``/proc/PID/task/TID/children``

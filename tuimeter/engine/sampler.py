@@ -651,7 +651,8 @@ class Engine:
             bridged=tuple(d.domain.id for d in counted if d.bridged_s is not None),
             note="partial" if partial else "",
         )
-        processes, idle_w, job, owners, cgroups, busy, unread_w = Attribution(*attribution)
+        (processes, idle_w, job, owners, cgroups, busy, unread_w,
+         settled) = Attribution(*attribution)
         return Snapshot(
             seq=self._seq,
             timestamp=self.wallclock(),
@@ -676,6 +677,7 @@ class Engine:
             cgroups=tuple(cgroups),
             cpu_busy_ratio=busy,
             unread_power_w=unread_w,
+            settled=tuple(settled),
         )
 
     # -- thread -------------------------------------------------------------------
@@ -759,6 +761,10 @@ class Engine:
                           or now - self._last_tick() > 1e-3)
                 self._final_tick = needed  # markers close when this tick takes them
             if needed:
+                # the two-tier scan settles what its ticks did not read (docs/scan.md)
+                settle = getattr(self.attributor, "settle_next", None)
+                if settle is not None:
+                    settle()
                 return self.tick(now)
         self._end_markers()
         return snap

@@ -42,11 +42,16 @@ import time
 DEFAULT_RATE_HZ = 100.0
 #: how often the file sink hands its buffer to the OS, s (a killed program keeps the rest)
 FLUSH_EVERY_S = 0.25
+#: the longest the sampler's thread sleeps before it looks whether it was stopped, s
+STOP_POLL_S = 0.05
 #: the function name given to the CPU time of tuimeter's own threads
 TUIMETER_FRAME = "[tuimeter]"
 STARTUP_FRAME = "[interpreter startup]"
 #: the name prefix of tuimeter's own threads (their CPU goes to TUIMETER_FRAME)
 OUR_THREADS = "tuimeter-"
+
+
+_LINUX = sys.platform.startswith("linux")
 
 
 def thread_cpu_clock(native_id):
@@ -57,7 +62,7 @@ def thread_cpu_clock(native_id):
     ``clock_gettime`` for any thread of this process. Built from the thread id, not from
     a ``pthread_t``, so a thread that has ended gives EINVAL instead of undefined behaviour.
     """
-    if native_id is None or not sys.platform.startswith("linux"):
+    if native_id is None or not _LINUX:
         return None
     return ((~native_id) << 3) | 6
 
@@ -118,6 +123,7 @@ class StackSampler:
         self._frame_ids = {}  # id(code) -> frame id
         self._codes = []  # keeps every interned code object alive (ids stay unique)
         self._stack_ids = {}  # tuple of frame ids -> stack id
+        self._by_codes = {}  # tuple of the frames' code ids, innermost first -> stack id
         self._last_cpu = {}  # ident -> CPU s at the last sample
         self._native_ids = {}  # ident -> native thread id (threading.enumerate is slow)
         self._ours = set()  # idents of threads named OUR_THREADS...
@@ -187,18 +193,39 @@ class StackSampler:
         self.sink(["S", now, dt, entries, other, tuimeter_cpu])
 
     def _stack_id(self, frame):
-        ids = []
+        """The stack's id, by the code objects of its frames (innermost first).
+
+        The hot path of every sample: it only collects the code objects' ids and looks
+        the tuple up (a seen stack costs one dict lookup, no call per frame); a new
+        stack interns its functions. Every code object in a key stays alive in
+        ``_codes`` (interned on the first sight of its stack), so no id in a key is
+        ever another code's."""
+        codes = []
+        append = codes.append
         f = frame
         cut = self._cut
-        while f is not None and id(f.f_code) not in cut:
+        while f is not None:
+            c = id(f.f_code)
+            if c in cut:
+                break
+            append(c)
+            f = f.f_back
+        key = tuple(codes)
+        sid = self._by_codes.get(key)
+        if sid is not None:
+            return sid
+        ids = []
+        f = frame
+        for _ in codes:
             ids.append(self._frame_id(f.f_code))
             f = f.f_back
         ids.reverse()
-        key = tuple(ids)
-        sid = self._stack_ids.get(key)
+        frames_key = tuple(ids)
+        sid = self._stack_ids.get(frames_key)
         if sid is None:
-            sid = self._stack_ids[key] = len(self._stack_ids)
+            sid = self._stack_ids[frames_key] = len(self._stack_ids)
             self.sink(["K", sid, ids])
+        self._by_codes[key] = sid
         return sid
 
     def _frame_id(self, code):
@@ -219,15 +246,31 @@ class StackSampler:
         self._thread.start()
 
     def _run(self):
+        """Sample every period until stopped. It sleeps with ``time.sleep`` (one system
+        call, the GIL let go) rather than waiting on the stop event, whose timed wait
+        builds and takes locks in Python each time: the profiled program pays for
+        every bytecode this thread runs. :meth:`stop` sets the event and waits at most
+        :data:`STOP_POLL_S` (or a period) for this thread to see it."""
         self.own_ident = threading.get_ident()
         self._last_cpu.pop(self.own_ident, None)
         self._last_own = self.own_cpu()
         period = self.period_s
-        next_t = self.clock() + period
-        while not self._stop.wait(max(0.0, next_t - self.clock())):
+        clock, sleep, stopped = self.clock, time.sleep, self._stop.is_set
+        next_t = clock() + period
+        while True:
+            wait = next_t - clock()
+            if wait > STOP_POLL_S:  # a long period: look at the stop flag on the way
+                sleep(STOP_POLL_S)
+                if stopped():
+                    break
+                continue
+            if wait > 0:
+                sleep(wait)
+            if stopped():
+                break
             self.sample()
             next_t += period
-            now = self.clock()
+            now = clock()
             if next_t < now:  # fell behind (a busy machine): skip, do not burst
                 next_t = now + period
         self.sample()  # up to the end

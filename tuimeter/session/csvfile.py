@@ -26,7 +26,7 @@ from . import files, schema
 from .files import NewFile
 from .ids import new_session_id
 from .schema import (CGROUP, COLUMNS, EVENT, JOB, LOST, MARKER, PROCESS, SAMPLE, SESSION,
-                     SETTINGS, TOTAL, TREE, Row, bridged_label, render, tree_label)
+                     SETTINGS, SETTLED, TOTAL, TREE, Row, bridged_label, render, tree_label)
 
 __all__ = ["COLUMNS", "SessionWriteError", "SessionWriter", "bridged_label"]
 
@@ -315,7 +315,9 @@ class SessionWriter:
         ``job`` (domain all, cpu, gpu: the followed process tree), ``tree`` rows (domain
         all: each owner tree, a marking process's or a rank's), ``process`` rows
         (domain all: the top processes, then ``idle/system`` and ``other processes`` with
-        an empty pid, so that the process rows of a tick add up to its total) and
+        an empty pid, so that the process rows of a tick add up to its total; at a full
+        scan of the two-tier scan, domain ``settled``: a process's part of the window's
+        ``other processes``, docs/scan.md) and
         ``cgroup`` rows (domain all, label the cgroup path: the top cgroups, ``other
         cgroups``, ``idle/system``; they add up to the total too). The points' tags and
         fields are typed (a pid an int, in_total a bool): nothing is parsed back; the
@@ -349,9 +351,10 @@ class SessionWriter:
                 self._row(ts, el, iv, TREE, "all", "attribution", None, f["power_w"],
                           f["energy_j"], f["co2_g"], t["provenance"],
                           tree_label(t["name"], t["rank"], f["in_job"]), t["pid"])
-            elif p.name == "process":
-                self._row(ts, el, iv, PROCESS, "all", "attribution", None, f["power_w"],
-                          f["energy_j"], f["co2_g"], t["provenance"], t["name"], t["pid"])
+            elif p.name in ("process", "settled"):
+                self._row(ts, el, iv, PROCESS, "all" if p.name == "process" else SETTLED,
+                          "attribution", None, f["power_w"], f["energy_j"], f["co2_g"],
+                          t["provenance"], t["name"], t["pid"])
             elif p.name == "cgroup":
                 self._row(ts, el, iv, CGROUP, "all", "attribution", None, f["power_w"],
                           f["energy_j"], f["co2_g"], t["provenance"], t["cgroup"])

@@ -79,6 +79,10 @@ MARKER = "marker"
 EVENT = "event"
 JOB = "job"  # attribution: the followed command
 PROCESS = "process"  # attribution: the top processes, idle/system, other processes
+#: the ``domain`` of a ``process`` row that settles, at a full scan of the two-tier scan,
+#: a process's part of the window's ``other processes`` (docs/scan.md); the tick's own
+#: process rows are domain ``all`` and alone add up to its total
+SETTLED = "settled"
 TREE = "tree"  # attribution: an owner tree (a process tree that marked, a rank of the job)
 #: attribution per cgroup: the top cgroups of the tick (label: the cgroup path, or
 #: ``unknown``), then ``other cgroups`` and ``idle/system``; older readers pass over it
