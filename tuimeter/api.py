@@ -258,7 +258,7 @@ class Meter:
       intensity; wins over ``country``.
     * ``pue`` (float | None, default None): power usage effectiveness (>= 1), multiplies
       CO2e. For these three, None falls back to the environment, then the config file,
-      then 1.0 / no CO2e (README, "Carbon").
+      then 1.0 / no CO2e (docs/carbon.md).
     * ``carbon_source`` (str | None, default None: ``$TUIMETER_CARBON_SOURCE``, the
       config file, else ``"table"``): ``"table"`` (the figure above, fixed),
       ``"electricitymaps"`` or ``"uk-carbon-intensity"`` (a live grid intensity fetched
@@ -292,7 +292,7 @@ class Meter:
     * ``profile`` (bool, default False): sample this process's Python stacks (all
       threads, 100 Hz) and spread its attributed energy over them; after the block
       ``meter.profile`` holds a :class:`~tuimeter.profile.result.Profile` (``functions``,
-      ``total_energy_j``, ``phases`` ...; README, "Which function costs the energy").
+      ``total_energy_j``, ``phases`` ...; docs/profile.md).
       The meter then always samples on its own (``attach`` does not apply).
 
     Work and the GPU:
@@ -303,7 +303,7 @@ class Meter:
       phase is charged its own kernels' energy (:mod:`tuimeter.sync`). A bad value is a
       ValueError.
     * :meth:`count` (``meter.count(samples=64, tokens=32768)``) counts work: each
-      phase's ``work`` and ``energy_per(unit)`` (README, "Energy per sample and per token").
+      phase's ``work`` and ``energy_per(unit)`` (docs/work.md).
     """
 
     @init_of(MeterOptions)
@@ -592,7 +592,7 @@ class Meter:
     @property
     def own_energy_j(self) -> float | None:
         """This process tree's own energy over all phases (J): the number to add up
-        across ranks (README, "A rank's own energy")."""
+        across ranks (docs/api.md)."""
         vals = [p.own_energy_j for p in self.phases]
         return None if not vals or None in vals else sum(vals)
 

@@ -119,7 +119,7 @@ class Domain:
     ``package-0/dram``, ``psys``, ``gpu0``, ``cpu``, ``estimate/cpu``.
     ``in_total`` says whether the domain adds into the machine total: nested domains
     (core, uncore: inside package) and psys (contains package and dram) do not, so the
-    total never counts the same joule twice (rule in README, "What adds up").
+    total never counts the same joule twice (rule in docs/what-adds-up.md).
     """
 
     id: str
@@ -433,7 +433,7 @@ class Attribution(NamedTuple):
     #: machine's CPU time could not be read
     cpu_busy_ratio: float | None = None
     #: the power of the CPU time of processes this tick did not read (W; the two-tier
-    #: scan, README "Attribution"): in "other processes" and in no cgroup
+    #: scan, docs/attribution.md): in "other processes" and in no cgroup
     unread_power_w: float = 0.0
     #: at a full scan of the two-tier scan: the processes whose CPU time since the last
     #: full scan no tick read, each with that time's energy (``energy_j``, J, taken from

@@ -164,7 +164,7 @@ def _cgroup_points(snap: Snapshot, ts: int) -> list[Point]:
                  {"power_w": c.power_w, "energy_j": c.energy_j, "co2_g": c.energy_j * factor,
                   "total_energy_j": c.total_energy_j}, ts) for c in used[:CGROUP_POINTS]]
     rest_j = sum(c.energy_j for c in used[CGROUP_POINTS:])
-    # processes not read this tick (the two-tier scan, README "Attribution"): their share
+    # processes not read this tick (the two-tier scan, docs/attribution.md): their share
     # is in no cgroup yet, as it is in the process rows' "other processes"
     rest_j += snap.unread_power_w * iv
     none = {"host": host, "kind": "", "name": "", "container": "", "pod": "",

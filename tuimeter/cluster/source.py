@@ -1,7 +1,7 @@
 """The nodes' cumulative energy counters, read from Prometheus, as one sensor of the engine.
 
 Each remote (node, domain) is a domain named ``NODE/DOMAIN`` (``node03/package-0``,
-``node03/gpu1``), so the engine's rules apply unchanged (README, "What adds up"; the
+``node03/gpu1``), so the engine's rules apply unchanged (docs/what-adds-up.md; the
 engine's docstring): only ``in_total`` domains add up; a node whose series are missing,
 or whose last sample is older than a few scrape intervals, is ``lost`` (never 0 W); on its
 return the step is bridged when the counter is plausible, and a counter that went back (a

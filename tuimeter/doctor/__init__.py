@@ -54,8 +54,8 @@ def run_doctor(seconds: float = DEFAULT_SECONDS, *, powercap_root: str | None = 
                sleep: Callable[[float], None] = time.sleep, platform: str = sys.platform,
                env: Mapping[str, str] | None = None,
                probes: "list[Probe] | None" = None) -> dict[str, Any]:
-    """Check every sensor and return the report (JSON-ready; shape in README, "tuimeter
-    doctor"). ``clock``/``sleep`` are injectable so tests do not wait; ``probes`` replaces
+    """Check every sensor and return the report (JSON-ready; shape in
+    docs/doctor.md). ``clock``/``sleep`` are injectable so tests do not wait; ``probes`` replaces
     the default set (tests).
 
     The probes (and the sensor modules they use) are imported here, when the doctor runs,

@@ -1,6 +1,6 @@
 """Attribution: divides measured power among processes by their measured use.
 
-This is a model, not a measurement of each process (README, "Attribution"). Each tick:
+This is a model, not a measurement of each process (docs/attribution.md). Each tick:
 
 **CPU side.** The in-total domains of kind package, dram, memory (and psys where it is the
 total) are the CPU side. A process's share is the CPU time it used in the interval over

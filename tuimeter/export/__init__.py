@@ -34,7 +34,7 @@ __all__ = ["ExportError", "Exporter", "ExporterEntry", "HealthMetric", "InfluxEx
 
 
 def add_export_options(p: argparse.ArgumentParser) -> None:
-    """The registered exporters' options (README, "Across a cluster")."""
+    """The registered exporters' options (docs/exporters.md)."""
     from .registry import EXPORTERS
 
     g = p.add_argument_group(f"export ({', '.join(e.name for e in EXPORTERS)})")

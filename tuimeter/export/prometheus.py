@@ -10,7 +10,7 @@ Metric names follow Prometheus conventions (base units as suffix, counters end i
 ``source``, ``provenance`` and ``in_total`` (``"1"`` if the domain adds into the machine
 total: sum only those, or use the ``tuimeter_machine_*`` series, so no joule counts twice).
 A counter restarts at 0 with each tuimeter session; ``rate()``/``increase()`` handle that.
-The names are listed in README ("Across a cluster") and used by
+The names are listed in docs/exporters.md and used by
 ``grafana/tuimeter-dashboard.json``.
 
 The series are rendered from :func:`tuimeter.points.points` through the table

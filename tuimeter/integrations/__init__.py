@@ -1,5 +1,5 @@
 """Energy per unit of work where ML runs already live: each an optional extra that
-imports its library only when it is used (README, "Energy per sample and per token").
+imports its library only when it is used (docs/work.md).
 
 * :mod:`.huggingface`: ``TuimeterCallback`` for the ``transformers`` ``Trainer``;
 * :mod:`.lightning`: ``TuimeterCallback`` for a Lightning ``Trainer``;

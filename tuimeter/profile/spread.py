@@ -1,6 +1,6 @@
 """Energy per stack: the engine's ticks spread over the sampler's stacks.
 
-The model (README, "Which function costs the energy"):
+The model (docs/profile.md):
 
 * **Ticks.** Each tick of tuimeter's engine gives the profiled process (the followed job)
   an attributed energy (:mod:`tuimeter.engine.attribution`, not computed again here):

@@ -5,8 +5,8 @@ its order. Rule for the estimate (an entry marked ``fallback``): it only fills i
 CPU side when no available sensor measures it (no RAPL, no powermetrics, no GH200 module
 counter, which covers the Grace CPU: ``Sensor.covers_cpu``): then CPU and memory are
 estimated. It never stands in for, or adds to, a measured CPU (a RAPL machine
-without a DRAM zone gets no memory estimate, so its total stays "measured"; README, "What
-adds up").
+without a DRAM zone gets no memory estimate, so its total stays "measured";
+docs/what-adds-up.md).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 An entry states the sensor's name, the platforms it runs on, what it covers (``cpu``,
 ``memory``, ``gpu``, ``soc``), the prefixes of its domain ids, how to build it from
 :class:`SensorOptions`, and whether it measures the CPU (then the estimate stays out:
-README, "What adds up"). The sensor module itself is imported only when the sensor is built,
+docs/what-adds-up.md). The sensor module itself is imported only when the sensor is built,
 and a vendor library only inside the sensor's ``is_available``/``open``.
 
 Domain ids must never collide: the engine refuses a clash at open

@@ -1,5 +1,5 @@
 """The session CSV writer: a Snapshot becomes rows (the format, its columns, row kinds and
-how a row is rendered, is defined once in :mod:`.schema`; README, "Session CSV").
+how a row is rendered, is defined once in :mod:`.schema`; docs/session-csv.md).
 
 ``pandas.read_csv(path)`` loads a session with no options: a single header line, comma
 separated, ISO 8601 UTC timestamps, empty cells for missing values. Rows are written per
