@@ -31,6 +31,9 @@ KEYS = (
     ("[ ]", "chart: a shorter / longer time window (30 s to 1 h; 5 min at start)"),
     ("v", "chart: draw the parts (core, uncore) and psys too, or not"),
     ("d", "devices: each GPU's and CPU's readings in full (busy, memory, temperature ...)"),
+    ("x", "GPUs: one line each, or one per model (8 x H200: their sum), which the screen "
+          "picks when all would leave the chart under 5 lines; a table cut to the room "
+          "scrolls with the mouse wheel"),
     ("g", "process table: per process, the followed job as one row, or per cgroup"),
     ("?", "this help (Esc closes it)"),
     ("q", "quit (the session file is closed and its path printed); with a command still "

@@ -35,16 +35,21 @@ from textual_plotext import PlotextPlot
 
 from ...model import Snapshot
 from ...text import safe_text
+from ..device_groups import DeviceGroup, group_sample
 from ._kept_strips import StyledOnce, refresh_changed_lines
 
 #: one ASCII character per domain (by its place in the snapshot), so series differ without
 #: colour (NO_COLOR, mono SSH); shown left of the domain's name in the table
-MARKERS = ("*", "+", "#", "%", "&", "$", "=", "~", "^", "x")
+#: (20 of them: an 8-GPU machine's 12 domains and its group each have their own)
+MARKERS = ("*", "+", "#", "%", "&", "$", "=", "~", "^", "x", "o", "!", "?", "<", ">", ":",
+           ";", "z", "w", "s")
 #: the machine total's character
 TOTAL_MARKER = "@"
 #: a colour per domain (the total is drawn in the text colour, bold: readable on every theme)
 COLOURS = ("bright_cyan", "bright_green", "bright_yellow", "bright_magenta", "bright_red",
-           "bright_blue", "cyan", "green", "yellow", "magenta")
+           "bright_blue", "cyan", "green", "yellow", "magenta", "orange1", "purple",
+           "spring_green2", "deep_pink2", "gold1", "turquoise2", "dark_orange",
+           "medium_purple1", "chartreuse2", "hot_pink")
 #: the chart's time windows, seconds, ``[`` and ``]`` step through
 WINDOWS_S = (30, 60, 120, 300, 600, 1800, 3600)
 #: the window a chart starts with: the last 5 minutes
@@ -111,22 +116,37 @@ class Series:
     """Power of each tick kept, W, oldest first (None where lost)."""
 
 
-def chart_series(snap: Snapshot, *, parts: bool = False, total_only: bool = False) -> list[Series]:
+def chart_series(snap: Snapshot, *, parts: bool = False, total_only: bool = False,
+                 groups: Sequence[DeviceGroup] = ()) -> list[Series]:
     """What the chart draws, the total first (legend order; it is drawn last, on top).
 
     Devices (domains that add into the total) are drawn when there are two or more (one
     device *is* the total); parts and wholes (core, uncore, psys: ``in_total`` False) only
     with ``parts``. ``total_only`` (a small chart) draws the total alone unless ``parts``
-    asks for every series."""
+    asks for every series. Each device group of ``groups`` (collapsed in the table) is one
+    series, its members' sum, where its first member would be; its character and colour
+    follow the domains' (the j-th group's are those of domain ``len(domains) + j``)."""
     out = [Series("total", "total", TOTAL_MARKER, "", _TOTAL_CODE, snap.total.history_w)]
     if total_only and not parts:
         return out
     devices = sum(1 for d in snap.domains if d.domain.in_total)
+    member = {m: (j, g) for j, g in enumerate(groups) for m in g.members}
+    by_id = {d.domain.id: d for d in snap.domains} if groups else {}
+    n = len(snap.domains)
     for i, d in enumerate(snap.domains):
         shown = parts if not d.domain.in_total else (devices > 1 or parts)
-        if shown:
-            out.append(Series(d.domain.id, safe_text(d.domain.id), series_marker(i),
-                              COLOURS[i % len(COLOURS)], _DOMAIN_CODE + i, d.history_w))
+        if not shown:
+            continue
+        if d.domain.id in member:
+            j, g = member[d.domain.id]
+            samples = [by_id[m] for m in g.members if m in by_id]
+            if d.domain.id == g.members[0] and len(samples) == len(g.members):
+                out.append(Series(g.key, g.label, series_marker(n + j),
+                                  COLOURS[(n + j) % len(COLOURS)], _DOMAIN_CODE + n + j,
+                                  group_sample(samples).history_w))
+            continue
+        out.append(Series(d.domain.id, safe_text(d.domain.id), series_marker(i),
+                          COLOURS[i % len(COLOURS)], _DOMAIN_CODE + i, d.history_w))
     return out
 
 
@@ -261,6 +281,8 @@ class PowerChart(PlotextPlot, StyledOnce):
         self._axes_key: tuple | None = None  # what plotext draws; None: not reusable
         self._axes: tuple | None = None  # (key, marker rows, colour rows, canvas ranges)
         self._pending: tuple[Snapshot, Sequence[float]] | None = None  # handed in, not drawn
+        self.groups: tuple[DeviceGroup, ...] = ()
+        """The device groups drawn as one series each (those the table collapsed)."""
 
     # -- what the keys change -----------------------------------------------------------
     def zoom(self, step: int) -> int:
@@ -270,6 +292,14 @@ class PowerChart(PlotextPlot, StyledOnce):
         self.flush()
         self.refresh()
         return self.window_s
+
+    def set_groups(self, groups: Sequence[DeviceGroup]) -> None:
+        """Draw each of ``groups`` as one series (the table collapsed them), or no more."""
+        groups = tuple(groups)
+        if groups != self.groups:
+            self.groups = groups
+            self.flush()
+            self.refresh()
 
     def toggle_parts(self) -> bool:
         self.show_parts = not self.show_parts
@@ -359,7 +389,8 @@ class PowerChart(PlotextPlot, StyledOnce):
         return self._series_of(self._data[0], width)
 
     def _series_of(self, snap: Snapshot, width: int) -> list[Series]:
-        return chart_series(snap, parts=self.show_parts, total_only=width < SERIES_MIN_WIDTH)
+        return chart_series(snap, parts=self.show_parts, total_only=width < SERIES_MIN_WIDTH,
+                            groups=self.groups)
 
     def _build(self, width: int, height: int, series: list[Series],
                own_braille: bool = True) -> None:
@@ -444,7 +475,8 @@ class PowerChart(PlotextPlot, StyledOnce):
     def _strips(self, style: Style) -> list[Strip]:
         size = self.size
         w, h = size
-        key = (self._version, size, style, self.window_s, self.show_parts, self.ascii)
+        key = (self._version, size, style, self.window_s, self.show_parts, self.ascii,
+               self.groups)
         if key == self._cache_key:
             return self._cache
         series = self._series(w)
