@@ -162,3 +162,22 @@ def test_snapshot_gpus_and_a_followed_job(snap_compare, monkeypatch, n, size):
         await run(pilot, clock, gpus, 4)
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+def test_every_series_of_an_eight_gpu_machine_has_its_own_character():
+    """Guards `*` standing for both package-0 and gpu4 (10 characters for 12 domains):
+    under NO_COLOR the character is all that tells the series apart."""
+    from tests.fakes.scripted import ScriptedSensor, domain
+    from tests.helpers import make_engine
+    from tuimeter.model import DomainKind
+    from tuimeter.tui.widgets._power_chart import chart_series
+
+    gpus = ScriptedSensor("nvml", [domain(f"gpu{i}", DomainKind.GPU, source="nvml")
+                                   for i in range(8)], {f"gpu{i}": 600.0 for i in range(8)})
+    engine, clock = make_engine([rapl_like(), gpus])
+    engine.open()
+    clock.advance(1.0)
+    engine.tick()
+    series = chart_series(engine.snapshot, parts=True)
+    assert len(series) == 13
+    assert len({s.marker for s in series}) == 13 and len({s.colour for s in series}) == 13
