@@ -315,11 +315,13 @@ class SessionWriter:
         ``job`` (domain all, cpu, gpu: the followed process tree), ``tree`` rows (domain
         all: each owner tree, a marking process's or a rank's), ``process`` rows
         (domain all: the top processes, then ``idle/system`` and ``other processes`` with
-        an empty pid, so that the process rows of a tick add up to its total) and
+        an empty pid, so that the process rows of a tick add up to its total; source ``job``
+        for a process of the followed job, so that a replay shows the job's own) and
         ``cgroup`` rows (domain all, label the cgroup path: the top cgroups, ``other
         cgroups``, ``idle/system``; they add up to the total too)."""
         ts, el, iv = snap.timestamp, snap.elapsed_s, snap.interval_s
         factor = 0.0
+        in_job = {str(p.pid) for p in snap.processes if p.in_job}
         for p in points(snap):
             t, f = p.tags, p.fields
             if p.name == "domain":
@@ -350,7 +352,8 @@ class SessionWriter:
                           tree_label(t["name"], t["rank"] or None, bool(f["in_job"])),
                           int(t["pid"]))
             elif p.name == "process":
-                self._row(ts, el, iv, PROCESS, "all", "attribution", None, f["power_w"],
+                self._row(ts, el, iv, PROCESS, "all",
+                          JOB if t["pid"] in in_job else "attribution", None, f["power_w"],
                           f["energy_j"], f["co2_g"], t["provenance"], t["name"],
                           int(t["pid"]) if t["pid"] else None)
             elif p.name == "cgroup":
