@@ -120,7 +120,7 @@ async def test_the_ui_shows_replayed_processes_and_job_escaped(recorded):
         assert "\x1b[31mEVIL" not in sent and "\x1b" not in text
         row = next(line for line in text.splitlines() if "4242" in line and "train.py" in line
                    and "JOB" not in line)
-        assert "nan" not in row.lower() and row.count("N/A") == 2  # CPU%, GPU%: not recorded
+        assert "nan" not in row.lower() and row.count("N/A") == 3  # USER, CPU%, GPU%: not recorded
         await tick(pilot, clock, JOB_ENDS)
         assert "EXITED" in screen_text(app)[0]
         await pilot.press("q")
@@ -142,7 +142,7 @@ async def test_the_recorded_demo_job_replays_with_its_processes_job_and_markers(
         text = screen_text(app)[0]
         assert "JOB 30634 sh run_experiment.sh  running (replayed)" in text
         workers = [line for line in text.splitlines() if "train.py" in line]
-        assert len(workers) == 2 and all(line.count("N/A") == 2 for line in workers)
+        assert len(workers) == 2 and all(line.count("N/A") == 3 for line in workers)
         assert any("warmup" in line and "train" in line  # the chart's marker labels
                    for line in text.splitlines())
         assert "not replayed" not in text and not re.search(r"\bnan\b", text, re.I)

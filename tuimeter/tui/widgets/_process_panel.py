@@ -78,7 +78,10 @@ def _columns(width: int) -> tuple[Column, ...]:
 _VALUES: dict[str, Callable[[Row], str]] = {
     "job": lambda r: "J" if r.in_job else "",
     "pid": lambda r: "" if r.pid is None else str(r.pid),
-    "user": lambda r: safe_text(user_name(r.uid)),
+    # a process that ended before its owner was read (or a replay: not recorded): N/A;
+    # a row that is no process (the job, a cgroup) has no one user
+    "user": lambda r: safe_text(user_name(r.uid)) if r.uid is not None else
+    ("N/A" if r.pid is not None else ""),
     "cpu": lambda r: fmt_share(r.cpu_share),
     "gpu": lambda r: fmt_share(r.gpu_share),
     "power": lambda r: fmt_power(r.power_w),
