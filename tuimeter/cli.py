@@ -337,6 +337,10 @@ def main(argv: list[str] | None = None) -> int:
         from .profile.cli import cmd_profile
 
         return cmd_profile(argv[1:], ui=_profile_ui)
+    if first == "sessions":
+        from .session.sessions_cli import cmd_sessions
+
+        return cmd_sessions(argv[1:])
     if first == "completion":
         from .completion import cmd_completion
 

@@ -18,6 +18,7 @@ SUBCOMMANDS = {
     "doctor": "list the sensors tuimeter finds, what is wrong and the fix",
     "baseline": "measure each domain's idle power (for idle/dynamic splits)",
     "completion": "print a shell completion script (bash, zsh or fish)",
+    "sessions": "list the live view's recorded sessions; prune the oldest",
 }
 #: accepted, not listed
 ALIASES = {"check": "doctor"}
@@ -63,6 +64,11 @@ examples:
 examples:
   tuimeter baseline                 20 s on an idle machine
   tuimeter baseline --seconds 60 --no-gpu""",
+    "sessions": """\
+examples:
+  tuimeter sessions                 what the data folder holds, oldest first
+  tuimeter sessions prune --keep 10 --max-mb 100
+  tuimeter sessions prune --dry-run""",
     "completion": """\
 examples:
   tuimeter completion bash > ~/.local/share/bash-completion/completions/tuimeter

@@ -50,12 +50,14 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     from .baseline_cli import cmd_baseline
     from .session.mark_client import cmd_count, cmd_mark
     from .session.report_cli import cmd_report
+    from .session.sessions_cli import parser as sessions_parser
     from .tui.run import parser as ui_parser
 
     return {"": ui_parser(), "record": _record_parser(), "mark": _parser_of(cmd_mark),
             "count": _parser_of(cmd_count), "baseline": _parser_of(cmd_baseline),
             "report": _parser_of(cmd_report), "doctor": _parser_of(cmd_doctor),
-            "profile": profile_parser(), "completion": completion_parser()}
+            "profile": profile_parser(), "completion": completion_parser(),
+            "sessions": sessions_parser()}
 
 
 def _options(p: argparse.ArgumentParser) -> list[tuple[list[str], str, bool]]:
