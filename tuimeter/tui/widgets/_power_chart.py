@@ -68,6 +68,9 @@ def shown_span(age_s: float, window_s: int) -> int:
     """The seconds the x axis spans: the window, or while the session is younger than
     it, the shortest of :data:`SPANS_S` that holds the session (then it scrolls)."""
     return next((s for s in SPANS_S if age_s <= s < window_s), window_s)
+#: the chart moves with time at most this often, session seconds (a short span's dot is
+#: a fraction of a second: each tick would redraw it); a jump, a marker or a domain at once
+CHART_EVERY_S = 2.0
 #: a chart narrower than this draws the total alone (80x24: 46 columns)
 SERIES_MIN_WIDTH = 60
 #: the header's legend swatch of a colour series
@@ -392,7 +395,8 @@ class PowerChart(PlotextPlot, StyledOnce):
             return True
         now = times_s[-1] if times_s else snap.elapsed_s
         drawn = old_times[-1] if old_times else old.elapsed_s
-        if now - drawn >= self._dot_s() or self._span_of((snap, times_s)) != self.span_s:
+        if (now - drawn >= max(self._dot_s(), CHART_EVERY_S)
+                or self._span_of((snap, times_s)) != self.span_s):
             return True
         row_w = limits[3] / max(self.size.height - 3, 1)  # the watts of a character row
         width = self.size.width

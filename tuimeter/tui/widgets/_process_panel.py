@@ -60,6 +60,8 @@ USER_MIN_WIDTH = 100
 
 #: while filtering, how often every process is scanned again, s
 SCAN_EVERY_S = 2.0
+#: the table's figures are drawn again at most this often, session seconds (htop: 1.5 s)
+PROCESS_EVERY_S = 2.0
 
 
 def _columns(width: int) -> tuple[Column, ...]:
@@ -163,6 +165,7 @@ class ProcessPanel(Vertical):
         self.mode = mode
         self.scan = scan
         self.snapshot: Snapshot | None = None
+        self._shown_at: tuple | None = None  # (session s, _who) of the snapshot drawn
         """The snapshot of the rows drawn."""
         self.rows: list[tuple[Row, str]] = []
         """What the table shows, in order: each row with its tree prefix."""
@@ -211,12 +214,28 @@ class ProcessPanel(Vertical):
 
     # -- drawing ------------------------------------------------------------------
     def show(self, snap: Snapshot) -> None:
-        """Draw ``snap``'s processes (the table repaints the lines that changed)."""
+        """Draw ``snap``'s processes (the table repaints the lines that changed), at most
+        every :data:`PROCESS_EVERY_S` of session time (as htop's delay): the table was
+        half of what a frame cost. Sooner when processes came or went, or the job did;
+        a key (sort, filter, tree, grouping) draws at once."""
+        shown = self._shown_at
         self.snapshot = snap
+        if (shown is not None and 0 <= snap.elapsed_s - shown[0] < PROCESS_EVERY_S - 1e-6
+                and shown[1] == self._who(snap)):
+            return
         self._draw()
+
+    @staticmethod
+    def _who(snap: Snapshot) -> tuple:
+        """Which processes a snapshot holds (their pids), and whether a job runs."""
+        job = snap.job
+        return (tuple(p.pid for p in snap.processes),
+                None if job is None else (job.running, len(job.members)))
 
     def _draw(self) -> None:
         snap = self.snapshot
+        if snap is not None:
+            self._shown_at = (snap.elapsed_s, self._who(snap))
         table = self.table
         rows_of: Callable[[Snapshot], list[Row]] = GROUPINGS.get(self.group_by,
                                                                  GROUPINGS["process"])
