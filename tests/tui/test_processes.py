@@ -584,8 +584,8 @@ async def test_a_replay_at_80x24_keeps_the_busiest_rows_shown():
 @pytest.mark.asyncio
 async def test_the_table_draws_its_figures_every_two_seconds_and_keys_at_once(tmp_path):
     """The process table was half of a frame's cost: its figures are drawn again every
-    PROCESS_EVERY_S (2 s of session time, as htop's 1.5 s), a process that comes or goes
-    at once, and a key (the sort) at once."""
+    PROCESS_EVERY_S (2 s of session time, as htop's 1.5 s; live, the top processes change
+    every tick), the job's state and a key (the sort) at once."""
     from tuimeter.tui.widgets._process_panel import PROCESS_EVERY_S
 
     assert PROCESS_EVERY_S == 2.0
@@ -610,5 +610,9 @@ async def test_the_table_draws_its_figures_every_two_seconds_and_keys_at_once(tm
         await pilot.pause()
         assert row_of(app, 400).power_w == 41.0
         att.procs = att.procs + (proc(777, "new", 1.0),)
-        await tick(pilot, clock)  # a process came: at once
+        await tick(pilot, clock, 2)  # a process came: within 2 s
         assert any(r.pid == 777 for r, _ in app.screen.query_one(ProcessPanel).rows)
+        power(400, 50.0)
+        att.members = JOB[:2]  # the job lost a process: the table is drawn at once
+        await tick(pilot, clock)
+        assert row_of(app, 400).power_w == 50.0

@@ -216,8 +216,9 @@ class ProcessPanel(Vertical):
     def show(self, snap: Snapshot) -> None:
         """Draw ``snap``'s processes (the table repaints the lines that changed), at most
         every :data:`PROCESS_EVERY_S` of session time (as htop's delay): the table was
-        half of what a frame cost. Sooner when processes came or went, or the job did;
-        a key (sort, filter, tree, grouping) draws at once."""
+        half of what a frame cost (live, the top processes change each tick: a process
+        that came shows within 2 s, as in htop). At once when the job's state changed or
+        a key (sort, filter, tree, grouping) was pressed."""
         shown = self._shown_at
         self.snapshot = snap
         if (shown is not None and 0 <= snap.elapsed_s - shown[0] < PROCESS_EVERY_S - 1e-6
@@ -226,11 +227,10 @@ class ProcessPanel(Vertical):
         self._draw()
 
     @staticmethod
-    def _who(snap: Snapshot) -> tuple:
-        """Which processes a snapshot holds (their pids), and whether a job runs."""
+    def _who(snap: Snapshot) -> tuple | None:
+        """Whether a job runs, and its number of processes."""
         job = snap.job
-        return (tuple(p.pid for p in snap.processes),
-                None if job is None else (job.running, len(job.members)))
+        return None if job is None else (job.running, len(job.members))
 
     def _draw(self) -> None:
         snap = self.snapshot
