@@ -222,32 +222,3 @@ def test_a_started_commands_job_is_named_as_typed():
     started = JobWatcher(os.getpid(), None, ["/opt/venv/bin/train-job", "--epochs", "3"])
     assert started.name == "train-job" and started.poll().name == "train-job"
     assert JobWatcher(os.getpid()).name == psutil.Process().name()
-
-
-@pytest.mark.parametrize("opened_s,early", [(0.5, True), (0.1, False)])
-def test_the_ui_takes_its_first_tick_at_start_once_the_sensors_have_run(tmp_path, opened_s,
-                                                                      early):
-    """Guards a first frame without numbers (the first tick one interval after start):
-    the UI opens the sensors before importing Textual, so by its start they have run a
-    while; `start(first_tick_after_s=0.3)` takes the first tick then, a shorter first
-    interval recorded as such; opened too recently, the tick waits its interval."""
-    clock = FakeClock()
-    engine = _engine(clock)
-    live = LiveSession(engine, open_recorder(str(tmp_path / "s.csv"), engine.host),
-                       markers=False)
-    live.open()
-    clock.advance(opened_s)
-    live.start(first_tick_after_s=0.3)
-    try:
-        snap = engine.snapshot
-        if early:
-            assert snap is not None and snap.interval_s == pytest.approx(0.5)
-            assert snap.total.energy_j == pytest.approx(0.5 * (40.0 + 5.0))  # package+dram
-        else:
-            assert snap is None or snap.seq == 0  # open's snapshot: no tick yet
-    finally:
-        live.stop()
-    rows = (tmp_path / "s.csv").read_text().splitlines()
-    if early:
-        first_total = next(r for r in rows if ",total,total," in r).split(",")
-        assert float(first_total[2]) == pytest.approx(0.5)  # the row says its interval

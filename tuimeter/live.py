@@ -209,8 +209,6 @@ class LiveSession:
         self.running = False
         self._halted = False
         self._summary: Summary | None = None
-        self.opened_at: float | None = None
-        """The engine's clock when :meth:`open` ran (about the sensors' first readings)."""
 
     # -- start ----------------------------------------------------------------------
     def open(self, *, opened: bool = False) -> None:
@@ -218,7 +216,6 @@ class LiveSession:
         session row. Raises :class:`StartError` when the command cannot start."""
         if not opened:
             self.engine.open()
-        self.opened_at = self.engine.clock()
         if self.markers:
             self._start_marker_server()
         elif self._listening is not None:
@@ -292,23 +289,12 @@ class LiveSession:
             log.remove()
         raise StartError(problem)
 
-    def start(self, first_tick_after_s: float | None = None) -> None:
-        """Start sampling: the engine's thread, or the replay's player.
-
-        ``first_tick_after_s`` (the UI: its first frame should have numbers): when no
-        tick was taken yet and the sensors were opened at least that long ago, the first
-        tick is taken now, a shorter first interval (its rows say how long), instead of
-        one interval after the sensors opened."""
+    def start(self) -> None:
+        """Start sampling: the engine's thread, or the replay's player."""
         if self.player is not None:
             self.player.start()
         else:
-            engine, opened = self.engine, self.opened_at
-            snap = engine.snapshot  # the one open publishes is seq 0, no tick yet
-            if (first_tick_after_s is not None and opened is not None
-                    and (snap is None or snap.seq == 0)
-                    and engine.clock() - opened >= first_tick_after_s):
-                engine.tick()
-            engine.start()
+            self.engine.start()
         self.running = True
 
     # -- stop -----------------------------------------------------------------------

@@ -60,9 +60,6 @@ if TYPE_CHECKING:
     from ..sensors.replay import ReplaySensor
     from ..session.recorder import Recorder
 
-#: the least first interval the UI takes its first tick after, seconds: a RAPL counter
-#: updates every ms, NVML's energy about every 100 ms (SENSORS.md)
-FIRST_TICK_AFTER_S = 0.3
 #: the sampling intervals ``+`` and ``-`` step through, seconds
 INTERVALS_S = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0)
 
@@ -220,9 +217,7 @@ class TuimeterApp(App[Snapshot | None]):
         if self._theme_problem:
             self.say(self._theme_problem, severity="warning", timeout=15)
         if self.start_engine:
-            # the first frame has numbers: the first tick now, if the sensors have run
-            # long enough for one (they opened before Textual was imported)
-            self.session.start(first_tick_after_s=FIRST_TICK_AFTER_S)
+            self.session.start()
         if self._quit_requested:
             self.exit()
 

@@ -162,8 +162,12 @@ class MainScreen(Screen[None]):
             return
         height = self.size.height if height is None else height
         compact = height < COMPACT_BELOW_LINES
-        table, job, panel = self._widget(DomainTable), self._widget(JobPanel), \
-            self._widget(ProcessPanel)
+        try:
+            table, job, panel = self._widget(DomainTable), self._widget(JobPanel), \
+                self._widget(ProcessPanel)
+        except NoMatches:  # the app quits before (or after) its widgets are there: a
+            return         # terminal closed while it starts
+
         rows = self.attribution == "on" or panel.has_class("-rows")
         fixed = 1 + ((job.outer_size.height or 2) if job.display else 0) + 1 + (
             1 if compact else max(self._widget(SensorStatusLine).outer_size.height, 1))

@@ -262,10 +262,9 @@ def build(argv: list[str], *, start_engine: bool = True, need_terminal: bool = F
     from ..live import StartError
     from ..sensors.replay import ReplayError
     from ..session.measure import SetupError
+    from .app import TuimeterApp
+    from .process_rows import every_process_rows
 
-    # the sensors open (the counters' first readings) before Textual is imported (about
-    # half the start-up): by the time the app is up, the first interval has run, and its
-    # first frame has the first tick's numbers (the engine ticks one interval after open)
     try:
         live, attribution, temp_path = _live_session(args, command)
     except (SetupError, ReplayError, CarbonError, ExportError) as exc:
@@ -274,8 +273,6 @@ def build(argv: list[str], *, start_engine: bool = True, need_terminal: bool = F
         live.open()
     except StartError as exc:
         return None, str(exc)
-    from .app import TuimeterApp
-    from .process_rows import every_process_rows
     pruned = _prune_data_folder(args, live.recorder)
     job = None
     if live.child is not None:
