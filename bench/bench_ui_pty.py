@@ -111,13 +111,13 @@ def cpu_s(proc: psutil.Process) -> float:
 
 
 def phase(name: str, args: list[str], env: dict, size, warmup: float, seconds: float,
-          keys: bytes = b"") -> float:
+          keys: bytes = b"", aged_s: float = 0.0) -> float:
     proc, master = spawn(args, env, size)
     ps = psutil.Process(proc.pid)
     try:
-        time.sleep(warmup)
-        if keys and master is not None:  # a modal open (?: the help) while measured
-            os.write(master, keys)
+        time.sleep(warmup + aged_s)
+        if keys and master is not None:  # a modal open (?: the help) while measured, or
+            os.write(master, keys)       # (aged) the interval and the window changed
             time.sleep(1.0)
         if proc.poll() is not None:
             raise SystemExit(f"{name}: tuimeter exited early ({proc.returncode})")
@@ -126,7 +126,7 @@ def phase(name: str, args: list[str], env: dict, size, warmup: float, seconds: f
         c1, t1 = cpu_s(ps), time.monotonic()
     finally:
         if master is not None:
-            os.write(master, b"\x1bq" if keys else b"q")
+            os.write(master, b"\x1bq" if keys == b"?" else b"q")
         else:
             proc.terminate()
         try:
@@ -164,13 +164,50 @@ def until_seen(proc: subprocess.Popen, master: int, patterns, t0: float,
     return at
 
 
+#: where a launch's time goes before Textual starts, in the order tui/run.py's build does
+#: it: the command line's and measurement stack's imports, the sensors (discovery, the
+#: counters' first readings, the session file), then the UI's imports (Textual, widgets)
+PARTS = """
+import sys, time
+t0 = time.perf_counter()
+import tuimeter.tui.run as run, tuimeter.live, tuimeter.session.measure
+t1 = time.perf_counter()
+session, problem = run.build(["-i", "1", "--no-socket", "-o", sys.argv[1]], start_engine=False)
+t2 = time.perf_counter()
+print(t1 - t0, t2 - t1)
+session.close()
+"""
+
+
+def startup_parts(env: dict, out: Path) -> tuple[float, float, float]:
+    """(imports before the sensors, sensors, the UI's imports) of one launch, seconds.
+    build() imports the app after opening the sensors: the app's imports are timed in a
+    second fresh interpreter and taken from build's time."""
+    r = subprocess.run([sys.executable, "-c", PARTS, str(out)], env=env, check=True,
+                       capture_output=True, text=True)
+    pre, build = (float(x) for x in r.stdout.split()[:2])
+    r = subprocess.run([sys.executable, "-c", UI_IMPORTS], env=env, check=True,
+                       capture_output=True, text=True)
+    ui = float(r.stdout.strip())
+    return pre, max(build - ui, 0.0), ui
+
+
+UI_IMPORTS = ("import tuimeter.tui.run, tuimeter.live, tuimeter.session.measure, time; "
+              "t = time.perf_counter(); import tuimeter.tui.app; "
+              "print(time.perf_counter() - t)")
+
+
 def first_frames(env: dict, size, tmp: Path, n: int) -> None:
     """Launch to first frame, N times each, with the recorder's first tick and the floor."""
-    ui, num, rec, floor = [], [], [], []
+    ui, num, rec, floor, textual_floor, parts = [], [], [], [], [], []
     for i in range(n):
         t0 = time.monotonic()
         subprocess.run([sys.executable, "-c", "pass"], env=env, check=True)
         floor.append(time.monotonic() - t0)
+        t0 = time.monotonic()
+        subprocess.run([sys.executable, "-c", "import textual.app"], env=env, check=True)
+        textual_floor.append(time.monotonic() - t0)
+        parts.append(startup_parts(env, tmp / f"fp{i}.csv"))
         out = tmp / f"ff{i}.csv"
         t0 = time.monotonic()
         proc, master = spawn(["-i", "1", "-o", str(out)], env, size, read=False)
@@ -198,6 +235,10 @@ def first_frames(env: dict, size, tmp: Path, n: int) -> None:
 
     print(f"start-up, {n} launches each, load {os.getloadavg()[0]:.2f}:")
     row("python -c pass (the floor)", floor)
+    row("python -c 'import textual.app'", textual_floor)
+    for i, what in enumerate(("  in it: imports before the sensors", "  in it: sensors (discover, open)",
+                              "  in it: the UI's imports (Textual)")):
+        row(what, [p[i] for p in parts])
     row("ui: first frame", ui)
     row("ui: first power figure", num)
     row("record: first tick in the file", rec)
@@ -209,6 +250,8 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=10.0)
     ap.add_argument("--size", default="120x40")
     ap.add_argument("--only", default="rec1,ui1,rec01,ui01")
+    ap.add_argument("--aged", type=float, default=30.0, metavar="S",
+                    help="ui1aged: seconds at 0.1 s before the measured 1 s (default 30)")
     ap.add_argument("--profile", metavar="FILE")
     ap.add_argument("--profile-interval", type=float, default=1.0, metavar="S",
                     help="the interval of the profiled UI run (default 1)")
@@ -227,6 +270,14 @@ def main() -> int:
                XDG_CONFIG_HOME=str(tmp / "config"), XDG_RUNTIME_DIR=str(tmp),
                PYTHONPATH=str(ROOT))
     env.pop("NO_COLOR", None)
+    # as an installed tuimeter starts: from cached bytecode (pip writes it; a sandbox with
+    # PYTHONDONTWRITEBYTECODE compiles ~80 modules at every launch, 0.3-0.6 s here), kept
+    # in this run's folder, not in the checkout; one launch's imports fill the cache
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+    subprocess.run([sys.executable, "-c", "import tuimeter.tui.app, tuimeter.tui.run, "
+                    "tuimeter.live, tuimeter.cli, tuimeter.sensors.registry, textual.app"],
+                   env=env, check=True)
     print(f"tuimeter UI in a {cols}x{rows} pty vs headless record, {a.seconds:.0f} s after "
           f"{a.warmup:.0f} s warm-up, {psutil.cpu_count()} CPUs, load "
           f"{os.getloadavg()[0]:.2f}", flush=True)
@@ -235,6 +286,12 @@ def main() -> int:
         "ui1": ("ui 1 s", ["-i", "1", "-o", str(tmp / "u1.csv")], (cols, rows)),
         "ui1help": ("ui 1 s, ? open", ["-i", "1", "-o", str(tmp / "u1h.csv")], (cols, rows),
                     b"?"),
+        # a full history, the chart scrolling: --aged S seconds at 0.1 s (10 ticks a
+        # second: 30 s give 300 ticks, the points of 5 minutes at 1 s; a run stays under
+        # 90 s), then + + + (back to 1 s) and [ [ [ (a 30 s window, older than the
+        # session: it scrolls every tick, more often than 5 minutes at 1 s would)
+        "ui1aged": ("ui 1 s, aged", ["-i", "0.1", "-o", str(tmp / "u1a.csv")], (cols, rows),
+                    b"+++[[[", "aged"),
         "rec01": ("record 0.1 s", ["record", "-o", str(tmp / "r01.csv"), "-i", "0.1"], None),
         "ui01": ("ui 0.1 s", ["-i", "0.1", "-o", str(tmp / "u01.csv")], (cols, rows)),
     }
@@ -243,7 +300,8 @@ def main() -> int:
             first_frames(env, (cols, rows), tmp, a.first_frame)
         for key in a.only.split(",") if a.only else ():
             name, args, size, *keys = phases[key]
-            phase(name, args, env, size, a.warmup, a.seconds, *keys)
+            aged = a.aged if keys[1:] == ["aged"] else 0.0
+            phase(name, args, env, size, a.warmup, a.seconds, *keys[:1], aged_s=aged)
         if a.profile:
             prof_env = dict(env)
             proc_args = ["-i", f"{a.profile_interval:g}", "-o", str(tmp / "p.csv")]

@@ -334,13 +334,14 @@ def command_parsers() -> dict[str, argparse.ArgumentParser]:
     from .profile.cli import parser as profile_parser
     from .session.mark_client import cmd_count, cmd_mark
     from .session.report_cli import cmd_report
+    from .session.sessions_cli import parser as sessions_parser
     from .tui.run import parser as ui_parser
 
     return {"": ui_parser(), "record": _record_parser(), "mark": parser_of(cmd_mark),
             "count": parser_of(cmd_count), "baseline": parser_of(cmd_baseline),
             "report": parser_of(cmd_report), "doctor": parser_of(cmd_doctor),
             "profile": profile_parser(), "cluster": cluster_parser(),
-            "completion": completion_parser()}
+            "sessions": sessions_parser(), "completion": completion_parser()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -378,6 +379,10 @@ def main(argv: list[str] | None = None) -> int:
         from .cluster.cli import cmd_cluster
 
         return cmd_cluster(argv[1:], ui=_cluster_ui)
+    if first == "sessions":
+        from .session.sessions_cli import cmd_sessions
+
+        return cmd_sessions(argv[1:])
     if first == "completion":
         from .completion import cmd_completion
 

@@ -19,6 +19,7 @@ SUBCOMMANDS = {
     "baseline": "measure each domain's idle power (for idle/dynamic splits)",
     "cluster": "many nodes live, or recorded, from the Prometheus that scrapes them",
     "completion": "print a shell completion script (bash, zsh or fish)",
+    "sessions": "list the live view's recorded sessions; prune the oldest",
 }
 #: accepted, not listed
 ALIASES = {"check": "doctor"}
@@ -69,6 +70,11 @@ examples:
   tuimeter cluster --prometheus-url http://prom:9090 --selector job=exp1
   tuimeter cluster --prometheus-url http://prom:9090 --slurm-job 4242
   tuimeter cluster --prometheus-url http://prom:9090 --headless -o cluster.csv --duration 600""",
+    "sessions": """\
+examples:
+  tuimeter sessions                 what the data folder holds, oldest first
+  tuimeter sessions prune --keep 10 --max-mb 100
+  tuimeter sessions prune --dry-run""",
     "completion": """\
 examples:
   tuimeter completion bash > ~/.local/share/bash-completion/completions/tuimeter

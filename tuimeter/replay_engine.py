@@ -80,7 +80,10 @@ class RecordedAttribution:
 
     A process's ``total_energy_j`` is the sum of its recorded interval energies so far
     (the ticks it was among the recorded top processes); its CPU and GPU shares are not
-    in the file: :data:`NOT_RECORDED` (NaN, drawn ``N/A`` by the formatters). The job's
+    in the file: :data:`NOT_RECORDED` (NaN, drawn ``N/A`` by the formatters). A process
+    row of source ``job`` is one of the job's processes (the job's ``members`` and
+    ``n_processes``: those of the tick's rows); a file written before that says nothing
+    of them (``n_processes`` 0: the job panel says so). The job's
     totals add its ``all``, ``cpu`` and ``gpu`` rows; a job whose rows stop is shown as
     no longer running (its totals kept). ``other processes`` is not kept: the recorder
     derives it from the total again.
@@ -99,7 +102,7 @@ class RecordedAttribution:
         if tick is None:
             return (), None, self._ended()
         job = self._job_sample(tick, domains, interval_s)
-        processes, idle_w = [], None
+        processes, members, idle_w = [], [], None
         for row in tick.processes:
             if row.pid is None and row.label in (IDLE, OTHER):
                 idle_w = row.power_w if row.label == IDLE else idle_w
@@ -109,12 +112,18 @@ class RecordedAttribution:
             self._process_j[key] = self._process_j.get(key, 0.0) + energy
             if row.domain == SETTLED:  # a window's share settled (two-tier): its total only
                 continue
-            processes.append(ProcessShare(
+            share = ProcessShare(
                 pid=row.pid or 0, name=row.label, cpu_share=NOT_RECORDED,
                 gpu_share=NOT_RECORDED, power_w=row.power_w or 0.0, energy_j=energy,
                 total_energy_j=self._process_j[key],
-                in_job=job is not None and row.pid == job.pid,
-                provenance=_provenance(row.provenance)))
+                in_job=job is not None and (row.source == "job" or row.pid == job.pid),
+                provenance=_provenance(row.provenance))
+            processes.append(share)
+            if share.in_job:
+                members.append(share)
+        if job is not None and members:  # a file that marks the job's processes
+            job = self._job = dataclasses.replace(job, n_processes=len(members),
+                                                  members=tuple(members))
         return tuple(processes), idle_w, job
 
     def _job_sample(self, tick: "RecordedTick", domains: Sequence[DomainSample],

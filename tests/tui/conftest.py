@@ -211,3 +211,26 @@ class PtyRun:
             self.proc.wait()
         os.close(self.master)
         self._reader.join(5)
+
+
+def screen_lines(app) -> list[str]:
+    """The screen as text, a string per line (what a text capture shows)."""
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+class FixedJob:
+    """A followed job that runs until told (``exit``), with a fixed pid and name: a
+    screen that shows it is the same on every machine (a real JobWatcher names the test's
+    own process)."""
+
+    popen = None
+    log_path = None
+
+    def __init__(self, pid: int = 300, name: str = "sh") -> None:
+        from tuimeter.job import JobState
+
+        self.pid, self.name = pid, name
+        self.state = JobState(pid, name, True, "running")
+
+    def poll(self):
+        return self.state

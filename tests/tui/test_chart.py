@@ -30,11 +30,14 @@ def chart_lines(app) -> list[str]:
 
 
 @contextlib.asynccontextmanager
-async def running(tmp_path, size: tuple[int, int], ticks: int = 5):
+async def running(tmp_path, size: tuple[int, int], ticks: int = 5, aged: bool = False):
     """The app over scripted sensors at ``size``, ``ticks`` ticks in: (pilot, clock);
-    quits at the end."""
+    quits at the end. ``aged``: a first tick of 10 minutes makes the session older than
+    the window (the x axis then spans the window, as it scrolls)."""
     app, clock = make_app(tmp_path)
     async with app.run_test(size=size) as pilot:
+        if aged:
+            await tick(pilot, clock, 1, dt=600.0)
         await tick(pilot, clock, ticks)
         yield pilot, clock
         await pilot.press("q")
@@ -131,14 +134,15 @@ async def test_brackets_zoom_the_window_and_the_title_says_it(tmp_path):
         app = pilot.app
         chart = app.query_one(PowerChart)
         assert chart.window_s == DEFAULT_WINDOW_S == 300
-        assert chart_lines(app)[0].startswith("W, last 5 min")
+        assert chart_lines(app)[0].startswith("W, session (window 5 min)")  # 5 s old
         lines = await pressed(pilot, "left_square_bracket")
         assert chart.window_s == 120
-        assert lines[0].startswith("W, last 2 min") and lines[-1].rstrip().endswith("now")
+        assert lines[0].startswith("W, session (window 2 min)")
+        assert lines[-1].rstrip().endswith("now")
         await pressed(pilot, *["left_square_bracket"] * 5)
         assert chart.window_s == WINDOWS_S[0]
         lines = await pressed(pilot, *["right_square_bracket"] * 9)
-        assert chart.window_s == WINDOWS_S[-1] and lines[0].startswith("W, last 1 h")
+        assert chart.window_s == WINDOWS_S[-1] and lines[0].startswith("W, session (window 1 h)")
 
 
 @pytest.mark.asyncio
@@ -173,7 +177,8 @@ async def test_zoom_while_paused_redraws_the_frozen_data(tmp_path):
     async with running(tmp_path, (120, 40), 5) as (pilot, clock):
         await pilot.press("p")
         await tick(pilot, clock, 5)  # recorded, not drawn
-        assert (await pressed(pilot, "left_square_bracket"))[0].startswith("W, last 2 min")
+        assert (await pressed(pilot, "left_square_bracket"))[0].startswith(
+            "W, session (window 2 min)")
 
 
 # ---- how it is drawn ----------------------------------------------------------------------
@@ -207,7 +212,7 @@ async def test_the_figure_is_built_once_per_change_not_per_repaint(tmp_path):
 async def test_a_new_snapshot_under_the_same_axes_reuses_plotexts_frame(tmp_path):
     """plotext's frame (axes, ticks, marker lines) is built again only when the axes
     change (here a marker); the lines drawn over a kept frame are those of a fresh one."""
-    async with running(tmp_path, (120, 40), 30) as (pilot, clock):
+    async with running(tmp_path, (120, 40), 30, aged=True) as (pilot, clock):
         app = pilot.app
         chart = app.query_one(PowerChart)
 
@@ -326,25 +331,69 @@ async def test_chart_is_built_for_the_width_it_is_drawn_at():
     assert charts[0] == charts[1]
 
 
+@pytest.mark.asyncio
+async def test_the_window_is_the_session_until_the_session_is_older(tmp_path):
+    """Guards a first minute drawn as a sliver of a 5-minute chart: until the session is
+    older than the window the x axis spans the session (the shortest of SPANS_S that
+    holds it), so the line starts at the left edge; then the window, scrolling."""
+    from tuimeter.tui.widgets._power_chart import SPANS_S, shown_span
+
+    assert shown_span(0.0, 300) == 10 and shown_span(59.0, 300) == 60
+    assert shown_span(299.0, 300) == 300 and shown_span(5000.0, 300) == 300
+    assert shown_span(40.0, 30) == 30 and all(s in SPANS_S for s in (10, 60, 120))
+    async with running(tmp_path, (120, 40), 59) as (pilot, clock):
+        app = pilot.app
+        chart = app.query_one(PowerChart)
+        lines = chart_lines(app)
+        assert chart.span_s == 60 and lines[0].startswith("W, session (window 5 min)")
+        assert "-1m" in lines[-1] and "-5m" not in lines[-1]  # the axis: the last minute
+        plot = [line for line in lines if "┤" in line or "│" in line]
+        left = min(i for line in plot for i, ch in enumerate(line)
+                   if 0x2800 < ord(ch) <= 0x28FF)
+        axis = next(line.index("┌") for line in lines if "┌" in line)
+        assert left - axis <= 3  # the line starts at the left edge, not 4/5 in
+        await tick(pilot, clock, 1, dt=300.0)
+        lines = chart_lines(app)
+        assert chart.span_s == 300 and lines[0].startswith("W, last 5 min")
+        assert "-5m" in lines[-1]
+
+
 def test_marker_labels_are_cut_before_the_next_marker():
-    """Guards overlapping marker labels (`marmarepoch 2, "fa`): a label ends a column
-    before the next marker, is cut to fit, and is dropped when under 3 characters."""
+    """Guards overlapping marker labels (`marmarepoch 2, "fa`): on one row a label ends a
+    column before the next label, is cut to fit, and is dropped when under 3 characters."""
     assert marker_labels([(10.0, "mark 1"), (14.0, 'epoch 2, "fast"'), (60.0, "eval")],
-                         0.0, 100.0, 101) == [(10.0, "mar", "left"),
-                                              (14.0, 'epoch 2, "fa', "left"),
-                                              (60.0, "eval", "left")]
+                         0.0, 100.0, 101) == [(10.0, "mar", "left", 0),
+                                              (14.0, 'epoch 2, "fa', "left", 0),
+                                              (60.0, "eval", "left", 0)]
     assert marker_labels([(10.0, "mark 1"), (12.0, "epoch 2")], 0.0, 100.0, 101) == [
-        (12.0, "epoch 2", "left")]
+        (12.0, "epoch 2", "left", 0)]
+
+
+def test_marker_labels_are_staggered_on_two_rows_and_never_touch():
+    """Guards `train coold`: with two rows a label that would run into the one before
+    goes on the second row, whole; a third in the same place cuts the one that ends first."""
+    labels = marker_labels([(10.0, "training"), (14.0, "cooldown"), (60.0, "eval")],
+                           0.0, 100.0, 101, rows=2)
+    assert labels == [(10.0, "training", "left", 0), (14.0, "cooldown", "left", 1),
+                      (60.0, "eval", "left", 0)]
+    crowded = marker_labels([(10.0, "training"), (12.0, "cooldown"), (15.0, "eval 1")],
+                            0.0, 100.0, 101, rows=2)
+    for row in (0, 1):  # on each row a blank column between two labels, at least
+        spans = sorted((round(x) - (len(t) - 1 if a == "right" else 0),
+                        round(x) + (0 if a == "right" else len(t) - 1))
+                       for x, t, a, r in crowded if r == row)
+        assert all(b[0] - a[1] >= 2 for a, b in zip(spans, spans[1:]))
+    assert [(t, r) for _, t, _, r in crowded] == [("trai", 0), ("cooldown", 1), ("eval 1", 0)]
 
 
 def test_a_label_at_the_right_edge_ends_at_its_marker():
     """A marker just added sits at "now": its label goes left of it, where there is room,
     and stops a column after the previous label."""
-    assert marker_labels([(98.0, "mark 1")], 0.0, 100.0, 101) == [(98.0, "mark 1", "right")]
+    assert marker_labels([(98.0, "mark 1")], 0.0, 100.0, 101) == [(98.0, "mark 1", "right", 0)]
     assert marker_labels([(90.0, "warmup"), (98.0, "mark 1")], 0.0, 100.0, 101) == [
-        (90.0, "warmup", "left"), (98.0, "mar", "left")]  # cut short on the right
+        (90.0, "warmup", "left", 0), (98.0, "mar", "left", 0)]  # cut short on the right
     assert marker_labels([(80.0, "warmup"), (98.0, "mark 1")], 0.0, 100.0, 101) == [
-        (80.0, "warmup", "left"), (98.0, "mark 1", "right")]
+        (80.0, "warmup", "left", 0), (98.0, "mark 1", "right", 0)]
 
 
 @pytest.mark.asyncio
@@ -427,7 +476,7 @@ async def test_a_new_snapshot_repaints_the_chart_lines_that_changed(tmp_path):
 
     from .conftest import screen_text
 
-    async with running(tmp_path, (120, 40), 30) as (pilot, clock):
+    async with running(tmp_path, (120, 40), 30, aged=True) as (pilot, clock):
         app = pilot.app
         chart = app.query_one(PowerChart)
         before = chart_lines(app)
@@ -505,6 +554,7 @@ async def test_the_chart_moves_a_dot_at_a_time_and_a_pause_shows_the_tables_tick
     sensor = rapl_like()
     app, clock = make_app(tmp_path, sensors=[sensor])
     async with app.run_test(size=(120, 40)) as pilot:
+        await tick(pilot, clock, 1, dt=600.0)  # older than the window: the axis scrolls
         await tick(pilot, clock, 5)
         chart = app.query_one(PowerChart)
         latest = lambda: app.main.drawn.snapshot  # noqa: E731 (the table's tick)

@@ -93,11 +93,11 @@ async def test_the_cursor_stays_on_its_process_when_the_rows_move(tmp_path):
         assert selected_pid(app) == 400
         table = app.screen.query_one(ProcessTable)
         swap(proc(400, "firefox", 99.0))
-        await tick(pilot, clock)
+        await tick(pilot, clock, 2)  # the table draws every 2 s
         assert shown(app)[3:5] == [400, 402] and selected_pid(app) == 400
         assert table.cursor_row == 3
         swap(proc(401, "Xorg", 4.0, energy_j=900.0))  # new numbers, the same order
-        await tick(pilot, clock)
+        await tick(pilot, clock, 2)  # the table draws every 2 s
         assert shown(app)[3:] == [400, 402, 401, 403]
         assert table.rows[5][5].plain == "4.0 W"
         assert selected_pid(app) == 400
@@ -551,13 +551,13 @@ async def test_the_view_stays_at_the_top_until_the_user_moves_the_cursor(tmp_pat
         table = app.screen.query_one(ProcessTable)
         assert selected_pid(app) == 1000
         power(1000, 0.5)  # the first row drops to the end of the sort
-        await tick(pilot, clock)
+        await tick(pilot, clock, 2)  # the table draws every 2 s
         assert table.top == 0 and table.cursor_row == 0 and selected_pid(app) == 1001
         assert "1-13 of 30" in screen_text(app)[0]
         await pilot.press("down")  # the user moves: from now on the cursor follows
         assert selected_pid(app) == 1002
         power(1002, 0.25)
-        await tick(pilot, clock)
+        await tick(pilot, clock, 2)  # the table draws every 2 s
         assert selected_pid(app) == 1002 and table.cursor_row == 29
         assert "18-30 of 30" in screen_text(app)[0]
 
@@ -579,3 +579,40 @@ async def test_a_replay_at_80x24_keeps_the_busiest_rows_shown():
             assert (table.top, table.cursor_row) == (0, 0), f"at {second} s"
             if table.rows:
                 assert re.search(r"1-\d+ of \d+", screen_text(app)[0]), f"at {second} s"
+
+
+@pytest.mark.asyncio
+async def test_the_table_draws_its_figures_every_two_seconds_and_keys_at_once(tmp_path):
+    """The process table was half of a frame's cost: its figures are drawn again every
+    PROCESS_EVERY_S (2 s of session time, as htop's 1.5 s; live, the top processes change
+    every tick), the job's state and a key (the sort) at once."""
+    from tuimeter.tui.widgets._process_panel import PROCESS_EVERY_S
+
+    assert PROCESS_EVERY_S == 2.0
+    att = ScriptedAttributor()
+
+    def power(pid, w):
+        att.procs = tuple(proc(p.pid, p.name, w) if p.pid == pid else p for p in att.procs)
+
+    def row_of(app, pid):
+        return next(r for r, _ in app.screen.query_one(ProcessPanel).rows if r.pid == pid)
+
+    async with running(tmp_path, att) as (app, clock, pilot):
+        await tick(pilot, clock, 2)
+        power(400, 40.0)
+        await tick(pilot, clock)  # 1 s on: the figures stay as drawn
+        assert row_of(app, 400).power_w == 12.0
+        await tick(pilot, clock)  # 2 s on: drawn
+        assert row_of(app, 400).power_w == 40.0
+        power(400, 41.0)
+        await tick(pilot, clock)
+        await pilot.press("s")  # a key: drawn at once, with the newest figures
+        await pilot.pause()
+        assert row_of(app, 400).power_w == 41.0
+        att.procs = att.procs + (proc(777, "new", 1.0),)
+        await tick(pilot, clock, 2)  # a process came: within 2 s
+        assert any(r.pid == 777 for r, _ in app.screen.query_one(ProcessPanel).rows)
+        power(400, 50.0)
+        att.members = JOB[:2]  # the job lost a process: the table is drawn at once
+        await tick(pilot, clock)
+        assert row_of(app, 400).power_w == 50.0

@@ -220,7 +220,7 @@ async def test_one_processs_new_power_repaints_its_line_only(tmp_path, monkeypat
         calls = _frame_refreshes(monkeypatch)
         att.procs = tuple(proc(400, "firefox", 13.0, energy_j=60.0) if p.pid == 400 else p
                           for p in att.procs)  # 12 W before; the order is the same
-        await tick(pilot, clock)
+        await tick(pilot, clock, 2)  # the table draws every 2 s
         await pilot.pause()
         assert [(w, r) for w, r, _ in calls if w is table or w is panel] == [
             (table, (Region(0, line, table.size.width, 1),))]

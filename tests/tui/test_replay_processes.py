@@ -120,7 +120,7 @@ async def test_the_ui_shows_replayed_processes_and_job_escaped(recorded):
         assert "\x1b[31mEVIL" not in sent and "\x1b" not in text
         row = next(line for line in text.splitlines() if "4242" in line and "train.py" in line
                    and "JOB" not in line)
-        assert "nan" not in row.lower() and row.count("N/A") == 2  # CPU%, GPU%: not recorded
+        assert "nan" not in row.lower() and row.count("N/A") == 3  # USER, CPU%, GPU%: not recorded
         await tick(pilot, clock, JOB_ENDS)
         assert "EXITED" in screen_text(app)[0]
         await pilot.press("q")
@@ -142,8 +142,76 @@ async def test_the_recorded_demo_job_replays_with_its_processes_job_and_markers(
         text = screen_text(app)[0]
         assert "JOB 30634 sh run_experiment.sh  running (replayed)" in text
         workers = [line for line in text.splitlines() if "train.py" in line]
-        assert len(workers) == 2 and all(line.count("N/A") == 2 for line in workers)
+        assert len(workers) == 2 and all(line.count("N/A") == 3 for line in workers)
         assert any("warmup" in line and "train" in line  # the chart's marker labels
                    for line in text.splitlines())
         assert "not replayed" not in text and not re.search(r"\bnan\b", text, re.I)
+        await pilot.press("q")
+
+
+class _JobOfTwo:
+    """A job whose root (a shell, 4000) is idle and not among the top processes, and two
+    workers that are (4242, 4243), beside another process (666)."""
+
+    def attribute(self, interval_s, domains, now_s):
+        def share(pid, name, w, in_job):
+            return ProcessShare(pid=pid, name=name, cpu_share=0.5, gpu_share=0.0, power_w=w,
+                                energy_j=w * interval_s, total_energy_j=0.0, in_job=in_job)
+
+        procs = (share(4242, "train.py", 30.0, True), share(4243, "train.py", 29.0, True),
+                 share(666, "firefox", 4.0, False))
+        job = JobSample(pid=4000, name="sh run.sh", running=True, n_processes=3,
+                        power_w=59.0, energy_j=59.0 * interval_s, total_energy_j=0.0,
+                        cpu_energy_j=0.0, gpu_energy_j=0.0, co2_g=0.0, total_co2_g=0.0,
+                        share=0.5, members=procs[:2])
+        return procs, 10.0, job
+
+
+@pytest.mark.asyncio
+async def test_a_replay_shows_the_jobs_own_processes_marked_and_counted(tmp_path):
+    """Guards `0 proc` beside the job's 59 W and its workers' rows without a J: the
+    recorder writes a job process's row with source `job`, the replay gives the job
+    those processes (its members, counted) and the table marks them."""
+    engine, clock = make_engine(attributor=_JobOfTwo(), host="rec-host")
+    path = tmp_path / "job.csv"
+    recorder = open_recorder(str(path), engine.host)
+    open_session(engine, recorder)
+    for _ in range(5):
+        clock.advance(1.0)
+        engine.tick()
+    recorder.close()
+    engine.close()
+    df = pd.read_csv(path, keep_default_na=False, dtype={"pid": str})
+    procs = df[df["kind"] == "process"]
+    assert set(procs[procs["source"] == "job"]["pid"]) == {"4242", "4243"}
+    assert set(procs[procs["source"] == "attribution"]["pid"]) == {"666", ""}  # idle, other
+    assert set(procs["domain"]) == {"all"}  # summed by domain, they still add up
+    _, snaps, _ = play(path)
+    job = snaps[-1].job
+    assert job.n_processes == 2 and {p.pid for p in job.members} == {4242, 4243}
+    clock = FakeClock()
+    app = make_replay_app(str(path), clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await tick(pilot, clock, 3)
+        text = screen_text(app)[0]
+        assert "JOB 4000 sh run.sh  running (replayed)  2 proc" in text
+        rows = [line.split() for line in text.splitlines() if "train.py" in line
+                or "firefox" in line]
+        assert sorted(r[:2] for r in rows if r[0] == "J") == [["J", "4242"], ["J", "4243"]]
+        assert any(r[0] == "666" for r in rows)  # not the job's: no J
+        await pilot.press("q")
+
+
+@pytest.mark.asyncio
+async def test_demo_job_says_its_processes_were_not_recorded():
+    """tests/data/sessions/demo-job.csv was written before process rows said which were
+    the job's: the job panel says so (its energy still shows), never `0 proc`."""
+    demo = Path(__file__).resolve().parents[1] / "data" / "sessions" / "demo-job.csv"
+    clock = FakeClock()
+    app = make_replay_app(str(demo), clock)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await tick(pilot, clock, 34)
+        text = screen_text(app)[0]
+        assert "processes not recorded" in text and "0 proc" not in text
+        assert "11.76 kJ" in text  # the job's energy, from its rows
         await pilot.press("q")

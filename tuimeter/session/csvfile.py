@@ -315,7 +315,8 @@ class SessionWriter:
         ``job`` (domain all, cpu, gpu: the followed process tree), ``tree`` rows (domain
         all: each owner tree, a marking process's or a rank's), ``process`` rows
         (domain all: the top processes, then ``idle/system`` and ``other processes`` with
-        an empty pid, so that the process rows of a tick add up to its total; at a full
+        an empty pid, so that the process rows of a tick add up to its total; source ``job``
+        for a process of the followed job, so that a replay shows the job's own; at a full
         scan of the two-tier scan, domain ``settled``: a process's part of the window's
         ``other processes``, docs/scan.md) and
         ``cgroup`` rows (domain all, label the cgroup path: the top cgroups, ``other
@@ -325,6 +326,7 @@ class SessionWriter:
         from the ``grid`` point, so the order of the points does not matter."""
         ts, el, iv = snap.timestamp, snap.elapsed_s, snap.interval_s
         factor = snap.carbon.g_per_j
+        in_job = {p.pid for p in snap.processes if p.in_job}
         for p in points(snap):
             t, f = p.tags, p.fields
             if p.name == "domain":
@@ -352,8 +354,9 @@ class SessionWriter:
                           f["energy_j"], f["co2_g"], t["provenance"],
                           tree_label(t["name"], t["rank"], f["in_job"]), t["pid"])
             elif p.name in ("process", "settled"):
+                source = JOB if p.name == "process" and t["pid"] in in_job else "attribution"
                 self._row(ts, el, iv, PROCESS, "all" if p.name == "process" else SETTLED,
-                          "attribution", None, f["power_w"], f["energy_j"], f["co2_g"],
+                          source, None, f["power_w"], f["energy_j"], f["co2_g"],
                           t["provenance"], t["name"], t["pid"])
             elif p.name == "cgroup":
                 self._row(ts, el, iv, CGROUP, "all", "attribution", None, f["power_w"],

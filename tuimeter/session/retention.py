@@ -86,25 +86,38 @@ def sessions(folder: str) -> list[tuple[str, int]]:
         os.close(dir_fd)
 
 
+def to_remove(found: list[tuple[str, int]], keep_path: str | None, keep: int = KEEP_SESSIONS,
+              keep_bytes: int = KEEP_BYTES) -> list[str]:
+    """The names of ``found`` (:func:`sessions`, oldest first) that go so that at most
+    ``keep`` sessions and ``keep_bytes`` remain; ``keep_path`` never goes, and counts."""
+    current = os.path.basename(keep_path) if keep_path else None
+    count, total = len(found), sum(size for _, size in found)
+    out = []
+    for name, size in found:
+        if count <= keep and total <= keep_bytes:
+            break
+        if name != current:
+            out.append(name)
+            count -= 1
+            total -= size
+    return out
+
+
 def prune(folder: str, keep_path: str | None, keep: int = KEEP_SESSIONS,
           keep_bytes: int = KEEP_BYTES) -> Pruned:
     """Remove the oldest of tuimeter's sessions in ``folder`` until at most ``keep`` of
     them and ``keep_bytes`` remain; ``keep_path`` (the session being recorded) is never
     removed and counts. Errors remove nothing more; never raises for a file."""
     done = Pruned(folder)
-    current = os.path.basename(keep_path) if keep_path else None
     found = sessions(folder)
-    count, total = len(found), sum(size for _, size in found)
+    sizes = dict(found)
     try:
         dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:
         return done
     try:
-        for name, size in found:
-            if count <= keep and total <= keep_bytes:
-                break
-            if name == current:
-                continue
+        for name in to_remove(found, keep_path, keep, keep_bytes):
+            size = sizes[name]
             if _ours(dir_fd, name) is None:  # changed since it was listed
                 continue
             try:
@@ -119,8 +132,6 @@ def prune(folder: str, keep_path: str | None, keep: int = KEEP_SESSIONS,
                     pass
             done.removed.append(name)
             done.freed_bytes += size
-            count -= 1
-            total -= size
     finally:
         os.close(dir_fd)
     return done

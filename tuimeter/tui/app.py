@@ -392,9 +392,10 @@ class TuimeterApp(App[Snapshot | None]):
     def action_mark_labelled(self) -> None:
         pressed_at = self.engine.clock()  # the marker is when M was pressed, not when typed
 
-        def added(label: str | None) -> None:
-            if label:
-                self._add_marker(label, pressed_at)
+        def added(answer: tuple[str, bool] | None) -> None:
+            if answer:
+                label, at_enter = answer
+                self._add_marker(label, None if at_enter else pressed_at)
 
         snap = self.engine.snapshot
         at = fmt_duration(snap.elapsed_s) if snap is not None else "the time"

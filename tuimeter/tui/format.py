@@ -6,6 +6,8 @@ short string with its unit; None (and NaN) become ``N/A``, never 0.
 
 from __future__ import annotations
 
+import functools
+
 from ..model import DomainSample, Provenance, Status
 
 NA = "N/A"
@@ -13,6 +15,23 @@ NA = "N/A"
 
 def _missing(x: float | None) -> bool:
     return x is None or x != x
+
+
+def _unsigned_zero(text: str) -> str:
+    """``-0.0 J`` (a file's ``-0``, or a rounding error below what is shown) as
+    ``0.0 J``: a sign on a figure that reads as zero says nothing true."""
+    if text.startswith("-") and not any(c in "123456789" for c in text.split(" ")[0]):
+        return text[1:]
+    return text
+
+
+def unsigned_zero(fmt):
+    """A formatter whose figures never read ``-0``."""
+    @functools.wraps(fmt)
+    def wrapped(x, *args, **kw):
+        return _unsigned_zero(fmt(x, *args, **kw))
+
+    return wrapped
 
 
 def _scaled(x: float, units: tuple[tuple[float, str], ...], digits: int = 1) -> str:
@@ -23,6 +42,7 @@ def _scaled(x: float, units: tuple[tuple[float, str], ...], digits: int = 1) -> 
     return f"{x / factor:.{digits}f} {unit}"
 
 
+@unsigned_zero
 def fmt_power(w: float | None) -> str:
     """Watts: ``850 mW``, ``42.0 W``, ``1.25 kW``."""
     if _missing(w):
@@ -36,6 +56,7 @@ def fmt_power(w: float | None) -> str:
     return f"{w:.1f} W"
 
 
+@unsigned_zero
 def fmt_share(share: float | None) -> str:
     """A share (0-1) as a percentage with one decimal: ``42.5`` (no sign: the column says
     %); ``N/A`` when not known (a replay: the session file records no CPU or GPU shares)."""
@@ -44,6 +65,7 @@ def fmt_share(share: float | None) -> str:
     return f"{100 * share:.1f}"
 
 
+@unsigned_zero
 def fmt_energy(j: float | None) -> str:
     """Joules: ``12.3 J``, ``4.56 kJ``, ``7.89 MJ``."""
     if _missing(j):
@@ -53,6 +75,7 @@ def fmt_energy(j: float | None) -> str:
     return _scaled(j, ((1e9, "GJ"), (1e6, "MJ"), (1e3, "kJ")), 2)
 
 
+@unsigned_zero
 def fmt_wh(j: float | None) -> str:
     """Joules shown as watt-hours: ``0.123 Wh``, ``12.35 Wh``, ``1.234 kWh``."""
     if _missing(j):
@@ -65,6 +88,7 @@ def fmt_wh(j: float | None) -> str:
     return f"{wh:.3f} Wh"
 
 
+@unsigned_zero
 def fmt_co2(g: float | None) -> str:
     """Grams CO2e: ``0.42 mg``, ``1.234 g``, ``5.67 kg`` (always with "CO2e")."""
     if _missing(g):

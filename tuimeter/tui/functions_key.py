@@ -10,13 +10,27 @@ program followed, the program is not Python or has ended, py-spy missing (the ex
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from ..profile.attach import ChunkedProfile, python_process
-from ..profile.pyspy import EXTRA_HINT, find_pyspy
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..profile.attach import ChunkedProfile
     from .app import TuimeterApp
+
+
+# the profile's modules (py-spy's runner, the spreading of energy over stacks) load when
+# f is first pressed, not with the UI (about 50 ms of its start-up)
+def find_pyspy() -> str | None:
+    """py-spy's executable, or None (``tuimeter.profile.pyspy.find_pyspy``)."""
+    from ..profile.pyspy import find_pyspy as find
+
+    return find()
+
+
+def python_process(root: int, members, *check: Any) -> int | None:
+    """The process to sample (``tuimeter.profile.attach.python_process``)."""
+    from ..profile.attach import python_process as find
+
+    return find(root, members, *check)
 
 NO_PROGRAM = ("f shows a Python program's functions by energy: follow one "
               "(tuimeter -- python SCRIPT, or tuimeter --pid PID)")
@@ -27,7 +41,7 @@ class FunctionsKey:
 
     def __init__(self, app: "TuimeterApp") -> None:
         self.app = app
-        self.profile: ChunkedProfile | None = None
+        self.profile: "ChunkedProfile | None" = None
 
     def toggle(self) -> None:
         app = self.app
@@ -44,9 +58,13 @@ class FunctionsKey:
             return
         exe = find_pyspy()
         if exe is None:
+            from ..profile.pyspy import EXTRA_HINT
+
             app.say(f"the functions panel samples the program with py-spy, an optional "
                     f"extra: {EXTRA_HINT}", severity="warning", timeout=15)
             return
+        from ..profile.attach import ChunkedProfile
+
         profile = self.profile = ChunkedProfile(pid, app.engine, exe)
         app.profile_source = lambda: profile.latest
         app.run_worker(lambda: self._run(profile), thread=True, group="pyspy",
@@ -70,7 +88,7 @@ class FunctionsKey:
                           f"samples Python programs only")
         return pid, ""
 
-    def _run(self, profile: ChunkedProfile) -> None:
+    def _run(self, profile: "ChunkedProfile") -> None:
         """The sampling loop (a worker thread); a failure is said on the app's thread."""
         problem = profile.run()
         if problem:
@@ -79,7 +97,7 @@ class FunctionsKey:
             except RuntimeError:  # the app has ended meanwhile
                 pass
 
-    def _failed(self, profile: ChunkedProfile, problem: str) -> None:
+    def _failed(self, profile: "ChunkedProfile", problem: str) -> None:
         if self.profile is not profile:
             return
         self.close()

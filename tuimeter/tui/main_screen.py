@@ -29,6 +29,8 @@ from textual.widgets import Footer
 from ..model import Domain, JobSample, Snapshot
 from ..job import JobState, job_ranks
 from ..work import WorkWindow
+from .device_groups import (CHART_MIN_LINES, PROCESS_MIN_ROWS, collapse_needed,
+                            table_lines_needed)
 from .devices import DeviceScreen, devices_text
 from .messages import SnapshotReady
 from .widgets import (DomainTable, JobPanel, PowerChart, ProcessPanel, SensorStatusLine,
@@ -42,6 +44,11 @@ FRAME_S = 0.5
 FRAME_CHECK_S = 0.05
 #: below this many lines, the process table and status line give their rows to the chart
 COMPACT_BELOW_LINES = 32
+#: the process panel's share of a screen of 32 lines or more, % (app.tcss says so too)
+PANEL_SHARE = 40
+#: on such a screen the process panel gives up rows (to its least) for the chart to keep
+#: this many lines
+CHART_TALL = 10
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,7 @@ class MainScreen(Screen[None]):
                 key_display="]"),
         Binding("v", "parts", "Chart: parts too", show=False),
         Binding("d", "devices", "Devices", show=False),
+        Binding("x", "expand", "GPUs: one line each / per model", show=False),
     ]
 
     paused: reactive[bool] = reactive(False)
@@ -103,6 +111,11 @@ class MainScreen(Screen[None]):
         self._widgets: dict[type, object] = {}  # see _widget
         self._ready = False  # mounted: the widgets are there to draw into
         self._toasts_at = None  # the region toasts were last placed over (_place_toasts)
+        self._panel_height: int | None = None  # set by _fit_domains; None: the CSS's
+        self.expand_groups: bool | None = None
+        """``x``: True shows every GPU, False each device group as one line; None (at
+        start): whichever leaves the chart and the process table their least
+        (:mod:`..device_groups`)."""
 
     @property
     def grouping(self) -> str:
@@ -135,7 +148,47 @@ class MainScreen(Screen[None]):
     def on_resize(self, event: events.Resize) -> None:
         """Below 32 lines, the process table and status line give their rows to the chart."""
         self.set_class(event.size.height < COMPACT_BELOW_LINES, "-compact")
+        self._fit_domains(event.size.height)
         self.call_after_refresh(self._place_toasts)
+
+    def _fit_domains(self, height: int | None = None) -> None:
+        """Room for the chart at every size and with many GPUs. Below ``CHART_TALL``
+        lines of chart the process panel gives up its rows (down to ``PROCESS_MIN_ROWS``);
+        below ``CHART_MIN_LINES`` the device groups collapse (``8 x H200``; ``x`` decides
+        instead once pressed); a table that still does not fit is cut to the room (its
+        rows scroll under the header, the total stays). Checked at each resize and frame:
+        a layout only when something changed."""
+        if not self._ready:
+            return
+        height = self.size.height if height is None else height
+        compact = height < COMPACT_BELOW_LINES
+        try:
+            table, job, panel = self._widget(DomainTable), self._widget(JobPanel), \
+                self._widget(ProcessPanel)
+        except NoMatches:  # the app quits before (or after) its widgets are there: a
+            return         # terminal closed while it starts
+
+        rows = self.attribution == "on" or panel.has_class("-rows")
+        fixed = 1 + ((job.outer_size.height or 2) if job.display else 0) + 1 + (
+            1 if compact else max(self._widget(SensorStatusLine).outer_size.height, 1))
+        least = 2 + PROCESS_MIN_ROWS if rows else max(panel.outer_size.height, 1)
+        n_all = len(table.domains)
+        n_collapsed = n_all - sum(len(g.members) - 1 for g in table.groups)
+        collapse = self.expand_groups is False or (self.expand_groups is None and
+                                                   collapse_needed(height, n_all, n_collapsed,
+                                                                   fixed + least))
+        table.collapse(collapse)
+        self._widget(PowerChart).set_groups(table.groups if table.collapsed else ())
+        room = height - fixed - least - CHART_MIN_LINES
+        lines = table_lines_needed(n_collapsed if table.collapsed else n_all)
+        table.set_max_lines(room if lines > room else None)
+        if rows and not compact:  # its 40 % (app.tcss), less what the chart lacks
+            share = height * PANEL_SHARE // 100
+            chart = height - fixed - min(lines, max(room, 3)) - share
+            want = None if chart >= CHART_TALL else max(least, share - (CHART_TALL - chart))
+            if want != self._panel_height:
+                self._panel_height = want
+                panel.styles.height = want
 
     def _place_toasts(self) -> None:
         """Notifications stack up from the bottom right of the chart and totals: Textual
@@ -154,6 +207,17 @@ class MainScreen(Screen[None]):
         """The chart's window: ``[`` shorter, ``]`` longer (redrawn from what it holds,
         paused or not)."""
         self._widget(PowerChart).zoom(step)
+
+    def action_expand(self) -> None:
+        """Every GPU on a line of its own, or each device group (``8 x H200``) as one."""
+        table = self._widget(DomainTable)
+        if not table.groups:
+            self.notify("no GPUs of one model to group here")
+            return
+        self.expand_groups = table.collapsed
+        self._fit_domains()
+        self.notify("GPUs: one line each" if self.expand_groups else
+                    "GPUs: one line per model (x: one each)")
 
     def action_parts(self) -> None:
         """The chart draws the parts (core, uncore) and psys too, or not."""
@@ -243,6 +307,7 @@ class MainScreen(Screen[None]):
         w = self._widget
         w(TopBar).show(snap, status.interval_s, self.paused, status.mode, status.cpu_percent,
                        self.frame_s)
+        self._fit_domains()  # the job panel's height may have changed
         w(DomainTable).show(snap)
         w(PowerChart).show(snap, message.times_s)
         if self.ended:  # the last tick: drawn whether it moves the chart by a dot or not

@@ -11,7 +11,7 @@ process has ``pid`` None (it cannot be signalled, and the tree does not apply).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Sequence
 
 from ..engine.procsignal import user_name
@@ -99,6 +99,16 @@ def with_every_process(rows: list[Row], others: Sequence[Row]) -> list[Row]:
     return rows + [r for r in others if r.pid not in pids]
 
 
+#: a share no one measured (a cgroup's CPU%: the snapshot sums its power, not its CPU
+#: time): drawn ``N/A``, never 0.0 beside the cgroup's watts; sorted last
+UNKNOWN = float("nan")
+
+
+def known(share: float) -> float:
+    """A share for sorting: an unknown one (NaN) below every known one."""
+    return -1.0 if share != share else share
+
+
 def _group_row(g: GroupRow) -> Row:
     """A row of another grouping (``tuimeter.grouping``): the job as one row, or a
     cgroup. Not one process, so it has no pid (never signalled, no tree); its name says
@@ -106,7 +116,8 @@ def _group_row(g: GroupRow) -> Row:
     n = f" ({g.n_processes} processes)" if g.n_processes and g.n_processes > 1 else ""
     name = f"job: {g.name}{n}" if g.kind == "job" else f"{g.name}{n}"
     return Row(key=f"{g.kind}:{g.key}", name=name, cmdline=g.detail or name,
-               cpu_share=g.cpu_share or 0.0, gpu_share=g.gpu_share or 0.0,
+               cpu_share=UNKNOWN if g.cpu_share is None else g.cpu_share,
+               gpu_share=UNKNOWN if g.gpu_share is None else g.gpu_share,
                power_w=g.power_w, energy_j=g.total_energy_j or 0.0, in_job=g.kind == "job")
 
 
@@ -115,8 +126,11 @@ def job_rows(snap: Snapshot) -> list[Row]:
     power first; without a job, :func:`process_rows`."""
     if snap.job is None:
         return process_rows(snap)
-    rows = [_group_row(job_row(snap.job))] + [row_of(p) for p in snap.processes
-                                              if not p.in_job]
+    job = _group_row(job_row(snap.job))
+    members = snap.job.members
+    if members and all(known(m.cpu_share) >= 0 for m in members):  # CPU time adds up
+        job = replace(job, cpu_share=sum(m.cpu_share for m in members))
+    rows = [job] + [row_of(p) for p in snap.processes if not p.in_job]
     return sorted(rows, key=lambda r: r.power_w, reverse=True)
 
 
@@ -147,8 +161,8 @@ class Sort:
 SORTS: tuple[Sort, ...] = (
     Sort("power", "power", lambda r: (r.power_w, r.energy_j)),
     Sort("energy", "energy", lambda r: (r.energy_j, r.power_w)),
-    Sort("CPU", "cpu", lambda r: (r.cpu_share, r.power_w)),
-    Sort("GPU", "gpu", lambda r: (r.gpu_share, r.power_w)),
+    Sort("CPU", "cpu", lambda r: (known(r.cpu_share), r.power_w)),
+    Sort("GPU", "gpu", lambda r: (known(r.gpu_share), r.power_w)),
     Sort("name", "command", lambda r: (r.name.casefold(), r.pid or 0), descending=False),
     Sort("pid", "pid", lambda r: r.pid if r.pid is not None else -1, descending=False),
 )

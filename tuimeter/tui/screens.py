@@ -22,7 +22,8 @@ from .widgets._totals_panel import is_world_average
 
 KEYS = (
     ("m", "add a marker labelled 'mark N' (in the chart and the session CSV)"),
-    ("M", "add a marker, asking for its label"),
+    ("M", "add a marker, asking for its label: stamped when M was pressed, or (ctrl+t in "
+          "the prompt) when Enter is"),
     ("p", "pause / resume the display (recording goes on)"),
     ("e", "export the session so far to a CSV file (the path is shown)"),
     ("f", "functions by energy of the followed Python program, live (py-spy; f again stops)"),
@@ -31,6 +32,9 @@ KEYS = (
     ("[ ]", "chart: a shorter / longer time window (30 s to 1 h; 5 min at start)"),
     ("v", "chart: draw the parts (core, uncore) and psys too, or not"),
     ("d", "devices: each GPU's and CPU's readings in full (busy, memory, temperature ...)"),
+    ("x", "GPUs: one line each, or one per model (8 x H200: their sum), which the screen "
+          "picks when all would leave the chart under 5 lines; a table cut to the room "
+          "scrolls with the mouse wheel"),
     ("g", "process table: per process, the followed job as one row, or per cgroup"),
     ("?", "this help (Esc closes it)"),
     ("q", "quit (the session file is closed and its path printed); with a command still "
@@ -139,10 +143,13 @@ class HelpScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
-class LabelScreen(ModalScreen[str | None]):
-    """Ask for a marker label; Enter adds it, Esc cancels."""
+class LabelScreen(ModalScreen["tuple[str, bool] | None"]):
+    """Ask for a marker label; Enter adds it, Esc cancels. The marker is stamped when M
+    was pressed (the moment the user saw), or, after ctrl+t, when Enter is pressed; the
+    prompt says which. Dismissed with (label, stamped at Enter) or None."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS = [Binding("escape", "cancel", "Cancel"),
+                Binding("ctrl+t", "toggle_stamp", "Stamp at M / at Enter")]
     DEFAULT_CSS = """
     LabelScreen { align: center middle; }
     LabelScreen > Vertical {
@@ -154,12 +161,22 @@ class LabelScreen(ModalScreen[str | None]):
     def __init__(self, at_text: str = "the time") -> None:
         super().__init__()
         self.at_text = at_text  # when M was pressed (session time), as the prompt says
+        self.at_enter = False
+        """The marker is stamped when Enter is pressed, not when M was."""
+
+    def prompt(self) -> str:
+        when = ("when Enter is pressed (ctrl+t: when M was)" if self.at_enter else
+                f"when M was pressed, {self.at_text} (ctrl+t: when Enter is)")
+        return f"Marker stamped {when}. Label (Enter adds it, Esc cancels):"
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(f"Marker at about {self.at_text}, when M was pressed (not when Enter "
-                         "is). Label (Enter adds it, Esc cancels):")
+            yield Static(self.prompt(), id="prompt", markup=False)
             yield Input(placeholder="e.g. training starts", id="label")
+
+    def action_toggle_stamp(self) -> None:
+        self.at_enter = not self.at_enter
+        self.query_one("#prompt", Static).update(self.prompt())
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         """An empty label cancels; one the session would refuse (control or bidi
@@ -173,7 +190,7 @@ class LabelScreen(ModalScreen[str | None]):
         except ValueError as exc:
             self.notify(f"not added: {exc}", severity="error")
             return
-        self.dismiss(label)
+        self.dismiss((label, self.at_enter))
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -21,6 +21,7 @@ from textual.strip import Strip
 from ...model import DeviceInfo, Domain, DomainSample, Snapshot, Status, Totals
 from ...phases import average_power_w
 from ...text import safe_text
+from ..device_groups import GroupSample, device_groups, group_sample
 from ..devices import device_text
 from ..format import badge, fmt_energy, fmt_power, provenance_badge
 from ._kept_strips import KeptStrips, StyledOnce
@@ -185,26 +186,118 @@ class DomainTable(StyledOnce):
     def __init__(self, domains: Sequence[Domain], **kw) -> None:
         super().__init__(**kw)
         self.domains = list(domains)
+        self.groups = device_groups(self.domains)
+        """GPUs of one model (``8 x H200``), each one line while :attr:`collapsed`."""
         room = (_NAME.width or 0) - 2  # after the chart character and a space
         above: set[str] = set()
         rows: dict[str, RowData] = {}
         # a node meter's row on top, the rest of node under it, then the chips (its parts);
         # each keeps the chart marker of its place among the domains
         first = {"platform": 0, "rest": 1}
-        for i in sorted(range(len(self.domains)),
-                        key=lambda i: first.get(self.domains[i].kind.value, 2)):
+        order = sorted(range(len(self.domains)),
+                       key=lambda i: first.get(self.domains[i].kind.value, 2))
+        self._order = [self.domains[i] for i in order]  # the rows' order, top to bottom
+        for i in order:
             d = self.domains[i]
             rows[d.id] = _empty(f"{series_marker(i)} {row_name(d, above, room)}")
             above.add(d.id)
+        for j, g in enumerate(self.groups):  # its chart character follows the domains'
+            rows[g.key] = _empty(f"{series_marker(len(self.domains) + j)} "
+                                 f"{g.label[:room]}")
         rows["total"] = _empty(f"{TOTAL_MARKER} total")
         self._rows = rows
-        self._keys = tuple(rows)
-        self._y = {key: y for y, key in enumerate(rows, start=1)}  # line 0: the header
+        self.collapsed = False
+        """Each device group is one line (:meth:`collapse`)."""
+        self._first = 0  # the first domain line shown while the table is cut (max_lines)
+        self.max_lines: int | None = None
+        """The most lines the table may take (header and total included); more rows
+        scroll under the header (the mouse wheel), the total stays. None: no bound."""
         self._columns: tuple[tuple[Column, int], ...] = ()  # shown, with their widths
         self._devices = False  # a domain has had device readings
-        self._lines: list[_Line | None] = [None] * (len(rows) + 1)
         self._strips = KeptStrips()  # each line's, with its _Line and width
         self._hover: int | None = None  # the line whose sparkline the mouse is over
+        self._set_keys()
+
+    def _set_keys(self) -> None:
+        """The rows shown, top to bottom: each domain, a collapsed group at its first
+        member's place (its other members left out), then the total."""
+        member = {m: g for g in self.groups for m in g.members} if self.collapsed else {}
+        keys: list[str] = []
+        for d in self._order:
+            g = member.get(d.id)
+            if g is None:
+                keys.append(d.id)
+            elif d.id == g.members[0]:
+                keys.append(g.key)
+        self._keys = (*keys, "total")
+        self._y = {key: y for y, key in enumerate(self._keys, start=1)}  # line 0: header
+        self._lines: list[_Line | None] = [None] * (len(self._keys) + 1)
+        self._strips.clear()
+
+    def collapse(self, collapsed: bool) -> bool:
+        """Draw each device group as one line (or each GPU again); whether it changed
+        (the table's height did: a layout)."""
+        collapsed = collapsed and bool(self.groups)
+        if collapsed == self.collapsed:
+            return False
+        self.collapsed = collapsed
+        self._set_keys()
+        self.refresh(layout=True)
+        return True
+
+    def set_max_lines(self, lines: int | None) -> None:
+        """Bound the table's height (:attr:`max_lines`)."""
+        if lines != self.max_lines:
+            self.max_lines = lines
+            self._first = min(self._first, self._hidden())
+            self._lines[0] = None  # the header says how many rows are out of sight
+            self._strips.clear()
+            self.refresh(layout=True)
+
+    def _hidden(self) -> int:
+        """Domain lines that do not fit under :attr:`max_lines`."""
+        if self.max_lines is None:
+            return 0
+        return max(0, len(self._lines) - max(self.max_lines, 3))
+
+    def _line_at(self, y: int) -> int:
+        """The line (0: header, then each row) drawn at screen line ``y``."""
+        hidden = self._hidden()
+        if not hidden or y == 0:
+            return y
+        last = len(self._lines) - 1 - hidden  # the screen line of the total
+        return len(self._lines) - 1 if y >= last else y + self._first
+
+    def _screen_y(self, line: int) -> int | None:
+        """Where line ``line`` is drawn, None while scrolled out of sight."""
+        hidden = self._hidden()
+        if not hidden or line == 0:
+            return line
+        if line == len(self._lines) - 1:
+            return line - hidden
+        y = line - self._first
+        return y if 1 <= y < len(self._lines) - 1 - hidden else None
+
+    @property
+    def rows_out_of_sight(self) -> int:
+        """Domain rows not drawn now (the table is cut by :attr:`max_lines`)."""
+        return self._hidden()
+
+    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        self._scroll(1, event)
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        self._scroll(-1, event)
+
+    def _scroll(self, step: int, event: events.Event) -> None:
+        hidden = self._hidden()
+        if hidden:
+            event.stop()
+            first = min(max(self._first + step, 0), hidden)
+            if first != self._first:
+                self._first = first
+                self._strips.clear()
+                self.refresh()
 
     # -- what a test or the help reads ---------------------------------------------------
     @property
@@ -231,8 +324,7 @@ class DomainTable(StyledOnce):
 
     def row_text(self, key: str) -> str:
         """Row ``key`` (or ``header``) as drawn: every cell, blanks included."""
-        y = 0 if key == "header" else self._y[key]
-        return self.render_line(y).text
+        return self._strip(self.line(key), self.size.width).text
 
     def spark_tip(self, key: str) -> str | None:
         """The tooltip hovering row ``key``'s sparkline shows (its range)."""
@@ -249,7 +341,7 @@ class DomainTable(StyledOnce):
 
     # -- layout ---------------------------------------------------------------------------
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return len(self._lines)
+        return len(self._lines) - self._hidden()
 
     def on_resize(self, event: events.Resize) -> None:
         self._fit_columns(force=True)
@@ -277,30 +369,43 @@ class DomainTable(StyledOnce):
             self._devices = True
             self._fit_columns()
         rows = self._rows
+        by_id = {}
         for sample in snap.domains:
             key = sample.domain.id
+            by_id[key] = sample
             if key in rows:
                 self._set(key, self._domain(rows[key].label, sample, snap.elapsed_s))
+        for g in self.groups:
+            members = [by_id[m] for m in g.members if m in by_id]
+            if len(members) == len(g.members):
+                self._set(g.key, self._group(rows[g.key].label, group_sample(members),
+                                             snap.elapsed_s))
         self._set("total", self._total(rows["total"].label, snap.total, snap.elapsed_s))
         if self._hover is not None:
             self._show_tip(self._hover)
 
     def _set(self, key: str, data: RowData) -> None:
         self._rows[key] = data
-        y = self._y[key]
+        y = self._y.get(key)
+        if y is None:  # a collapsed group's member, or a group while expanded
+            return
         old = self._lines[y]
         if old is None:  # not drawn since the columns changed: drawn whole anyway
             return
         line = self._make_line(y)
         if line != old:
             self._lines[y] = line
-            self.refresh(Region(0, y, self.size.width, 1))
+            at = self._screen_y(y)
+            if at is not None:
+                self.refresh(Region(0, at, self.size.width, 1))
 
     def _make_line(self, y: int) -> _Line:
         """Line ``y``'s cells at the current column widths."""
         if y == 0:
-            return _Line(tuple("".join(_fit(c.header, w, c.align)) for c, w in self._columns),
-                         kind="header")
+            hidden = self._hidden()  # rows scrolled under the header: how many, and how
+            return _Line(tuple("".join(_fit(f"  domain ({hidden} more)" if hidden and
+                                            c is _NAME else c.header, w, c.align))
+                               for c, w in self._columns), kind="header")
         key = self._keys[y - 1]
         data = self._rows[key]
         cells, label = [], ""
@@ -325,8 +430,9 @@ class DomainTable(StyledOnce):
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
-        if not 0 <= y < len(self._lines):
+        if not 0 <= y < len(self._lines) - self._hidden():
             return Strip.blank(width, self.base_style)
+        y = self._line_at(y)
         line = self._lines[y]
         if line is None:
             line = self._lines[y] = self._make_line(y)
@@ -356,7 +462,7 @@ class DomainTable(StyledOnce):
     def on_mouse_move(self, event: events.MouseMove) -> None:
         offset = event.get_content_offset(self)
         self._hover = None
-        if offset is not None and 1 <= offset.y < len(self._lines):
+        if offset is not None and 1 <= offset.y < len(self._lines) - self._hidden():
             x = 0
             for column, w in self._columns:
                 if column.sparkline and x <= offset.x < x + w:
@@ -369,7 +475,7 @@ class DomainTable(StyledOnce):
         self._show_tip(None)
 
     def _show_tip(self, y: int | None) -> None:
-        tip = None if y is None else self.spark_tip(self._keys[y - 1])
+        tip = None if y is None else self.spark_tip(self._keys[self._line_at(y) - 1])
         if tip != self.tooltip:
             self.tooltip = tip
 
@@ -381,6 +487,12 @@ class DomainTable(StyledOnce):
         now_w = s.power_w if lost or s.instant_power_w is None else s.instant_power_w
         return RowData(label, badge(s), s.history_w, now_w, s.total_energy_j, elapsed_s, lost,
                        s.device)
+
+    @staticmethod
+    def _group(label: str, g: GroupSample, elapsed_s: float) -> RowData:
+        shown = f"[{g.lost} LOST]" if g.lost else f"[{g.provenance}]"
+        return RowData(label, shown, g.history_w, g.now_w, g.total_energy_j, elapsed_s,
+                       bool(g.lost))
 
     @staticmethod
     def _total(label: str, t: Totals, elapsed_s: float) -> RowData:

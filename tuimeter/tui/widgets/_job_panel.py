@@ -36,7 +36,10 @@ def job_text(state: JobState, job: JobSample | None, exited_at_s: float | None,
         text.append("\nits power share needs process attribution (not available)")
         _work_lines(text, work, "machine")
         return text
-    text.append(f"  {job.n_processes} proc")
+    # none: a replay of a file that does not say which processes were the job's (written
+    # before process rows carried source "job"); a live job has its root at least
+    text.append(f"  {job.n_processes} proc" if job.n_processes else
+                "  processes not recorded")
     text.append("\n")
     power, share = fmt_power(job.power_w), f"{100 * job.share:.0f}%"
     energy, wh = fmt_energy(job.total_energy_j), fmt_wh(job.total_energy_j)

@@ -10,7 +10,8 @@ draws the total alone, unless asked for every series.
 How (:class:`PowerChart`): braille lines, each series in its colour; under ``NO_COLOR``
 (no colour to tell series apart) each series is drawn with its own ASCII character, the
 one left of its name in the domain table (``@`` the total). The x axis is the last
-``window_s`` seconds (``[`` shorter, ``]`` longer, :data:`WINDOWS_S`), newest at the right.
+``window_s`` seconds (``[`` shorter, ``]`` longer, :data:`WINDOWS_S`), newest at the right;
+while the session is younger than the window, the session (:func:`shown_span`).
 
 The figure is built when drawn, for the size it has then (a frame built for another
 width was once the snapshot tests' flake), and kept until the data, the size, the window,
@@ -35,22 +36,41 @@ from textual_plotext import PlotextPlot
 
 from ...model import Snapshot
 from ...text import safe_text
+from ..device_groups import DeviceGroup, group_sample
 from ._kept_strips import StyledOnce, refresh_changed_lines
 
 #: one ASCII character per domain (by its place in the snapshot), so series differ without
 #: colour (NO_COLOR, mono SSH); shown left of the domain's name in the table
-MARKERS = ("*", "+", "#", "%", "&", "$", "=", "~", "^", "x")
+#: (20 of them: an 8-GPU machine's 12 domains and its group each have their own)
+MARKERS = ("*", "+", "#", "%", "&", "$", "=", "~", "^", "x", "o", "!", "?", "<", ">", ":",
+           ";", "z", "w", "s")
 #: the machine total's character
 TOTAL_MARKER = "@"
 #: a colour per domain (the total is drawn in the text colour, bold: readable on every theme)
 COLOURS = ("bright_cyan", "bright_green", "bright_yellow", "bright_magenta", "bright_red",
-           "bright_blue", "cyan", "green", "yellow", "magenta")
+           "bright_blue", "cyan", "green", "yellow", "magenta", "orange1", "purple",
+           "spring_green2", "deep_pink2", "gold1", "turquoise2", "dark_orange",
+           "medium_purple1", "chartreuse2", "hot_pink")
 #: the chart's time windows, seconds, ``[`` and ``]`` step through
 WINDOWS_S = (30, 60, 120, 300, 600, 1800, 3600)
 #: the window a chart starts with: the last 5 minutes
 DEFAULT_WINDOW_S = 300
 #: x-axis tick spacing per window, seconds
-TICK_S = {30: 10, 60: 15, 120: 30, 300: 60, 600: 120, 1800: 300, 3600: 900}
+TICK_S = {10: 2, 20: 5, 30: 10, 45: 15, 60: 15, 90: 30, 120: 30, 180: 60, 240: 60, 300: 60,
+          480: 120, 600: 120, 900: 300, 1200: 300, 1800: 300, 2400: 600, 3600: 900}
+#: the spans a session younger than the window is shown over, seconds: the shortest that
+#: holds it (a 59 s replay fills a 60 s chart, not a fifth of 5 minutes); few of them, so
+#: the axes (plotext's frame, kept while they stay) change seldom
+SPANS_S = tuple(sorted(TICK_S))
+
+
+def shown_span(age_s: float, window_s: int) -> int:
+    """The seconds the x axis spans: the window, or while the session is younger than
+    it, the shortest of :data:`SPANS_S` that holds the session (then it scrolls)."""
+    return next((s for s in SPANS_S if age_s <= s < window_s), window_s)
+#: the chart moves with time at most this often, session seconds (a short span's dot is
+#: a fraction of a second: each tick would redraw it); a jump, a marker or a domain at once
+CHART_EVERY_S = 2.0
 #: a chart narrower than this draws the total alone (80x24: 46 columns)
 SERIES_MIN_WIDTH = 60
 #: the header's legend swatch of a colour series
@@ -111,22 +131,37 @@ class Series:
     """Power of each tick kept, W, oldest first (None where lost)."""
 
 
-def chart_series(snap: Snapshot, *, parts: bool = False, total_only: bool = False) -> list[Series]:
+def chart_series(snap: Snapshot, *, parts: bool = False, total_only: bool = False,
+                 groups: Sequence[DeviceGroup] = ()) -> list[Series]:
     """What the chart draws, the total first (legend order; it is drawn last, on top).
 
     Devices (domains that add into the total) are drawn when there are two or more (one
     device *is* the total); parts and wholes (core, uncore, psys: ``in_total`` False) only
     with ``parts``. ``total_only`` (a small chart) draws the total alone unless ``parts``
-    asks for every series."""
+    asks for every series. Each device group of ``groups`` (collapsed in the table) is one
+    series, its members' sum, where its first member would be; its character and colour
+    follow the domains' (the j-th group's are those of domain ``len(domains) + j``)."""
     out = [Series("total", "total", TOTAL_MARKER, "", _TOTAL_CODE, snap.total.history_w)]
     if total_only and not parts:
         return out
     devices = sum(1 for d in snap.domains if d.domain.in_total)
+    member = {m: (j, g) for j, g in enumerate(groups) for m in g.members}
+    by_id = {d.domain.id: d for d in snap.domains} if groups else {}
+    n = len(snap.domains)
     for i, d in enumerate(snap.domains):
         shown = parts if not d.domain.in_total else (devices > 1 or parts)
-        if shown:
-            out.append(Series(d.domain.id, safe_text(d.domain.id), series_marker(i),
-                              COLOURS[i % len(COLOURS)], _DOMAIN_CODE + i, d.history_w))
+        if not shown:
+            continue
+        if d.domain.id in member:
+            j, g = member[d.domain.id]
+            samples = [by_id[m] for m in g.members if m in by_id]
+            if d.domain.id == g.members[0] and len(samples) == len(g.members):
+                out.append(Series(g.key, g.label, series_marker(n + j),
+                                  COLOURS[(n + j) % len(COLOURS)], _DOMAIN_CODE + n + j,
+                                  group_sample(samples).history_w))
+            continue
+        out.append(Series(d.domain.id, safe_text(d.domain.id), series_marker(i),
+                          COLOURS[i % len(COLOURS)], _DOMAIN_CODE + i, d.history_w))
     return out
 
 
@@ -171,35 +206,53 @@ LABEL_MIN = 3
 
 
 def marker_labels(markers: Sequence[tuple[float, str]], lo: float, hi: float,
-                  columns: int) -> list[tuple[float, str, str]]:
-    """(x, text, alignment) for each marker label that fits. A label starts at its marker
-    and ends a column before the next marker's (or the plot's right edge); the last one,
-    if it does not fit there and has more room on its left, ends at its marker instead (a
-    marker just added sits at "now", the right edge). Else it is cut (and dropped if under LABEL_MIN
-    characters), so labels never run into each other (``marmarepoch 2``)."""
+                  columns: int, rows: int = 1) -> list[tuple[float, str, str, int]]:
+    """(x, text, alignment, row) for each marker label that fits, on up to ``rows`` lines
+    from the plot's top (0 the top): a label starts at its marker, on the first row where
+    the last label ended at least a blank column before; at the right edge (a marker just
+    added sits at "now") it ends at its marker instead where there is room. Where every
+    row is taken, the label that ends first is cut to leave a blank column (dropped if
+    under LABEL_MIN characters), so labels never run into each other (``train coold``)."""
     if not markers or columns <= 0:
         return []
     span = hi - lo if hi > lo else 1.0
+    rows = max(rows, 1)
 
     def col(x: float) -> int:
         return int(round((x - lo) / span * (columns - 1)))
 
-    out = []
-    used = -2  # the last column a label took
-    for i, (x, label) in enumerate(markers):
-        c = col(x)
-        limit = col(markers[i + 1][0]) - 1 if i + 1 < len(markers) else columns
-        right = min(LABEL_MAX, limit - c)
-        left = min(LABEL_MAX, c - used - 1)
-        if i + 1 == len(markers) and len(label) > right and left > right:
-            text, align, end = label[:max(left, 0)], "right", c
+    placed: list[list] = []  # [x, text, align, row, first column]
+    ends = [-2] * rows  # the last column a label took, per row
+
+    def put(x: float, c: int, text: str, r: int) -> bool:
+        room = columns - c
+        if len(text) <= room:
+            placed.append([x, text, "left", r, c])
+        elif c - len(text) + 1 > ends[r] + 1:  # ends at its marker, a blank before it
+            placed.append([x, text, "right", r, c - len(text) + 1])
+        elif room >= min(LABEL_MIN, len(text)):
+            placed.append([x, text[:room], "left", r, c])
         else:
-            text, align = label[:max(right, 0)], "left"
-            end = c + len(text) - 1
-        if len(text) >= min(LABEL_MIN, len(label)) and text:
-            out.append((x, text, align))
-            used = end
-    return out
+            return False
+        ends[r] = placed[-1][4] + len(placed[-1][1]) - 1
+        return True
+
+    for x, label in markers:
+        c, text = col(x), label[:LABEL_MAX]
+        if any(ends[r] < c - 1 and put(x, c, text, r) for r in range(rows)):
+            continue
+        r = min(range(rows), key=lambda r: ends[r])  # cut the label that ends first
+        last = next((p for p in reversed(placed) if p[3] == r), None)
+        if last is not None:
+            keep = c - 1 - last[4]  # its columns before a blank one
+            if last[2] == "left" and keep >= min(LABEL_MIN, len(last[1])):
+                last[1] = last[1][:keep]
+            else:
+                placed.remove(last)
+            ends[r] = last[4] + len(last[1]) - 1 if last in placed else -2
+        if ends[r] < c - 1:
+            put(x, c, text, r)
+    return [(x, text, align, r) for x, text, align, r, _ in placed]
 
 
 def header_lines(title: str, legend: Sequence[tuple[str, str, Style]], width: int,
@@ -261,6 +314,8 @@ class PowerChart(PlotextPlot, StyledOnce):
         self._axes_key: tuple | None = None  # what plotext draws; None: not reusable
         self._axes: tuple | None = None  # (key, marker rows, colour rows, canvas ranges)
         self._pending: tuple[Snapshot, Sequence[float]] | None = None  # handed in, not drawn
+        self.groups: tuple[DeviceGroup, ...] = ()
+        """The device groups drawn as one series each (those the table collapsed)."""
 
     # -- what the keys change -----------------------------------------------------------
     def zoom(self, step: int) -> int:
@@ -270,6 +325,14 @@ class PowerChart(PlotextPlot, StyledOnce):
         self.flush()
         self.refresh()
         return self.window_s
+
+    def set_groups(self, groups: Sequence[DeviceGroup]) -> None:
+        """Draw each of ``groups`` as one series (the table collapsed them), or no more."""
+        groups = tuple(groups)
+        if groups != self.groups:
+            self.groups = groups
+            self.flush()
+            self.refresh()
 
     def toggle_parts(self) -> bool:
         self.show_parts = not self.show_parts
@@ -306,7 +369,16 @@ class PowerChart(PlotextPlot, StyledOnce):
 
     def _dot_s(self) -> float:
         """The seconds of one braille dot column of the plot (at least a millisecond)."""
-        return max(self.window_s / (2 * max(self.size.width - 8, 10)), 0.001)
+        return max(self.span_s / (2 * max(self.size.width - 8, 10)), 0.001)
+
+    @property
+    def span_s(self) -> int:
+        """The seconds the x axis spans now (:func:`shown_span`)."""
+        return self._span_of(self._data)
+
+    def _span_of(self, data) -> int:
+        """The span for ``data`` (snapshot, tick times): by the session's age."""
+        return shown_span(data[0].elapsed_s if data is not None else 0.0, self.window_s)
 
     def moves(self, snap: Snapshot, times_s: Sequence[float]) -> bool:
         """Whether ``snap`` changes the chart drawn by a dot: the window moved a dot
@@ -323,7 +395,8 @@ class PowerChart(PlotextPlot, StyledOnce):
             return True
         now = times_s[-1] if times_s else snap.elapsed_s
         drawn = old_times[-1] if old_times else old.elapsed_s
-        if now - drawn >= self._dot_s():
+        if (now - drawn >= max(self._dot_s(), CHART_EVERY_S)
+                or self._span_of((snap, times_s)) != self.span_s):
             return True
         row_w = limits[3] / max(self.size.height - 3, 1)  # the watts of a character row
         width = self.size.width
@@ -359,7 +432,8 @@ class PowerChart(PlotextPlot, StyledOnce):
         return self._series_of(self._data[0], width)
 
     def _series_of(self, snap: Snapshot, width: int) -> list[Series]:
-        return chart_series(snap, parts=self.show_parts, total_only=width < SERIES_MIN_WIDTH)
+        return chart_series(snap, parts=self.show_parts, total_only=width < SERIES_MIN_WIDTH,
+                            groups=self.groups)
 
     def _build(self, width: int, height: int, series: list[Series],
                own_braille: bool = True) -> None:
@@ -373,7 +447,7 @@ class PowerChart(PlotextPlot, StyledOnce):
         if self._data is None:
             return
         snap, times_s = self._data
-        window = self.window_s
+        window = self.span_s
         columns = max(width - 8, 10)  # about the plot area's columns
         ascii_ = self.ascii
         top = 0.0
@@ -409,13 +483,14 @@ class PowerChart(PlotextPlot, StyledOnce):
                  if lo <= m.elapsed_s - now <= hi]
         for x, _ in shown:
             plt.vertical_line(x)
-        self._labels = marker_labels(shown, lo, hi, columns)
+        # two rows of labels where the plot has room for them
+        self._labels = marker_labels(shown, lo, hi, columns, 2 if height >= 8 else 1)
         # everything plotext draws when the lines are braille of our own (in ASCII it
         # draws the series too: nothing to reuse)
         self._axes_key = None if ascii_ or not own_braille else (
             width, height, window, self._limits, tuple(x for x, _ in shown), bool(self._lines))
         if not own_braille:
-            for x, label, align in self._labels:
+            for x, label, align, _ in self._labels:
                 plt.text(label, x, top * 1.05, alignment=align)
 
     def _cells(self) -> "tuple[list[str], list[list]] | None":
@@ -444,7 +519,9 @@ class PowerChart(PlotextPlot, StyledOnce):
     def _strips(self, style: Style) -> list[Strip]:
         size = self.size
         w, h = size
-        key = (self._version, size, style, self.window_s, self.show_parts, self.ascii)
+        span = self.span_s
+        key = (self._version, size, style, self.window_s, self.show_parts, self.ascii,
+               self.groups, span)
         if key == self._cache_key:
             return self._cache
         series = self._series(w)
@@ -452,7 +529,8 @@ class PowerChart(PlotextPlot, StyledOnce):
                   for s in series}
         legend = [(s.marker if self.ascii else SWATCH, s.label, styles[s.code])
                   for s in series] if self._data is not None else []
-        title = f"W, last {window_label(self.window_s)}"
+        title = f"W, last {window_label(self.window_s)}" if span == self.window_s else \
+            f"W, session (window {window_label(self.window_s)})"
         header = header_lines(title, legend, w, style)
         plot_h = max(h - len(header), 1)
         self._build(w, plot_h, series)
@@ -571,15 +649,16 @@ def draw_braille(marker: list[list[str]], colour: list[list], cols: range, rows:
 
 
 def draw_labels(marker: list[list[str]], colour: list[list], cols: range, rows: range,
-                labels: Sequence[tuple[float, str, str]],
+                labels: Sequence[tuple[float, str, str, int]],
                 limits: tuple[float, float, float, float]) -> None:
-    """Write the markers' labels (x, text, "left" or "right" of x) on the canvas's top
-    row, over whatever is there (a line's dots), in the axes' colour; cut at its edges."""
+    """Write the markers' labels (x, text, "left" or "right" of x, row from the top) on
+    the canvas's top rows, over whatever is there (a line's dots), in the axes' colour;
+    cut at its edges."""
     x0, x1 = limits[0], limits[1]
     if not len(cols) or not len(rows) or x1 <= x0:
         return
-    row = rows.stop - 1
-    for x, text, align in labels:
+    for x, text, align, down in labels:
+        row = max(rows.stop - 1 - down, rows.start)
         col = cols.start + round((x - x0) / (x1 - x0) * (len(cols) - 1))
         start = col - len(text) + 1 if align == "right" else col
         for i, ch in enumerate(text):

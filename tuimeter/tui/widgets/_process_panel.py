@@ -60,6 +60,8 @@ USER_MIN_WIDTH = 100
 
 #: while filtering, how often every process is scanned again, s
 SCAN_EVERY_S = 2.0
+#: the table's figures are drawn again at most this often, session seconds (htop: 1.5 s)
+PROCESS_EVERY_S = 2.0
 
 
 def _columns(width: int) -> tuple[Column, ...]:
@@ -78,7 +80,10 @@ def _columns(width: int) -> tuple[Column, ...]:
 _VALUES: dict[str, Callable[[Row], str]] = {
     "job": lambda r: "J" if r.in_job else "",
     "pid": lambda r: "" if r.pid is None else str(r.pid),
-    "user": lambda r: safe_text(user_name(r.uid)),
+    # a process that ended before its owner was read (or a replay: not recorded): N/A;
+    # a row that is no process (the job, a cgroup) has no one user
+    "user": lambda r: safe_text(user_name(r.uid)) if r.uid is not None else
+    ("N/A" if r.pid is not None else ""),
     "cpu": lambda r: fmt_share(r.cpu_share),
     "gpu": lambda r: fmt_share(r.gpu_share),
     "power": lambda r: fmt_power(r.power_w),
@@ -160,6 +165,7 @@ class ProcessPanel(Vertical):
         self.mode = mode
         self.scan = scan
         self.snapshot: Snapshot | None = None
+        self._shown_at: tuple | None = None  # (session s, _who) of the snapshot drawn
         """The snapshot of the rows drawn."""
         self.rows: list[tuple[Row, str]] = []
         """What the table shows, in order: each row with its tree prefix."""
@@ -208,12 +214,28 @@ class ProcessPanel(Vertical):
 
     # -- drawing ------------------------------------------------------------------
     def show(self, snap: Snapshot) -> None:
-        """Draw ``snap``'s processes (the table repaints the lines that changed)."""
+        """Draw ``snap``'s processes (the table repaints the lines that changed), at most
+        every :data:`PROCESS_EVERY_S` of session time (as htop's delay): the table was
+        half of what a frame cost (live, the top processes change each tick: a process
+        that came shows within 2 s, as in htop). At once when the job's state changed or
+        a key (sort, filter, tree, grouping) was pressed."""
+        shown = self._shown_at
         self.snapshot = snap
+        if (shown is not None and 0 <= snap.elapsed_s - shown[0] < PROCESS_EVERY_S - 1e-6
+                and shown[1] == self._who(snap)):
+            return
         self._draw()
+
+    @staticmethod
+    def _who(snap: Snapshot) -> tuple | None:
+        """Whether a job runs, and its number of processes."""
+        job = snap.job
+        return None if job is None else (job.running, len(job.members))
 
     def _draw(self) -> None:
         snap = self.snapshot
+        if snap is not None:
+            self._shown_at = (snap.elapsed_s, self._who(snap))
         table = self.table
         rows_of: Callable[[Snapshot], list[Row]] = GROUPINGS.get(self.group_by,
                                                                  GROUPINGS["process"])

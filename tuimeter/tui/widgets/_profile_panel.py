@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from rich.text import Text
 from textual.widgets import Static
 
-from ...profile.result import FunctionStat, frame_label
 from ..format import fmt_energy
 from ._job_panel import same_height
+
+if TYPE_CHECKING:  # the profile's modules load with the first profile (start-up: 50 ms)
+    from ...profile.result import FunctionStat
 
 #: functions listed (a glance: the full table is printed at the end)
 MAX_ROWS = 8
@@ -19,6 +21,8 @@ def profile_text(functions: Sequence[FunctionStat], total_j: float,
                  rows: int = MAX_ROWS) -> Text:
     """A title line, then one line per function: inclusive and self energy, share,
     samples (``?``: under 10, uncertain), name (file:line)."""
+    from ...profile.result import frame_label
+
     text = Text()
     text.append(f"Functions by energy (profile of the program, {fmt_energy(total_j)} so far)",
                 style="bold")
