@@ -905,3 +905,16 @@ def test_record_command_writes_job_rows(tmp_path):
     assert job.energy_j.sum() > 0
     assert set(job.provenance) == {"attributed"}
     assert "; job " in r.stderr
+
+
+def test_a_process_that_execs_is_named_by_what_it_runs_now():
+    """A child first seen between fork and exec carries its parent's name (``sh``, or
+    pyenv's ``bash`` shim before python): once it exec'd, the next scan names it by what
+    it runs (the table and the job's members), not the name of its first scan."""
+    sc = FakeScanner()
+    sc.run(10, 0.0, name="sh")
+    eng, _, clock = engine_with(sc)
+    sc.add(10, 1.0)
+    assert by_pid(tick(eng, clock, sc))[10].name == "sh"
+    sc.run(10, 2.0, name="sleep")  # the same process (pid and start) after exec
+    assert by_pid(tick(eng, clock, sc))[10].name == "sleep"

@@ -320,6 +320,8 @@ class Attributor:
             p.used_s = max(st.cpu_s - p.cpu_s, 0.0)
             d_children = max(st.children_s - p.children_s, 0.0)
             p.stat, p.ppid, p.cpu_s, p.children_s = st, st.ppid, st.cpu_s, st.children_s
+            if st.name != p.name:  # it exec'd since first seen (a shell's child between
+                p.name, p.display = st.name, None  # fork and exec, a launcher's shim)
             changed.append((p, d_children, is_new))
         if born:
             born.sort(key=lambda p: p.start)
