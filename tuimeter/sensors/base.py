@@ -20,10 +20,21 @@ sensor lost.
 from __future__ import annotations
 
 import abc
+import os
 from dataclasses import dataclass
 from typing import Sequence
 
 from ..model import Domain, Event, Reading, SensorStatus
+
+
+def read_small(path: str | os.PathLike) -> str:
+    """A small sysfs file's text (4 KiB at most: a broken file cannot make us read
+    megabytes). Raises OSError (PermissionError, FileNotFoundError, ENODEV)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, 4096).decode("ascii", "replace")
+    finally:
+        os.close(fd)
 
 
 class SensorUnavailable(Exception):

@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..model import Domain, DomainKind, Link, Provenance, Reading, SensorStatus, Status
-from .base import CounterTracker, Sensor, SensorUnavailable
+from .base import CounterTracker, Sensor, SensorUnavailable, read_small
 from . import node_options
-from .node_common import (MAX_NODE_W, MAX_PART_W, EventLog, PowerIntegrator, SensorOption,
-                          counter_reading, node_counter, plausible_power, read_small, safe_id,
+from .node_common import (MAX_NODE_W, MAX_PART_W, EventLog, PowerIntegrator,
+                          counter_reading, node_counter, plausible_power, safe_id,
                           shown)
 
 #: every option of this sensor (the settings layer takes them from here)

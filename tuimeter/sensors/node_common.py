@@ -1,5 +1,6 @@
-"""What the whole-node meters share (hwmon, pm_counters, IPMI DCMI, Redfish): their
-options' declarations and the integration of a meter's power readings into joules.
+"""What the whole-node meters share (hwmon, pm_counters, IPMI DCMI, Redfish): the
+integration of a meter's power readings into joules, checks of untrusted text and power
+(their options are declared in :mod:`.node_options`).
 
 A node meter is a :class:`~tuimeter.model.DomainKind.PLATFORM` domain: the node's total
 where one is measured (the engine then shows the chips as its parts and adds a ``rest``
@@ -10,14 +11,11 @@ itself, so without the engine's rest row nothing is ever counted twice.
 from __future__ import annotations
 
 import math
-import os
 import re
-from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Callable
 
 from ..model import Event, Link, Reading, Status
 from .base import CounterStep, CounterTracker
-from .node_options import SensorOption  # noqa: F401  (the node meters import it from here too)
 
 #: the most power a node meter is believed, W (a reading above is garbage, not power):
 #: an 8-GPU server draws about 10 kW at most
@@ -72,16 +70,6 @@ class PowerIntegrator:
 
     def restart(self) -> None:
         self.last_t = None
-
-
-def read_small(path: str | os.PathLike) -> str:
-    """A small sysfs file's text (4 KiB at most: a broken file cannot make us read
-    megabytes). Raises OSError (PermissionError, FileNotFoundError, ENODEV)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        return os.read(fd, 4096).decode("ascii", "replace")
-    finally:
-        os.close(fd)
 
 
 def node_counter(ceiling_w: float, scale_j: float) -> CounterTracker:

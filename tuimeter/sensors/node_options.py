@@ -66,10 +66,9 @@ class SensorOption:
         """Its :class:`~tuimeter.keys.Key`: the config key and variable the settings
         resolver reads (no command-line option: a node meter is set up once per machine)."""
         def check(value: object) -> Any:
-            out = self.check_text(value, "value")
-            if out == self.default and value in ("", None):
+            if value in ("", None):
                 raise ValueError(f"must be a non-empty {self.type.__name__}")
-            return out
+            return self.check_text(value, "value")
         kind = "number, > 0" if self.type is float else "string"
         default = f"`{self.default}`" if self.default not in ("", None) else "none"
         return Key(self.config_key, check, self.env, None, type=kind, default=default,

@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..model import Domain, DomainKind, Link, Provenance, Reading, SensorStatus, Status
-from .base import CounterTracker, Sensor, SensorUnavailable
+from .base import CounterTracker, Sensor, SensorUnavailable, read_small
 from . import node_options
-from .node_common import (MAX_NODE_W, MAX_PART_W, EventLog, SensorOption, counter_reading,
-                          node_counter, read_small, shown)
+from .node_common import (MAX_NODE_W, MAX_PART_W, EventLog, counter_reading,
+                          node_counter, shown)
 
 #: every option of this sensor (the settings layer takes them from here)
 OPTIONS = node_options.PM_COUNTERS

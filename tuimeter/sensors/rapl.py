@@ -42,7 +42,7 @@ from typing import Sequence
 
 from ..model import (DeviceInfo, Domain, DomainKind, Event, Link, Provenance, Reading,
                      SensorStatus, Status)
-from .base import CounterStep, CounterTracker, Sensor, SensorUnavailable
+from .base import CounterStep, CounterTracker, Sensor, SensorUnavailable, read_small
 from .capabilities import DeviceInfoSource
 from .cpuinfo import CpuPackageReader
 
@@ -89,12 +89,10 @@ def resolve_root(root: str | os.PathLike | None = None) -> Path:
 
 
 def _read_text(path: str) -> str:
-    """A small sysfs file's text. Raises OSError (PermissionError, FileNotFoundError, ENODEV)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        return os.read(fd, 4096).decode("ascii", "replace")
-    finally:
-        os.close(fd)
+    """A small sysfs file's text (:func:`~tuimeter.sensors.base.read_small`, behind a name
+    of this module that the doctor and the tests' fake powercap tree patch). Raises
+    OSError (PermissionError, FileNotFoundError, ENODEV)."""
+    return read_small(path)
 
 
 def _pread_text(fd: int, path: str) -> str:

@@ -33,7 +33,7 @@ from typing import Any, Mapping, Sequence
 from ..model import Domain, SensorStatus
 from .base import SensorUnavailable
 from . import node_options
-from .node_common import SensorOption, shown
+from .node_common import shown
 from .node_poller import FetchError, PolledNodeSensor
 
 #: every option of this sensor (the settings layer takes them from here); the password
