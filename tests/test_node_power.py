@@ -6,6 +6,7 @@ advanced by E joules is E joules."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 
@@ -452,3 +453,17 @@ def test_the_meter_folder_from_config_toml_reaches_the_sensor(tmp_path, node):
         assert r.returncode == 0, r.stderr
         domains = set(pd.read_csv(out).domain.dropna())
         assert ("rest-of-node" in domains) is meter, (variable, sorted(domains))
+
+
+def test_doctor_runs_over_a_bad_node_meter_value_in_config_toml(tmp_path, node):
+    """`tuimeter doctor` with ``ipmi_interval_s = "abc"`` in config.toml still checks the
+    sensors (and finds the node meter) instead of failing on that one setting."""
+    env = env_for(tmp_path, node)
+    cfg = tmp_path / "config" / "tuimeter"
+    cfg.mkdir(parents=True)
+    (cfg / "config.toml").write_text('ipmi_interval_s = "abc"\n')
+    r = subprocess.run(cmd("doctor", "--seconds", "0.3", "--json"), env=env, cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert "doctor failed" not in r.stdout + r.stderr, r.stdout + r.stderr
+    report = json.loads(r.stdout)
+    assert any(m["found"] for m in report["sensors"]["node"]["meters"]), report["sensors"]

@@ -128,16 +128,24 @@ def run_doctor(seconds: float = DEFAULT_SECONDS, *, powercap_root: str | None = 
 
 
 def _sensor_options(env: Mapping[str, str]) -> Any:
-    """The node meters' settings as the resolver reads them (environment, config.toml);
-    a config file that cannot be read leaves them to the environment alone (the carbon
-    check says what is wrong with the file)."""
-    from ..sensors.registry import SensorOptions
-    from ..settings import resolve
+    """The node meters' settings as the resolver reads them (environment, config.toml).
+    A value that cannot be used leaves that setting unset, and a config file that cannot
+    be read leaves every meter to its own variable: the doctor still runs (the carbon
+    check says what is wrong with the file, and ``record`` refuses it in one line)."""
+    from ..sensors.registry import SensorOptions, sensor_keys
+    from ..settings import read_sources
 
     try:
-        return SensorOptions(values=resolve(env=env).sensor_values())
+        sources = read_sources({}, env)
     except ValueError:
-        return SensorOptions(values=resolve(env=env, path=os.devnull).sensor_values())
+        return SensorOptions()
+    values: dict[str, Any] = {}
+    for key in sensor_keys():
+        try:
+            values[key.name] = sources.value(key.name)
+        except ValueError:
+            values[key.name] = None
+    return SensorOptions(values=values)
 
 
 def _safe(fn: Callable[[], Any]) -> Any:
