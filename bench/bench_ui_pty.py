@@ -170,7 +170,7 @@ def until_seen(proc: subprocess.Popen, master: int, patterns, t0: float,
 PARTS = """
 import sys, time
 t0 = time.perf_counter()
-import tuimeter.tui.run as run, tuimeter.live, tuimeter.session.measure
+import tuimeter.tui.run as run, tuimeter.live, tuimeter.measurement
 t1 = time.perf_counter()
 session, problem = run.build(["-i", "1", "--no-socket", "-o", sys.argv[1]], start_engine=False)
 t2 = time.perf_counter()
@@ -192,7 +192,7 @@ def startup_parts(env: dict, out: Path) -> tuple[float, float, float]:
     return pre, max(build - ui, 0.0), ui
 
 
-UI_IMPORTS = ("import tuimeter.tui.run, tuimeter.live, tuimeter.session.measure, time; "
+UI_IMPORTS = ("import tuimeter.tui.run, tuimeter.live, tuimeter.measurement, time; "
               "t = time.perf_counter(); import tuimeter.tui.app; "
               "print(time.perf_counter() - t)")
 
@@ -292,6 +292,9 @@ def main() -> int:
         # session: it scrolls every tick, more often than 5 minutes at 1 s would)
         "ui1aged": ("ui 1 s, aged", ["-i", "0.1", "-o", str(tmp / "u1a.csv")], (cols, rows),
                     b"+++[[[", "aged"),
+        # a real history: --aged S seconds at 1 s before the measure (300: 5 minutes)
+        "ui1after": ("ui 1 s, after --aged s", ["-i", "1", "-o", str(tmp / "u1x.csv")],
+                     (cols, rows), b"", "aged"),
         "rec01": ("record 0.1 s", ["record", "-o", str(tmp / "r01.csv"), "-i", "0.1"], None),
         "ui01": ("ui 0.1 s", ["-i", "0.1", "-o", str(tmp / "u01.csv")], (cols, rows)),
     }
