@@ -516,3 +516,81 @@ def test_stop_closes_the_last_part_of_an_interval_with_a_final_tick():
     last = eng.tick()
     clock.advance(0.4)
     assert eng.stop(final_tick=False) is last
+
+
+def _cpu_and_gpu() -> list[ScriptedSensor]:
+    """A RAPL-like package (its counter updates every 1 ms) and a GPU read through NVML
+    (its energy counter about every 100 ms: SENSORS.md section 2), by their sources."""
+    return [ScriptedSensor("rapl", [domain("package-0", source="rapl")], {"package-0": 40.0}),
+            ScriptedSensor("nvml", [domain("gpu0", DomainKind.GPU, source="nvml")],
+                           {"gpu0": 300.0})]
+
+
+def test_a_short_first_tick_gives_power_only_where_the_counter_resolves_it():
+    """Engine.first_interval_s (the live UI's 0.15 s): the first tick's rows say how long
+    it was; RAPL's counter (about 150 updates in it) gives a power, NVML's energy counter
+    (1.5 updates: fewer than FEW_UPDATES) counts its joules with no power ('partial'), and
+    so the total has none either. From the second tick on every domain has its power, and
+    no joule is lost or counted twice."""
+    eng, clock, _ = make(_cpu_and_gpu(), interval=1.0)
+    eng.first_interval_s = Engine.SHORT_FIRST_INTERVAL_S
+    first = eng.tick(clock.advance(0.15))
+    assert first.interval_s == pytest.approx(0.15)
+    pkg, gpu = first.domain("package-0"), first.domain("gpu0")
+    assert (pkg.energy_j, pkg.power_w, pkg.note) == (pytest.approx(6.0), pytest.approx(40.0), "")
+    assert (gpu.energy_j, gpu.power_w, gpu.note) == (pytest.approx(45.0), None, "partial")
+    assert (first.total.energy_j, first.total.power_w) == (pytest.approx(51.0), None)
+    second = eng.tick(clock.advance(1.0))
+    assert second.domain("gpu0").power_w == pytest.approx(300.0)
+    assert second.domain("gpu0").note == ""
+    assert second.total.power_w == pytest.approx(340.0)
+    assert second.total.total_energy_j == pytest.approx(340.0 * 1.15)
+
+
+def test_a_late_first_tick_or_a_measured_period_gives_the_gpu_its_power():
+    """The rule reads the tick's real span and the counter's period: a first tick that
+    came late (0.4 s: the UI's start took long) holds 4 of NVML's updates, so the GPU has
+    its power; where `tuimeter doctor` measured NVML updating every 20 ms
+    (Engine.update_periods_s), 0.15 s holds 7 and the GPU has its power too."""
+    eng, clock, _ = make(_cpu_and_gpu(), interval=1.0)
+    eng.first_interval_s = 0.15
+    assert eng.tick(clock.advance(0.4)).domain("gpu0").power_w == pytest.approx(300.0)
+    clock = FakeClock()
+    eng, _ = make_engine(_cpu_and_gpu(), interval_s=1.0, clock=clock)
+    eng.first_interval_s, eng.update_periods_s = 0.15, {"nvml": 0.02}
+    eng.open()
+    gpu = eng.tick(clock.advance(0.15)).domain("gpu0")
+    assert (gpu.power_w, gpu.note) == (pytest.approx(300.0), "")
+
+
+def test_without_a_short_first_tick_nothing_changes():
+    """record and Meter ask for no short first tick (first_interval_s None), and one not
+    shorter than the interval is no short tick: a first tick of a whole interval is
+    measured for every domain, NVML's included, as before."""
+    for first in (None, 1.0, 2.0):
+        eng, clock, _ = make(_cpu_and_gpu(), interval=0.2)
+        eng.first_interval_s = first
+        gpu = eng.tick(clock.advance(0.2)).domain("gpu0")
+        assert (gpu.power_w, gpu.note) == (pytest.approx(300.0), ""), first
+
+
+def test_the_sampling_thread_takes_its_first_tick_after_the_short_first_interval():
+    """On the real clock, with a 60 s interval: the first snapshot comes after the short
+    first interval (waited on as a condition; without it, after 60 s), and its rows say
+    how long that interval was."""
+    import threading
+
+    eng = Engine(_cpu_and_gpu(), CARBON, 60.0, cpu_clock=lambda: 0.0)
+    eng.first_interval_s = Engine.SHORT_FIRST_INTERVAL_S
+    got: list = []
+    ticked = threading.Event()
+    eng.subscribe(lambda snap: (got.append(snap), ticked.set()))
+    eng.start()
+    try:
+        assert ticked.wait(30.0), "no first tick"
+    finally:
+        eng.stop(final_tick=False)
+        eng.close()
+    first = got[0]
+    assert first.seq == 1 and 0 < first.interval_s < 60.0
+    assert first.domain("package-0").power_w == pytest.approx(40.0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import os
 import pty
+import re
 import select
 import signal
 import struct
@@ -138,6 +139,7 @@ CLOSE_AT = {
     "starting": lambda seen, ticks: True,
     "first-output": lambda seen, ticks: len(seen) > 0,
     "first-frame": lambda seen, ticks: b"total" in seen,
+    "first-numbers": lambda seen, ticks: re.search(rb"\d\.\d W", seen) is not None,
     "ticks": lambda seen, ticks: ticks >= 3,
     "help-open": lambda seen, ticks: b"Keys" in seen,
     "paused": lambda seen, ticks: b"PAUSED" in seen,
@@ -147,16 +149,23 @@ CLOSE_AT = {
 CLOSE_KEYS = {"help-open": b"?", "paused": b"p"}
 
 
+#: the start-up moments again at the default interval (1 s), whose first tick is the
+#: short one (0.15 s after the sensors' first readings: about as the first frame is drawn)
+START_MOMENTS = ("starting", "first-output", "first-frame", "first-numbers")
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux pseudo-terminals")
-@pytest.mark.parametrize("when", list(CLOSE_AT) * 2)
-def test_closing_its_controlling_terminal_ends_the_ui(tmp_path, when):
+@pytest.mark.parametrize("when,interval", [(w, "0.2") for w in CLOSE_AT] * 2
+                         + [(w, "1") for w in START_MOMENTS] * 2)
+def test_closing_its_controlling_terminal_ends_the_ui(tmp_path, when, interval):
     """The terminal window closed, `tmux kill-session`, SSH dropped: the pty is the UI's
     controlling terminal and goes away. The process exits within seconds every time, its
     file complete. Before, the kernel's SIGCONT (sent with the hang-up's SIGHUP) made
     Textual's driver start a new input thread while the app quit; that thread waited in
     select() for ever and kept the process alive (7 closes in 8)."""
     seen = bytearray()
-    proc, term, out = _start_in_pty(tmp_path, seen=seen, controlling=True)
+    args = ["-o", str(tmp_path / "ui.csv"), "--interval", interval, "--no-socket", "--no-gpu"]
+    proc, term, out = _start_in_pty(tmp_path, args, seen=seen, controlling=True)
     try:
         if when in CLOSE_KEYS:
             wait_for(lambda: b"total" in seen or proc.poll() is not None, 60, "the first frame")

@@ -36,6 +36,13 @@ in-total domains lost in the interval, which the total then lacks. A tick shorte
 ``MIN_POWER_SPAN_S`` (and half the interval: the last sliver at stop) counts its energy
 but has no power (``note`` ``partial``): it is shorter than a counter's update period.
 
+The first tick may come sooner than one interval (:attr:`Engine.first_interval_s`: the live
+UI's, so that its first frame has numbers): its rows say how long it was, and a domain
+whose counter updates fewer than :data:`~tuimeter.phases.FEW_UPDATES` times in it (NVML's
+energy counter, about every 100 ms, in a 0.15 s first tick) counts its energy with no power
+(``partial``), as the last sliver does. Every later tick comes ``interval_s`` after the one
+before, as without it.
+
 Tests call :meth:`Engine.poll` and :meth:`Engine.tick` directly with a fake clock;
 :meth:`Engine.start` runs the same calls on a daemon thread. This module never imports
 the UI.
@@ -68,6 +75,7 @@ from ..model import (
     Status,
     Totals,
 )
+from ..phases import FEW_UPDATES, source_kind, update_period_s
 from ..sensors.base import Sensor, SensorUnavailable
 from ..sensors.capabilities import DeviceInfoSource
 from .handoff import quick_handoffs
@@ -122,11 +130,13 @@ class _DomainState:
     __slots__ = ("domain", "sensor", "last_energy_j", "tick_energy_j", "total_energy_j",
                  "total_co2_g", "power_w", "instant_w", "status", "history", "tick_energy",
                  "regained_t", "tick_status", "span_t", "bridged", "bridged_s", "why",
-                 "note", "good_w", "lost_from", "estimated_s")
+                 "note", "good_w", "lost_from", "estimated_s", "update_s")
 
-    def __init__(self, domain: Domain, sensor: Sensor, history_len: int):
+    def __init__(self, domain: Domain, sensor: Sensor, history_len: int,
+                 update_s: float = 0.0):
         self.domain = domain
         self.sensor = sensor
+        self.update_s = update_s  # how often its counter updates, s (0: unknown)
         self.last_energy_j: float | None = None  # latest cumulative reading (poll)
         self.tick_energy_j: float | None = None  # cumulative reading at the last tick
         self.total_energy_j = 0.0
@@ -169,6 +179,10 @@ class Engine:
     #: at most this many intervals long (a jump read between two polls); longer stays lost
     MAX_ESTIMATED_INTERVALS = 3
     DEVICE_STOP_TIMEOUT_S = 2.0  #: longest wait for the device readings' thread in stop()
+    #: the first interval the live UI asks for (:attr:`first_interval_s`), s: RAPL's
+    #: counter updates about every 1 ms, so it holds some 150 of its updates; NVML's
+    #: energy counter (about every 100 ms) fewer than FEW_UPDATES: no power from it
+    SHORT_FIRST_INTERVAL_S = 0.15
 
     def __init__(
         self,
@@ -205,6 +219,16 @@ class Engine:
         #: on); elsewhere they cost (against the live UI's drawing, a fifth of a core at
         #: 0.1 s)
         self.quick_handoffs = False
+        self.first_interval_s: float | None = None
+        """The first tick comes this long after the sensors' first readings, when shorter
+        than ``interval_s`` (None: one interval, as every other tick). Set before
+        :meth:`start`; the live UI sets :attr:`SHORT_FIRST_INTERVAL_S`."""
+        self.update_periods_s: dict[str, float] = {}
+        """How often each counter kind's counter updates (``rapl``, ``nvml`` -> s) where it
+        was measured on this host (``tuimeter doctor``: :mod:`tuimeter.periods`); the
+        nominal period (:data:`tuimeter.phases.UPDATE_PERIOD_S`) for the rest. Read at
+        :meth:`open`: a short first tick gives a domain a power only if it holds
+        :data:`~tuimeter.phases.FEW_UPDATES` of its counter's updates."""
         self._statuses: dict[str, SensorStatus] = {s.name: s for s in statuses}
         self._states: list[_DomainState] = []
         self._by_id: dict[str, _DomainState] = {}
@@ -258,7 +282,7 @@ class Engine:
             for d in domains:
                 if d.id in self._by_id:
                     self._refuse_clash(d, sensor)
-                st = _DomainState(d, sensor, self.history_len)
+                st = _DomainState(d, sensor, self.history_len, self._update_s(d))
                 self._states.append(st)
                 self._by_id[d.id] = st
         now = self.clock()
@@ -277,6 +301,11 @@ class Engine:
             domains += (self._rest.initial(),)
         self._snapshot = self._build_snapshot(now, 0.0, (), (), ((), None, None), None,
                                               domains, factor)
+
+    def _update_s(self, domain: Domain) -> float:
+        """How often ``domain``'s counter updates, s: measured on this host, or nominal."""
+        measured = self.update_periods_s.get(source_kind(domain.source))
+        return measured if measured else update_period_s(domain.source)
 
     def _refuse_clash(self, domain: Domain, sensor: Sensor) -> None:
         """Two domains with one id: close what was opened and raise DomainClash (dropping
@@ -503,9 +532,13 @@ class Engine:
         factor = self.carbon.g_per_j  # g per J: the snapshot's carbon, for every figure
         # shorter than a counter's update period (the last sliver at stop): no power
         partial = interval < min(self.MIN_POWER_SPAN_S, self.interval_s / 2)
+        # a short first tick (first_interval_s): no power for a domain whose counter
+        # updates fewer than FEW_UPDATES times in it (its energy still counts)
+        first = self._seq == 0 and self._next_interval_s() < self.interval_s
         for st in self._states:
             energy = None
             span = interval
+            short = partial or (first and interval < FEW_UPDATES * st.update_s)
             st.tick_status = st.status
             st.bridged_s = st.estimated_s = None
             st.note = ""
@@ -526,15 +559,15 @@ class Engine:
                     st.bridged_s, st.lost_from = span, None  # measured through: no estimate
                 elif st.lost_from is not None:
                     energy, span = self._estimate_lost(st, energy, start, now)
-                elif partial:
+                elif short:
                     st.note = "partial"
-                if st.estimated_s is None and not partial:
+                if st.estimated_s is None and not short:
                     st.good_w = energy / span
                 st.tick_energy_j, st.span_t, st.bridged = st.last_energy_j, now, False
             # (lost at this tick: its interval is unknown, energy None. The baseline stays:
             # a bridged reading later counts this interval's energy in its own tick; a
             # new base drops the span since the last good reading)
-            st.power_w = (None if energy is None or (partial and st.bridged_s is None)
+            st.power_w = (None if energy is None or (short and st.bridged_s is None)
                           else energy / span)
             if st.estimated_s is not None:
                 st.note = "interpolated"
@@ -703,8 +736,16 @@ class Engine:
     def _last_tick(self) -> float:
         return self.clock() if self._last_tick_t is None else self._last_tick_t
 
+    def _next_interval_s(self) -> float:
+        """From the last tick to the next: ``first_interval_s`` before the first tick
+        (where shorter than the interval), then the interval."""
+        first = self.first_interval_s
+        if self._seq == 0 and first is not None and 0 < first < self.interval_s:
+            return first
+        return self.interval_s
+
     def _run(self) -> None:
-        next_tick = self._last_tick() + self.interval_s
+        next_tick = self._last_tick() + self._next_interval_s()
         next_poll = self.clock() + self.poll_interval_s
         while not self._stop.is_set():
             now = self.clock()
@@ -716,7 +757,7 @@ class Engine:
                     if self._stop.is_set():
                         break
                     # interval changed: re-plan from the last tick
-                    next_tick = self._last_tick() + self.interval_s
+                    next_tick = self._last_tick() + self._next_interval_s()
                     next_poll = min(next_poll, now + self.poll_interval_s)
                     continue
             now = self.clock()

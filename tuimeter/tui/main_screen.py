@@ -162,15 +162,16 @@ class MainScreen(Screen[None]):
             return
         height = self.size.height if height is None else height
         compact = height < COMPACT_BELOW_LINES
-        try:
-            table, job, panel = self._widget(DomainTable), self._widget(JobPanel), \
-                self._widget(ProcessPanel)
+        try:  # every widget it touches, looked up before anything changes
+            table, job, panel, power_chart, sensors = (
+                self._widget(DomainTable), self._widget(JobPanel), self._widget(ProcessPanel),
+                self._widget(PowerChart), self._widget(SensorStatusLine))
         except NoMatches:  # the app quits before (or after) its widgets are there: a
-            return         # terminal closed while it starts
+            return         # terminal closed while it starts (a resize still queued)
 
         rows = self.attribution == "on" or panel.has_class("-rows")
         fixed = 1 + ((job.outer_size.height or 2) if job.display else 0) + 1 + (
-            1 if compact else max(self._widget(SensorStatusLine).outer_size.height, 1))
+            1 if compact else max(sensors.outer_size.height, 1))
         least = 2 + PROCESS_MIN_ROWS if rows else max(panel.outer_size.height, 1)
         n_all = len(table.domains)
         n_collapsed = n_all - sum(len(g.members) - 1 for g in table.groups)
@@ -178,7 +179,7 @@ class MainScreen(Screen[None]):
                                                    collapse_needed(height, n_all, n_collapsed,
                                                                    fixed + least))
         table.collapse(collapse)
-        self._widget(PowerChart).set_groups(table.groups if table.collapsed else ())
+        power_chart.set_groups(table.groups if table.collapsed else ())
         room = height - fixed - least - CHART_MIN_LINES
         lines = table_lines_needed(n_collapsed if table.collapsed else n_all)
         table.set_max_lines(room if lines > room else None)
@@ -195,7 +196,10 @@ class MainScreen(Screen[None]):
         stacks them from the screen's bottom, over the process table's numbers. Their
         rack keeps its bottom margin at the chart's last line (app.tcss makes each toast
         one line shorter). Checked at each frame, set only when the chart moved."""
-        region = self._widget(PowerChart).parent.region  # #middle: chart and totals
+        try:
+            region = self._widget(PowerChart).parent.region  # #middle: chart and totals
+        except NoMatches:  # after a resize, once the app quit and its widgets went
+            return
         if region == self._toasts_at or not region.height:
             return
         self._toasts_at = region
@@ -277,7 +281,12 @@ class MainScreen(Screen[None]):
             return
         if self.is_attached and self.app.screen is not self:
             return
-        if self._drawn_at is None or time.monotonic() - self._drawn_at >= self.frame_s:
+        # the first numbers (the first tick after a frame of the session's start, seq 0)
+        # are drawn at once: the frame cadence waits for nothing before them
+        first = (self.drawn is not None and self.drawn.snapshot.seq == 0
+                 and self.latest.snapshot.seq > 0)
+        if (self._drawn_at is None or first
+                or time.monotonic() - self._drawn_at >= self.frame_s):
             try:
                 self._draw(self.latest)
             except NoMatches:  # the app quit before its widgets were up (SIGHUP at start)

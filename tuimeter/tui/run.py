@@ -266,6 +266,8 @@ def build(argv: list[str], *, start_engine: bool = True, need_terminal: bool = F
         live, attribution, temp_path = _live_session(args, command)
     except (SetupError, ReplayError, CarbonError, ExportError) as exc:
         return None, str(exc)
+    if live.replay is None:
+        first_tick_soon(live.engine)
     try:
         live.open()
     except StartError as exc:
@@ -284,6 +286,22 @@ def build(argv: list[str], *, start_engine: bool = True, need_terminal: bool = F
     session = Session(app, live, job, temp_path)
     session.pruned = pruned
     return session, None
+
+
+def first_tick_soon(engine: "Engine") -> None:
+    """The live view's first tick ``Engine.SHORT_FIRST_INTERVAL_S`` after the sensors'
+    first readings instead of one interval: power needs two readings an interval apart,
+    and the first frame with a power figure waited for the first 1 s tick (1.36 s after
+    launch). Each counter is judged by its update period as ``tuimeter doctor`` measured
+    it on this host (:mod:`tuimeter.periods`), else the nominal one. ``record`` and
+    ``Meter`` keep one interval: nobody watches their first row arrive, and their files
+    and phases keep a regular grid from the start."""
+    from ..periods import load
+
+    engine.first_interval_s = engine.SHORT_FIRST_INTERVAL_S
+    measured = load(engine.host)
+    if measured is not None:
+        engine.update_periods_s = dict(measured.periods_s)
 
 
 def _prune_data_folder(args: argparse.Namespace, recorder: Any) -> Any:
