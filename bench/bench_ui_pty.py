@@ -20,7 +20,9 @@ rows of one run, not runs on different days (these machines are noisy).
 
 ``ui1help`` is the 1 s UI with the help (a modal) open while measured; ``--first-frame N``
 first launches the UI N times (to its first frame, its first power figure), the
-recorder (to its first tick in the file) and ``python -c pass`` (the floor).
+recorder (to its first tick in the file) and ``python -c pass`` (the floor), then N
+traced launches (hooks log when the UI reaches each milestone: imports, sensors open,
+first frame, first tick, its frame). ``--only ''`` runs no CPU phase.
 
 ``--profile FILE`` runs the 1 s UI phase (``--profile-interval S``: another) under cProfile (main thread: Textual's loop) and
 prints where its time goes (cProfile's overhead inflates the total: read the shares).
@@ -164,9 +166,9 @@ def until_seen(proc: subprocess.Popen, master: int, patterns, t0: float,
     return at
 
 
-#: where a launch's time goes before Textual starts, in the order tui/run.py's build does
-#: it: the command line's and measurement stack's imports, the sensors (discovery, the
-#: counters' first readings, the session file), then the UI's imports (Textual, widgets)
+#: where a launch's time goes before Textual starts: the command line's and measurement
+#: stack's imports, the UI's imports (Textual, widgets: build imports the app first), then
+#: the sensors (discovery, the counters' first readings, the session file)
 PARTS = """
 import sys, time
 t0 = time.perf_counter()
@@ -181,7 +183,7 @@ session.close()
 
 def startup_parts(env: dict, out: Path) -> tuple[float, float, float]:
     """(imports before the sensors, sensors, the UI's imports) of one launch, seconds.
-    build() imports the app after opening the sensors: the app's imports are timed in a
+    build() imports the app, then opens the sensors: the app's imports are timed in a
     second fresh interpreter and taken from build's time."""
     r = subprocess.run([sys.executable, "-c", PARTS, str(out)], env=env, check=True,
                        capture_output=True, text=True)
@@ -230,7 +232,7 @@ def first_frames(env: dict, size, tmp: Path, n: int) -> None:
 
     def row(name, xs):
         xs = [x for x in xs if x is not None]
-        print(f"{name:<34} median {statistics.median(xs):.2f} s  "
+        print(f"{name:<44} median {statistics.median(xs):.2f} s  "
               f"(min {min(xs):.2f}, max {max(xs):.2f}, n={len(xs)})", flush=True)
 
     print(f"start-up, {n} launches each, load {os.getloadavg()[0]:.2f}:")
@@ -242,6 +244,64 @@ def first_frames(env: dict, size, tmp: Path, n: int) -> None:
     row("ui: first frame", ui)
     row("ui: first power figure", num)
     row("record: first tick in the file", rec)
+    traced = [traced_launch(env, size, tmp / f"ft{i}.csv", tmp / f"ft{i}.log")
+              for i in range(n)]
+    print("a launch's milestones, traced in the UI process (s after the launch):")
+    for key, what in MILESTONES:
+        row(f"  {what}", [t.get(key) for t in traced])
+
+
+#: the milestones a traced launch logs, in their order (TRACE's names)
+MILESTONES = (("python", "python is up"),
+              ("imported", "imports done (ours and Textual's)"),
+              ("opened", "sensors open (options, discovery, file)"),
+              ("drawn0", "first frame drawn (Textual's start)"),
+              ("tick1", "first tick taken"),
+              ("drawn1", "its frame drawn (first power figure)"))
+
+#: a launch of the UI that logs when it reaches each milestone (monotonic clock, shared
+#: with this process): the hooks wrap Engine.open, the engine's tick and MainScreen._draw
+TRACE = """
+import os, sys, time
+def log(what, _f=os.environ["TUIMETER_BENCH_TRACE"]):
+    with open(_f, "a") as fh:
+        fh.write(f"{what} {time.monotonic()}\\n")
+log("python")
+import runpy
+import tuimeter.engine.sampler as sampler, tuimeter.tui.main_screen as screen
+log("imported")
+E, M = sampler.Engine, screen.MainScreen
+def opened(self, _o=E.open):
+    _o(self); log("opened")
+def ticked(self, now, _o=E._close_interval):
+    r = _o(self, now); log(f"tick{self._seq}"); return r
+def drawn(self, message, _o=M._draw):
+    _o(self, message); log(f"drawn{message.snapshot.seq}")
+E.open, E._close_interval, M._draw = opened, ticked, drawn
+sys.argv = ["tuimeter", *sys.argv[1:]]
+runpy.run_module("tuimeter", run_name="__main__")
+"""
+
+
+def traced_launch(env: dict, size, out: Path, log: Path) -> dict:
+    """One UI launch under TRACE, to its first power figure: {milestone: s after spawn}."""
+    t0 = time.monotonic()
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[1], size[0], 0, 0))
+    proc = subprocess.Popen([sys.executable, "-c", TRACE, "-i", "1", "-o", str(out)],
+                            env=dict(env, TUIMETER_BENCH_TRACE=str(log)), stdin=slave,
+                            stdout=slave, stderr=slave, start_new_session=True)
+    os.close(slave)
+    until_seen(proc, master, (FIRST_NUMBER,), t0)
+    threading.Thread(target=drain, args=(master,), daemon=True).start()
+    os.write(master, b"q")
+    proc.wait(timeout=30)
+    os.close(master)
+    seen: dict = {}
+    for line in log.read_text().splitlines():
+        what, at = line.split()
+        seen.setdefault(what, float(at) - t0)
+    return seen
 
 
 def main() -> int:
