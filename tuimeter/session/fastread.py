@@ -36,10 +36,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import sys
 from array import array
 from typing import Iterator, NamedTuple
 
-from .schema import (CGROUP, COLUMNS, IN_TOTAL, JOB, LOST, MARKER, MAX_NUMBER, PROCESS, SAMPLE,
+from .schema import (CGROUP, COLUMNS, DEVICE, IN_TOTAL, JOB, LOST, MARKER, MAX_NUMBER, PROCESS, SAMPLE,
                      SAMPLE_PROVENANCES, TREE, Row, _new_row)
 
 #: files smaller than this are read by the Python reader: pyarrow's import and first
@@ -134,6 +135,32 @@ def shifted(run: SampleRun, offset_s: float) -> tuple[array, array, bool]:
     n = len(starts)
     ordered = n < 2 or pc.all(pc.greater_equal(starts.slice(1), starts.slice(0, n - 1))).as_py()
     return doubles(ends), doubles(spans), bool(ordered)
+
+
+class _NoPandas:
+    """A meta path finder that finds no pandas (see :func:`_pandas_unseen`)."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "pandas" or name.startswith("pandas."):
+            raise ModuleNotFoundError("no pandas for pyarrow's first look", name=name)
+        return None
+
+
+def _pandas_unseen(pa) -> None:
+    """pyarrow imports pandas (40 MB and 0.6 s, a sixth of a report's memory) the first
+    time it converts a Python value, to see whether it is a pandas object; this reader
+    gives it none. Unless pandas is imported already, that first look (made here, once)
+    finds no pandas; pyarrow imports it after all when asked for pandas objects
+    (``to_pandas``: its shim tries again), and a program that imported pandas first is
+    left alone."""
+    if "pandas" in sys.modules:
+        return
+    sys.meta_path.insert(0, _NoPandas)
+    try:
+        pa.scalar(0.0)
+    finally:
+        sys.meta_path.remove(_NoPandas)
 
 
 def _chunks(fh, start: int) -> Iterator[bytes]:
@@ -238,6 +265,7 @@ def blocks(fh, start: int, base: int, kinds: frozenset, session: str | None,
     import pyarrow.csv as pcsv
 
     try:
+        _pandas_unseen(pa)
         read, parse, convert = _options()
         line = base  # lines before the block's first row
         kind_set = pa.array(sorted(kinds))
@@ -372,7 +400,7 @@ def _rows_into(items, pa, pc, col, plain, other_at, texts, line) -> None:
 
 #: rows whose place among the plain samples does not matter to a consumer of runs (once
 #: their session has been seen): they may be taken after the runs of their stretch
-_UNORDERED = frozenset({MARKER, PROCESS, JOB, TREE, CGROUP})
+_UNORDERED = frozenset({MARKER, PROCESS, JOB, TREE, CGROUP, DEVICE})
 
 
 def _codes(pc, arr):
