@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -180,3 +181,47 @@ print("ok")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_rotated_parts_join_in_blocks_and_equal_one_file(monkeypatch, tmp_path):
+    """`record --rotate` parts of one long session: joined end to end still in blocks
+    (written as they are read, no copy in memory), and the report over the parts is
+    the report over the one unrotated file, exactly, as in memory."""
+    from tests.test_rotate import MIDNIGHT, _record as record_rotating
+    from tuimeter.session.rotate import RotatePolicy
+
+    plain, rot, _ = record_rotating(tmp_path, RotatePolicy(max_bytes=40_000),
+                                    MIDNIGHT - 5000, 400)
+    assert len(rot.paths) >= 3
+    made: list = []
+    joined = spill.joined
+
+    def seen(a, b, store):
+        out = joined(a, b, store)
+        made.append((isinstance(a, spill.Blocks) or isinstance(b, spill.Blocks), out))
+        return out
+
+    monkeypatch.setattr(spill, "joined", seen)
+    parts = _report(monkeypatch, "python", *rot.paths, "--format", "json")
+    assert made and all(isinstance(out, spill.Blocks) for kept, out in made if kept)
+    assert any(kept for kept, _ in made)
+    assert parts == _report(monkeypatch, "python", *rot.paths, "--format", "json",
+                            in_memory=True)
+    one = json.loads(_report(monkeypatch, "python", str(plain), "--format", "json")[1])
+    got = json.loads(parts[1])
+    assert got["total"]["energy_j"] == one["total"]["energy_j"]
+    assert [s["energy_j"] for s in got["segments"]] == [s["energy_j"] for s in one["segments"]]
+
+
+def test_whole_blocks_are_added_without_reading_them_back(monkeypatch):
+    """A sum over whole blocks in the file takes their kept sums: no block is read."""
+    from array import array
+
+    kept = spill.Blocks(array("d", [float(i) for i in range(100)]), spill.SpillFile(), True)
+    kept.spill(keep=1)
+    reads: list = []
+    read = spill.SpillFile.read
+    monkeypatch.setattr(spill.SpillFile, "read",
+                        lambda self, offset, n: reads.append(n) or read(self, offset, n))
+    assert kept.range_sum(16, 96) == sum(range(16, 96)) and not reads
+    assert kept.range_sum(17, 96) == sum(range(17, 96)) and len(reads) == 1

@@ -63,12 +63,13 @@ class Blocks:
     """A sequence of doubles: whole blocks of ``block`` values in a :class:`SpillFile`,
     the rest (the newest) in memory. ``append`` and ``extend`` are the in-memory part's
     own (C speed); indexing, slices, ``len`` and iteration see the whole sequence.
-    ``bisect_right`` (for a sorted sequence) and ``range_sum`` find the block first."""
+    ``bisect_right`` (for a sorted sequence) and ``range_sum`` find the block first;
+    ``sums``: keep each block's sum (the energies: whole blocks are added unread)."""
 
     __slots__ = ("_hot", "append", "extend", "_store", "_block", "_offsets", "_lasts",
                  "_sums", "_cache")
 
-    def __init__(self, hot: array, store: SpillFile):
+    def __init__(self, hot: array, store: SpillFile, sums: bool = False):
         self._hot = hot
         self.append = hot.append
         self.extend = hot.extend
@@ -76,7 +77,7 @@ class Blocks:
         self._block = phases.SUM_BLOCK
         self._offsets: list[int] = []  # per block: its place in the store
         self._lasts = array("d")  # per block: its last value
-        self._sums = array("d")  # per block: sum() of its values
+        self._sums = array("d") if sums else None  # per block: sum() of its values
         self._cache: dict[int, array] = {}
 
     @property
@@ -93,7 +94,8 @@ class Blocks:
             offset = self._store.write(part.tobytes())
             self._offsets.append(offset)
             self._lasts.append(part[-1])
-            self._sums.append(sum(part))
+            if self._sums is not None:
+                self._sums.append(sum(part))
             del hot[:size]  # in place: append and extend stay bound to it
 
     def _load(self, b: int) -> array:
@@ -175,7 +177,7 @@ class Blocks:
             end = min((b + 1) * size, j)
             if k >= cold:
                 total += sum(hot[k - cold:end - cold])
-            elif k == b * size and end == (b + 1) * size:
+            elif self._sums is not None and k == b * size and end == (b + 1) * size:
                 total += self._sums[b]
             else:
                 total += sum(self._load(b)[k - b * size:end - b * size])
@@ -203,7 +205,7 @@ def spill(s: phases.Samples, store: SpillFile, keep: int = 1) -> None:
             operator.le, itertools.pairwise(itertools.islice(hot, n)))):
         return
     if not isinstance(t1, Blocks):
-        s.t1, s.iv, s.e = (Blocks(arr, store) for arr in (s.t1, s.iv, s.e))
+        s.t1, s.iv, s.e = Blocks(s.t1, store), Blocks(s.iv, store), Blocks(s.e, store, True)
     for arr in (s.t1, s.iv, s.e):
         arr.spill(len(arr._hot) - n)
 
@@ -217,7 +219,8 @@ def joined(a, b, store: SpillFile | None):
         return out
     if store is None:
         store = a._store if isinstance(a, Blocks) else b._store
-    out = Blocks(array("d"), store)
+    out = Blocks(array("d"), store, any(isinstance(x, Blocks) and x._sums is not None
+                                        for x in (a, b)))
     for part in itertools.chain(a.chunks() if isinstance(a, Blocks) else (a,),
                                 b.chunks() if isinstance(b, Blocks) else (b,)):
         out.extend(part)
