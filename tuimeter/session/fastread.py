@@ -56,7 +56,7 @@ USE_THREADS = True
 NUMBER_COLUMNS = ("elapsed_s", "interval_s", "power_w", "energy_j", "co2_g")
 _NUMBER_SET = frozenset(NUMBER_COLUMNS)
 #: text columns read as dictionary codes (a few distinct values in a whole file)
-_CODED = frozenset({"host", "session", "kind", "domain", "source", "in_total",
+_CODED = frozenset({"timestamp", "host", "session", "kind", "domain", "source", "in_total",
                     "provenance"})
 #: the csv module's default field size limit (characters): a longer cell is its to judge
 FIELD_LIMIT = 131072
@@ -231,7 +231,7 @@ def _walls(ts) -> tuple:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    enc = pc.dictionary_encode(ts)
+    enc = ts if isinstance(ts.type, pa.DictionaryType) else pc.dictionary_encode(ts)
     if isinstance(enc, pa.ChunkedArray):
         enc = enc.combine_chunks()
     texts = enc.dictionary
@@ -295,20 +295,29 @@ def _impossible(pc, col, mask) -> bool:
     return bool(pc.any(bad).as_py())
 
 
+def _per_row(pc, coded, per_value):
+    """A test of a dictionary-coded column's distinct values (``per_value``, one per
+    value of its dictionary) as one per row: comparing the rows' text itself costs
+    several times more (pyarrow decodes the column)."""
+    return pc.take(per_value, coded.indices)
+
+
 def _block(pa, pc, batch, line: int, kind_set, provs, totals, session, runs: bool,
            seen: set):
     n = batch.num_rows
     col = {name: batch.column(i) for i, name in enumerate(COLUMNS)}
-    wanted = pc.is_in(col["kind"], value_set=kind_set)
+    kinds = col["kind"].dictionary  # each test on the few distinct values, then per row
+    wanted = _per_row(pc, col["kind"], pc.is_in(kinds, value_set=kind_set))
     if session is not None:
-        wanted = pc.and_(wanted, pc.equal(col["session"], session))
+        wanted = pc.and_(wanted, _per_row(pc, col["session"],
+                                          pc.equal(col["session"].dictionary, session)))
     for name in COLUMNS:  # the csv module's field limit: the Python reader's to judge
         if name in _NUMBER_SET or not len(col[name]):
             continue
         text = col[name].dictionary if name in _CODED else col[name]
         if len(text) and (pc.max(pc.binary_length(text)).as_py() or 0) > FIELD_LIMIT:
             raise Fallback(f"a {name} cell longer than {FIELD_LIMIT} bytes")
-    if pc.any(pc.equal(col["kind"], "")).as_py():  # a blank line reads as one
+    if pc.any(_per_row(pc, col["kind"], pc.equal(kinds, ""))).as_py():  # as a blank line
         raise Fallback("a row with no kind (or a blank line)")
     n_wanted = pc.sum(wanted).as_py() or 0
     passed = n - n_wanted
@@ -324,10 +333,13 @@ def _block(pa, pc, batch, line: int, kind_set, provs, totals, session, runs: boo
     good_ts = pa.array([w is not None for w in walls], pa.bool_())
     wall = pc.take(pa.array(walls, pa.float64()), enc.indices)
     plain = pc.and_(wanted, pc.take(good_ts, enc.indices))
-    plain = pc.and_(plain, pc.equal(col["kind"], SAMPLE))
-    plain = pc.and_(plain, pc.not_equal(col["domain"], ""))
-    plain = pc.and_(plain, pc.is_in(col["in_total"], value_set=totals))
-    plain = pc.and_(plain, pc.is_in(col["provenance"], value_set=provs))
+    plain = pc.and_(plain, _per_row(pc, col["kind"], pc.equal(kinds, SAMPLE)))
+    plain = pc.and_(plain, _per_row(pc, col["domain"],
+                                    pc.not_equal(col["domain"].dictionary, "")))
+    plain = pc.and_(plain, _per_row(pc, col["in_total"],
+                                    pc.is_in(col["in_total"].dictionary, value_set=totals)))
+    plain = pc.and_(plain, _per_row(pc, col["provenance"],
+                                    pc.is_in(col["provenance"].dictionary, value_set=provs)))
     plain = pc.and_(plain, pc.equal(col["label"], ""))
     plain = pc.and_(plain, pc.equal(col["pid"], ""))
     for name in ("power_w", "energy_j", "co2_g"):
