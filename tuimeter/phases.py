@@ -18,7 +18,6 @@ This module is pure computation: no I/O, no engine, no UI.
 from __future__ import annotations
 
 import bisect
-import itertools
 import math
 import operator
 from array import array
@@ -300,9 +299,15 @@ SUM_BLOCK = 8192
 
 
 def _in_order(t1s, ivs) -> bool:
-    """Each start ``t1 - iv`` no earlier than the one before (iterators: no copy)."""
-    return all(itertools.starmap(operator.le,
-                                 itertools.pairwise(map(operator.sub, t1s, ivs))))
+    """Each start ``t1 - iv`` no earlier than the one before (a block at a time: memory
+    of one block, whatever the length)."""
+    last = -math.inf
+    for k in range(0, len(t1s), SUM_BLOCK):
+        starts = array("d", map(operator.sub, t1s[k:k + SUM_BLOCK], ivs[k:k + SUM_BLOCK]))
+        if starts[0] < last or not all(map(operator.le, starts, starts[1:])):
+            return False
+        last = starts[-1]
+    return True
 
 
 def _bisect_right(seq, x: float, lo: int = 0) -> int:

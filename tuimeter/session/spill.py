@@ -201,8 +201,8 @@ def spill(s: phases.Samples, store: SpillFile, keep: int = 1) -> None:
         return
     last = t1._lasts[-1] if isinstance(t1, Blocks) and t1.cold else -float("inf")
     n = (len(hot) - keep) // size * size  # the values that go
-    if hot[0] < last or not all(itertools.starmap(
-            operator.le, itertools.pairwise(itertools.islice(hot, n)))):
+    part = hot[:n + 1]
+    if part[0] < last or not all(map(operator.le, part, part[1:])):
         return
     if not isinstance(t1, Blocks):
         s.t1, s.iv, s.e = Blocks(s.t1, store), Blocks(s.iv, store), Blocks(s.e, store, True)
