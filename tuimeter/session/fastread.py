@@ -163,31 +163,29 @@ def _pandas_unseen(pa) -> None:
         sys.meta_path.remove(_NoPandas)
 
 
-def _chunks(fh, start: int) -> Iterator[bytes]:
+def _chunks(fh, start: int) -> Iterator[bytearray]:
     """The file from byte ``start`` in pieces of about BLOCK_BYTES that end at a newline
-    (the last may not): memory of one piece, no read-ahead. Raises Fallback for a byte
-    the csv module reads differently (NUL, CR: memchr, at memory speed) or a line
-    longer than many blocks."""
+    (the last may not): a piece read into its own buffer, then the rest of its last line
+    appended in place (no copy of the piece), memory of one piece, no read-ahead. Raises
+    Fallback for a byte the csv module reads differently (NUL, CR: memchr, at memory
+    speed) or a line longer than many blocks."""
     fh.seek(start)
-    carry = b""
+    limit = 64 * BLOCK_BYTES
     while True:
-        chunk = fh.read(BLOCK_BYTES)
-        buf = carry + chunk if carry else chunk
-        if not chunk:
-            if buf:
-                yield _checked(buf)
+        data = bytearray(BLOCK_BYTES)
+        n = fh.readinto(data)
+        if not n:
             return
-        end = buf.rfind(b"\n") + 1
-        if not end:
-            if len(buf) > 64 * BLOCK_BYTES:
+        del data[n:]
+        if data[-1] != 0x0A:  # "\n"
+            rest = fh.readline(limit)
+            if len(rest) == limit and not rest.endswith(b"\n"):
                 raise Fallback("a line longer than a block")
-            carry = buf
-            continue
-        carry = buf[end:]
-        yield _checked(buf[:end] if carry else buf)
+            data += rest
+        yield _checked(data)
 
 
-def _checked(data: bytes) -> bytes:
+def _checked(data: bytearray) -> bytearray:
     if b"\0" in data:
         raise Fallback("a NUL byte")
     if b"\r" in data:
