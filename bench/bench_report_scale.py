@@ -10,6 +10,10 @@ pure-Python reader cannot pass; this prints it beside each report, all from one 
 * ``report python``: the same through the pure-Python reader (``TUIMETER_READER=python``;
   ``--python``, slow: a minute for 10 M rows).
 
+* ``memory``: the peak RSS of ``--format json`` over a session a tenth as long
+  (``--small``, written when missing) beside the file's: memory that does not grow with
+  the session is about the same for both.
+
 Each command runs in its own process: seconds, rows/s and its peak RSS (``ru_maxrss``);
 each report runs just after a floor run, and the load average is printed with the figures
 (a busy machine gives lower figures, and its load moves: compare each report with the
@@ -63,19 +67,21 @@ def main() -> int:
     p.add_argument("--file", default="/tmp/tuimeter-bench-scale.csv",
                    help="the session to read (written first when missing)")
     p.add_argument("--rows", type=int, default=10_000_000, help="rows to write when missing")
+    p.add_argument("--small", default="/tmp/tuimeter-bench-scale-small.csv",
+                   help="a session a tenth as long, for the memory line (written when missing)")
     p.add_argument("--formats", default="table,json,csv,markdown,codecarbon",
                    help="report formats to time, comma-separated")
     p.add_argument("--by", action="store_true", help="also time --by process")
     p.add_argument("--python", action="store_true",
                    help="also time the pure-Python reader (slow)")
     args = p.parse_args()
-    if not os.path.exists(args.file):
-        t = time.perf_counter()
-        rows = write_session(args.file, args.rows // (len(DOMAINS) + 1))
-        print(f"wrote {rows:,} rows ({os.path.getsize(args.file) / 1e6:.0f} MB) in "
-              f"{time.perf_counter() - t:.0f} s: {args.file}")
-    with open(args.file, "rb") as fh:  # in the page cache for every run alike
-        rows = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 24), b"")) - 1
+    for path, n in ((args.file, args.rows), (args.small, args.rows // 10)):
+        if not os.path.exists(path):
+            t = time.perf_counter()
+            written = write_session(path, n // (len(DOMAINS) + 1))
+            print(f"wrote {written:,} rows ({os.path.getsize(path) / 1e6:.0f} MB) in "
+                  f"{time.perf_counter() - t:.0f} s: {path}")
+    rows = count_rows(args.file)
     print(f"{args.file}: {rows:,} rows, {os.path.getsize(args.file) / 1e6:.0f} MB; {load()}")
     py = sys.executable
     jobs = [(f"--format {f}", ["--format", f]) for f in args.formats.split(",") if f]
@@ -93,7 +99,19 @@ def main() -> int:
             print(f"report {name:7} {what:23} {s:6.2f} s {rows / s / 1e6:5.2f} M rows/s "
                   f"{rss:4.0f} MB ({rows / s / floor:.2f}x the floor; target 10 s, 300 MB); "
                   f"{load()}")
+    small = count_rows(args.small)
+    s_small, rss_small, _ = run([py, "-m", "tuimeter", "report", args.small, "--format", "json"])
+    s_big, rss_big, _ = run([py, "-m", "tuimeter", "report", args.file, "--format", "json"])
+    print(f"memory --format json: {small / 1e6:.1f} M rows {rss_small:4.0f} MB ({s_small:.2f} s), "
+          f"{rows / 1e6:.1f} M rows {rss_big:4.0f} MB ({s_big:.2f} s): x{rss_big / rss_small:.2f} "
+          f"for x{rows / small:.1f} the rows; {load()}")
     return 0
+
+
+def count_rows(path: str) -> int:
+    """The data rows of a session file (reading it puts it in the page cache)."""
+    with open(path, "rb") as fh:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 24), b"")) - 1
 
 
 if __name__ == "__main__":

@@ -49,7 +49,8 @@ ROOT = Path(__file__).resolve().parents[1]
 MODULES: dict[str, tuple[str, ...]] = {
     "sensors/base.py": ("tests/test_counter_tracker.py", "tests/test_rapl_faults.py",
                         "tests/test_engine.py"),
-    "phases.py": ("tests/test_phases.py", "tests/test_report.py"),
+    "phases.py": ("tests/test_phases.py", "tests/test_report.py", "tests/test_report_spill.py"),
+    "session/spill.py": ("tests/test_report_spill.py",),
     "session/schema.py": ("tests/test_schema.py", "tests/test_reader.py",
                           "tests/test_csvfile.py"),
     "points.py": ("tests/test_export_points.py", "tests/test_session_points.py"),

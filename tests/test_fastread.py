@@ -242,3 +242,30 @@ def test_a_small_file_is_read_by_the_python_reader(monkeypatch, tmp_path):
     assert _read(monkeypatch, "fast", path)[0] == "python"
     monkeypatch.setattr(fastread, "MIN_BYTES", Path(path).stat().st_size)
     assert _read(monkeypatch, "fast", path)[0] == "pyarrow"
+
+
+def test_codecarbon_reads_device_rows_in_the_one_pass_the_same_either_way(monkeypatch,
+                                                                          tmp_path):
+    """--format codecarbon over a session with device rows (the machine's CPU load, the
+    GPUs' busy %) and two bad ones: the same CSV and the same warnings through pyarrow
+    and through Python, every figure read in the report's own pass (no second reader)."""
+    pytest.importorskip("pandas")
+    from tests.test_codecarbon_load import record as record_loads
+    from tuimeter.session import codecarbon
+
+    path = tmp_path / "loads.csv"
+    record_loads(path, monkeypatch)
+    lines = path.read_text().splitlines(keepends=True)
+    gpu = next(i for i, ln in enumerate(lines) if ",device,gpu0," in ln)
+    lines[gpu] = lines[gpu].replace('"{""util_pct"":', '"{""util_pct"":150', 1)
+    cpu = next(i for i, ln in enumerate(lines) if ",device,total," in ln)
+    lines.insert(cpu + 1, lines[cpu].rsplit('"{', 1)[0] + "not json,\n")
+    path.write_text("".join(lines))
+    monkeypatch.setattr(codecarbon, "SessionReader", None)  # a second pass would fail
+    fast = _report(monkeypatch, "fast", str(path), "--format", "codecarbon")
+    assert fast == _report(monkeypatch, "python", str(path), "--format", "codecarbon")
+    rows = list(csv.DictReader(io.StringIO(fast[1])))
+    assert fast[0] == 0 and len(rows) == 2
+    assert all(r["gpu_utilization_percent"] and r["cpu_utilization_percent"] for r in rows)
+    assert rows[0]["pue"] == "1.0"  # the session row's, kept by the same pass
+    assert fast[2].count("device label") == 2, fast[2]

@@ -18,7 +18,6 @@ This module is pure computation: no I/O, no engine, no UI.
 from __future__ import annotations
 
 import bisect
-import itertools
 import math
 import operator
 from array import array
@@ -192,11 +191,17 @@ class Samples:
     def starts_in_order(self) -> bool:
         """Each sample starts no earlier than the one before (as a recording's do): then
         the samples wholly inside a span are one slice, which :func:`_integrate` adds in
-        C. Checked once per length (C-speed maps), not trusted."""
+        C. Checked once per length (C-speed maps, no copy), not trusted; samples appended
+        since the last check are checked from the last one checked (samples are only
+        ever appended, or dropped by :meth:`drop_before`, which forgets the check)."""
         n = len(self.t1)
-        if self._ordered is None or self._ordered[0] != n:
-            starts = array("d", map(operator.sub, self.t1, self.iv))
-            self._ordered = (n, all(map(operator.le, starts, itertools.islice(starts, 1, None))))
+        done = self._ordered
+        if done is None or done[0] != n:
+            if done is not None and 0 < done[0] < n:  # appended since: check the new ones
+                ok = done[1] and _in_order(self.t1[done[0] - 1:], self.iv[done[0] - 1:])
+            else:
+                ok = _in_order(self.t1, self.iv)
+            self._ordered = (n, ok)
         return self._ordered[1]
 
     def drop_before(self, t: float) -> None:
@@ -286,6 +291,44 @@ def provenance(whole_ticks: float, provs: Iterable[str], *, extrapolated: bool =
 
 #: spans holding more samples than this add their inner samples as one slice
 _SLICE_MIN = 64
+#: a slice of samples is added in blocks of this many, aligned on the series' first
+#: sample (each block added alone, then the blocks' sums in order): the same sum whether
+#: the series is in memory or kept a block at a time out of it (``tuimeter report`` over
+#: a long session: :mod:`tuimeter.session.spill`, whose blocks are these)
+SUM_BLOCK = 8192
+
+
+def _in_order(t1s, ivs) -> bool:
+    """Each start ``t1 - iv`` no earlier than the one before (a block at a time: memory
+    of one block, whatever the length)."""
+    last = -math.inf
+    for k in range(0, len(t1s), SUM_BLOCK):
+        starts = array("d", map(operator.sub, t1s[k:k + SUM_BLOCK], ivs[k:k + SUM_BLOCK]))
+        if starts[0] < last or not all(map(operator.le, starts, starts[1:])):
+            return False
+        last = starts[-1]
+    return True
+
+
+def _bisect_right(seq, x: float, lo: int = 0) -> int:
+    """``bisect.bisect_right``, or the sequence's own (one kept in blocks, which finds
+    the block first)."""
+    own = getattr(seq, "bisect_right", None)
+    return bisect.bisect_right(seq, x, lo) if own is None else own(x, lo)
+
+
+def range_sum(es, k: int, j: int) -> float:
+    """The sum of ``es[k:j]``, block by block (:data:`SUM_BLOCK`), or the sequence's own
+    (the same sums, kept per block)."""
+    own = getattr(es, "range_sum", None)
+    if own is not None:
+        return own(k, j)
+    total = 0.0
+    while k < j:
+        b = min((k // SUM_BLOCK + 1) * SUM_BLOCK, j)
+        total += sum(es[k:b])
+        k = b
+    return total
 
 
 def _inside(s: Samples, a: float, t1: float, i: int) -> tuple:
@@ -294,7 +337,7 @@ def _inside(s: Samples, a: float, t1: float, i: int) -> tuple:
     (a prefix) one by one, the rest as one slice; what :func:`_integrate`'s loop would
     add, in C. Stops, as the loop does, at a sample that starts at or after ``t1``."""
     t1s, ivs, es, gs = s.t1, s.iv, s.e, s.g
-    j = bisect.bisect_right(t1s, t1, lo=i)
+    j = _bisect_right(t1s, t1, i)
     while j > i and t1s[j - 1] - ivs[j - 1] >= t1:  # zero-length samples at t1 stop it
         j -= 1
     energy = co2 = 0.0
@@ -305,7 +348,7 @@ def _inside(s: Samples, a: float, t1: float, i: int) -> tuple:
         if gs is not None:
             co2 += part * gs[k]
         k += 1
-    energy += sum(es[k:j])
+    energy += range_sum(es, k, j)
     if gs is not None:
         co2 += sum(map(operator.mul, es[k:j], gs[k:j]))
     return energy, co2, float(j - k), j > i, j
@@ -321,7 +364,7 @@ def _integrate(s: Samples, t0: float, t1: float, extrapolate: bool) -> tuple:
     n = len(t1s)
     energy = whole = co2 = 0.0
     read = False
-    i = bisect.bisect_right(t1s, a)
+    i = _bisect_right(t1s, a)
     if ticks is None and n - i > _SLICE_MIN and s.starts_in_order():
         energy, co2, whole, read, i = _inside(s, a, t1, i)
     while i < n:

@@ -43,7 +43,7 @@ use). An empty cell, not CodeCarbon's 0 for "no samples".
 
 **Utilisation** (CodeCarbon: the means over the run of ``psutil.cpu_percent()`` and of
 NVML's GPU utilisation, every GPU's samples alike), here over the segment, from the
-session's ``device`` rows (:func:`device_loads`, a second pass over each file):
+session's ``device`` rows (read in the report's own pass: :class:`DeviceLoads`):
 ``cpu_utilization_percent`` is the machine's CPU load the attribution measured at each
 tick (the processes' CPU time over all CPUs' time), averaged over the segment's ticks by
 their length, empty for a session recorded without attribution; ``gpu_utilization_percent``
@@ -70,7 +70,7 @@ from ..model import J_PER_KWH, DomainKind
 from .schema import DEVICE, device_of
 from .schema import guess_kind as kind_of
 from ..text import spreadsheet_cell
-from .reader import SessionFormatError, SessionReader, find_sessions, session_carbon
+from .reader import SessionFormatError, SessionReader, session_carbon
 from .report import FileResult, HostReport, Report, Segment
 
 #: CodeCarbon's ``emissions.csv`` columns (3.2.1 to 3.3.2's ``EmissionsData``), in its order
@@ -99,28 +99,15 @@ class SessionInfo(NamedTuple):
 
 
 def session_infos(files: Iterable[FileResult]) -> dict[tuple[str, str], SessionInfo]:
-    """(host, session id) -> :class:`SessionInfo`, from each session's first ``session``
-    row (found by a byte scan, then read through the reader, so it is checked like any
-    row). A file that cannot be read again, or a session with no such row, is left out."""
+    """(host, session id) -> :class:`SessionInfo`, from each session's first good
+    ``session`` row (kept by :func:`~.report.load_file`, checked like any row; the first
+    file that has one wins). A session with no such row is left out."""
     out: dict[tuple[str, str], SessionInfo] = {}
     for f in files:
-        if not f.sessions:
-            continue
-        try:
-            found = find_sessions(f.path)
-        except OSError:
-            continue
-        for sid, offset, lines in found:
-            rows = iter(SessionReader(f.path, kinds={"session"}, session=sid,
-                                      start=(offset, lines)))
-            try:
-                row = next(rows, None)
-            except (SessionFormatError, OSError):
-                row = None
-            finally:
-                rows.close()
-            if row is not None and (row.host, sid) not in out:
-                out[(row.host, sid)] = _info(row.label)
+        for sess in f.sessions:
+            key = (sess.host, sess.session)
+            if sess.session_label is not None and key not in out:
+                out[key] = _info(sess.session_label)
     return out
 
 
@@ -131,36 +118,51 @@ class DeviceLoad(NamedTuple):
     gpu: list[tuple[float, float]]  # (reading, one GPU's busy %)
 
 
+class DeviceLoads:
+    """Collects :class:`DeviceLoad` per host from ``device`` rows, one at a time: give
+    :meth:`take` to :func:`~.report.load_file` (``device=``) to read them in the report's
+    own pass."""
+
+    def __init__(self):
+        self.by_host: dict[str, DeviceLoad] = {}
+
+    def take(self, row) -> None:
+        """One good ``device`` row (the reader checked it)."""
+        util = device_of(row).get("util_pct")
+        if util is None:
+            return
+        load = self.by_host.get(row.host)
+        if load is None:
+            load = self.by_host[row.host] = DeviceLoad([], [])
+        if row.domain == "total":
+            load.cpu.append((row.wall_s, row.interval_s, util))
+        elif kind_of(row.domain) == DomainKind.GPU:
+            load.gpu.append((row.wall_s, util))
+
+
 def device_loads(files: Iterable[FileResult]) -> dict[str, DeviceLoad]:
     """host -> :class:`DeviceLoad`, from every file's ``device`` rows: a second pass over
-    each file, for this format only (the report's pass does not read them). Malformed
-    ``device`` rows are skipped and added to the file's ``problems``; a file that cannot be
-    read again adds no readings."""
-    out: dict[str, DeviceLoad] = {}
+    each file, for files loaded without them (``tuimeter report`` reads them in its own
+    pass: :class:`DeviceLoads`). Malformed ``device`` rows are skipped and added to the
+    file's ``problems``; a file that cannot be read again adds no readings."""
+    out = DeviceLoads()
     for f in files:
         if not f.sessions:
             continue
-        found: dict[str, DeviceLoad] = {}
+        found = DeviceLoads()
         rd = SessionReader(f.path, kinds={DEVICE})
         try:
             for row in rd:
-                util = device_of(row).get("util_pct")
-                if util is None:
-                    continue
-                load = found.setdefault(row.host, DeviceLoad([], []))
-                if row.domain == "total":
-                    load.cpu.append((row.wall_s, row.interval_s, util))
-                elif kind_of(row.domain) == DomainKind.GPU:
-                    load.gpu.append((row.wall_s, util))
+                found.take(row)
         except (SessionFormatError, OSError):
             continue
         finally:
             f.problems.extend(rd.problems)
-        for host, load in found.items():
-            into = out.setdefault(host, DeviceLoad([], []))
+        for host, load in found.by_host.items():
+            into = out.by_host.setdefault(host, DeviceLoad([], []))
             into.cpu.extend(load.cpu)
             into.gpu.extend(load.gpu)
-    return out
+    return out.by_host
 
 
 def _load_pct(load: DeviceLoad | None, seg: Segment) -> tuple[float | None, float | None]:

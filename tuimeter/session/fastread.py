@@ -36,10 +36,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import sys
 from array import array
 from typing import Iterator, NamedTuple
 
-from .schema import (CGROUP, COLUMNS, IN_TOTAL, JOB, LOST, MARKER, MAX_NUMBER, PROCESS, SAMPLE,
+from .schema import (CGROUP, COLUMNS, DEVICE, IN_TOTAL, JOB, LOST, MARKER, MAX_NUMBER, PROCESS, SAMPLE,
                      SAMPLE_PROVENANCES, TREE, Row, _new_row)
 
 #: files smaller than this are read by the Python reader: pyarrow's import and first
@@ -55,7 +56,7 @@ USE_THREADS = True
 NUMBER_COLUMNS = ("elapsed_s", "interval_s", "power_w", "energy_j", "co2_g")
 _NUMBER_SET = frozenset(NUMBER_COLUMNS)
 #: text columns read as dictionary codes (a few distinct values in a whole file)
-_CODED = frozenset({"host", "session", "kind", "domain", "source", "in_total",
+_CODED = frozenset({"timestamp", "host", "session", "kind", "domain", "source", "in_total",
                     "provenance"})
 #: the csv module's default field size limit (characters): a longer cell is its to judge
 FIELD_LIMIT = 131072
@@ -136,31 +137,55 @@ def shifted(run: SampleRun, offset_s: float) -> tuple[array, array, bool]:
     return doubles(ends), doubles(spans), bool(ordered)
 
 
-def _chunks(fh, start: int) -> Iterator[bytes]:
+class _NoPandas:
+    """A meta path finder that finds no pandas (see :func:`_pandas_unseen`)."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "pandas" or name.startswith("pandas."):
+            raise ModuleNotFoundError("no pandas for pyarrow's first look", name=name)
+        return None
+
+
+def _pandas_unseen(pa) -> None:
+    """pyarrow imports pandas (40 MB and 0.6 s, a sixth of a report's memory) the first
+    time it converts a Python value, to see whether it is a pandas object; this reader
+    gives it none. Unless pandas is imported already, that first look (made here, once)
+    finds no pandas; pyarrow imports it after all when asked for pandas objects
+    (``to_pandas``: its shim tries again), and a program that imported pandas first is
+    left alone."""
+    if "pandas" in sys.modules:
+        return
+    sys.meta_path.insert(0, _NoPandas)
+    try:
+        pa.scalar(0.0)
+    finally:
+        sys.meta_path.remove(_NoPandas)
+
+
+def _chunks(fh, start: int) -> Iterator[bytearray]:
     """The file from byte ``start`` in pieces of about BLOCK_BYTES that end at a newline
-    (the last may not): memory of one piece, no read-ahead. Raises Fallback for a byte
-    the csv module reads differently (NUL, CR: memchr, at memory speed) or a line
-    longer than many blocks."""
+    (the last may not): a piece read into its own buffer, then the rest of its last line
+    appended in place (no copy of the piece), memory of one piece, no read-ahead. Raises
+    Fallback for a byte the csv module reads differently (NUL, CR: memchr, at memory
+    speed) or a line longer than many blocks."""
     fh.seek(start)
-    carry = b""
+    limit = 64 * BLOCK_BYTES
     while True:
-        chunk = fh.read(BLOCK_BYTES)
-        buf = carry + chunk if carry else chunk
-        if not chunk:
-            if buf:
-                yield _checked(buf)
+        data = bytearray(BLOCK_BYTES)
+        n = fh.readinto(data)
+        if not n:
             return
-        end = buf.rfind(b"\n") + 1
-        if not end:
-            if len(buf) > 64 * BLOCK_BYTES:
+        del data[n:]
+        if data[-1] != 0x0A:  # "\n"
+            rest = fh.readline(limit)
+            if len(rest) == limit and not rest.endswith(b"\n"):
                 raise Fallback("a line longer than a block")
-            carry = buf
-            continue
-        carry = buf[end:]
-        yield _checked(buf[:end] if carry else buf)
+            data += rest
+        yield _checked(data)
 
 
-def _checked(data: bytes) -> bytes:
+def _checked(data: bytearray) -> bytearray:
     if b"\0" in data:
         raise Fallback("a NUL byte")
     if b"\r" in data:
@@ -204,7 +229,7 @@ def _walls(ts) -> tuple:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    enc = pc.dictionary_encode(ts)
+    enc = ts if isinstance(ts.type, pa.DictionaryType) else pc.dictionary_encode(ts)
     if isinstance(enc, pa.ChunkedArray):
         enc = enc.combine_chunks()
     texts = enc.dictionary
@@ -238,6 +263,7 @@ def blocks(fh, start: int, base: int, kinds: frozenset, session: str | None,
     import pyarrow.csv as pcsv
 
     try:
+        _pandas_unseen(pa)
         read, parse, convert = _options()
         line = base  # lines before the block's first row
         kind_set = pa.array(sorted(kinds))
@@ -267,20 +293,29 @@ def _impossible(pc, col, mask) -> bool:
     return bool(pc.any(bad).as_py())
 
 
+def _per_row(pc, coded, per_value):
+    """A test of a dictionary-coded column's distinct values (``per_value``, one per
+    value of its dictionary) as one per row: comparing the rows' text itself costs
+    several times more (pyarrow decodes the column)."""
+    return pc.take(per_value, coded.indices)
+
+
 def _block(pa, pc, batch, line: int, kind_set, provs, totals, session, runs: bool,
            seen: set):
     n = batch.num_rows
     col = {name: batch.column(i) for i, name in enumerate(COLUMNS)}
-    wanted = pc.is_in(col["kind"], value_set=kind_set)
+    kinds = col["kind"].dictionary  # each test on the few distinct values, then per row
+    wanted = _per_row(pc, col["kind"], pc.is_in(kinds, value_set=kind_set))
     if session is not None:
-        wanted = pc.and_(wanted, pc.equal(col["session"], session))
+        wanted = pc.and_(wanted, _per_row(pc, col["session"],
+                                          pc.equal(col["session"].dictionary, session)))
     for name in COLUMNS:  # the csv module's field limit: the Python reader's to judge
         if name in _NUMBER_SET or not len(col[name]):
             continue
         text = col[name].dictionary if name in _CODED else col[name]
         if len(text) and (pc.max(pc.binary_length(text)).as_py() or 0) > FIELD_LIMIT:
             raise Fallback(f"a {name} cell longer than {FIELD_LIMIT} bytes")
-    if pc.any(pc.equal(col["kind"], "")).as_py():  # a blank line reads as one
+    if pc.any(_per_row(pc, col["kind"], pc.equal(kinds, ""))).as_py():  # as a blank line
         raise Fallback("a row with no kind (or a blank line)")
     n_wanted = pc.sum(wanted).as_py() or 0
     passed = n - n_wanted
@@ -296,10 +331,13 @@ def _block(pa, pc, batch, line: int, kind_set, provs, totals, session, runs: boo
     good_ts = pa.array([w is not None for w in walls], pa.bool_())
     wall = pc.take(pa.array(walls, pa.float64()), enc.indices)
     plain = pc.and_(wanted, pc.take(good_ts, enc.indices))
-    plain = pc.and_(plain, pc.equal(col["kind"], SAMPLE))
-    plain = pc.and_(plain, pc.not_equal(col["domain"], ""))
-    plain = pc.and_(plain, pc.is_in(col["in_total"], value_set=totals))
-    plain = pc.and_(plain, pc.is_in(col["provenance"], value_set=provs))
+    plain = pc.and_(plain, _per_row(pc, col["kind"], pc.equal(kinds, SAMPLE)))
+    plain = pc.and_(plain, _per_row(pc, col["domain"],
+                                    pc.not_equal(col["domain"].dictionary, "")))
+    plain = pc.and_(plain, _per_row(pc, col["in_total"],
+                                    pc.is_in(col["in_total"].dictionary, value_set=totals)))
+    plain = pc.and_(plain, _per_row(pc, col["provenance"],
+                                    pc.is_in(col["provenance"].dictionary, value_set=provs)))
     plain = pc.and_(plain, pc.equal(col["label"], ""))
     plain = pc.and_(plain, pc.equal(col["pid"], ""))
     for name in ("power_w", "energy_j", "co2_g"):
@@ -372,7 +410,7 @@ def _rows_into(items, pa, pc, col, plain, other_at, texts, line) -> None:
 
 #: rows whose place among the plain samples does not matter to a consumer of runs (once
 #: their session has been seen): they may be taken after the runs of their stretch
-_UNORDERED = frozenset({MARKER, PROCESS, JOB, TREE, CGROUP})
+_UNORDERED = frozenset({MARKER, PROCESS, JOB, TREE, CGROUP, DEVICE})
 
 
 def _codes(pc, arr):

@@ -45,10 +45,11 @@ from ..periods import load as load_periods
 from ..phases import DomainEnergy, Samples, combine, energy_between
 from ..text import safe_text
 from ..work import EnergyPer, energy_per
+from . import spill
 from .owners import OWNER_KINDS, owner_rows
 from .reader import READ_KINDS, SessionFormatError, SessionReader
-from .schema import (CARBON, MARKER, META_KINDS, SAMPLE, WORK, SessionMeta, bridged_span_s,
-                     carbon_of, work_of)
+from .schema import (CARBON, DEVICE, MARKER, META_KINDS, SAMPLE, SESSION, WORK, SessionMeta,
+                     bridged_span_s, carbon_of, work_of)
 
 #: markers with the same label closer than this (s) on one host are one boundary
 MARKER_MERGE_S = 1.0
@@ -59,6 +60,8 @@ J_PER_WH = 3600.0
 PART_JOIN_S = 1e-3
 #: the segment after an API ``end`` marker, until the next marker
 GAP_LABEL = "(between phases)"
+#: rows read between two looks for series long enough to keep in blocks (:mod:`.spill`)
+SPILL_EVERY = 1 << 16
 
 
 class _Series(Samples):
@@ -82,7 +85,9 @@ class _Series(Samples):
     def joined(self, later: "_Series") -> "_Series":
         """This series followed by ``later`` (the next part of the same session)."""
         out = _Series(self.in_total, self.sid)
-        for name in ("t1", "iv", "e", "lost_t1", "lost_iv"):
+        for name in ("t1", "iv", "e"):  # kept in blocks where either part is
+            setattr(out, name, spill.joined(getattr(self, name), getattr(later, name), None))
+        for name in ("lost_t1", "lost_iv"):
             getattr(out, name).extend(getattr(self, name))
             getattr(out, name).extend(getattr(later, name))
         out.provs = self.provs | later.provs
@@ -113,6 +118,8 @@ class SessionData:
     work: list = field(default_factory=list)  # (t wall s, unit, count): ``work`` rows
     #: the counters' update periods ``tuimeter doctor`` stored for this host, else None
     periods: Any = None
+    #: the label of its first ``session`` row in this file (untrusted text), else None
+    session_label: str | None = None
 
 
 @dataclass
@@ -124,22 +131,35 @@ class FileResult:
     rows: int = 0
 
 
-def load_file(path: str, by: str | None = None) -> FileResult:
+def load_file(path: str, by: str | None = None, device=None) -> FileResult:
     """Read one session file in one pass. Never raises for bad content: rows the reader
     finds malformed are skipped and listed in ``problems``. ``by``: an owner kind
-    (:data:`~.owners.OWNER_KINDS`) whose rows are kept too."""
+    (:data:`~.owners.OWNER_KINDS`) whose rows are kept too. ``device``: a callable
+    given each good ``device`` row, read in the same pass (``--format codecarbon``'s
+    utilisation)."""
     owner_kind = OWNER_KINDS[by] if by is not None else None
     owner_rows_kind = owner_kind.row_kind if owner_kind is not None else None
     res = FileResult(path)
-    kinds = READ_KINDS | {WORK}
+    kinds = READ_KINDS | {WORK} | ({DEVICE} if device is not None else set())
     rd = SessionReader(path, kinds | {owner_rows_kind} if owner_rows_kind else kinds)
     sessions: dict[tuple, SessionData] = {}
     cur = None
     key = (None, None)
+    spiller = spill.Spiller()  # long series a block at a time to a temporary file
+    added = 0  # samples (or rows) since the last look at the series' lengths
     try:
         for row in rd.items():
+            if added >= SPILL_EVERY:
+                added = 0
+                spiller.sweep(s for sess in sessions.values()
+                              for s in (*sess.series.values(), *sess.owners.values()))
             if row.__class__ is list:  # plain samples, whole columns (the columnar reader)
                 cur, key = _add_runs(sessions, row, path, cur, key)
+                added += sum(len(r.at) for r in row)
+                continue
+            added += 1
+            if device is not None and row.kind == DEVICE:  # no part of a session's time
+                device(row)
                 continue
             if row.host != key[0] or row.session != key[1]:
                 key = (row.host, row.session)
@@ -184,6 +204,8 @@ def load_file(path: str, by: str | None = None) -> FileResult:
                 _add_owner(cur, owner_kind.key(row), row, key)
             elif kind in META_KINDS:
                 cur.meta.take(row)
+                if kind == SESSION and cur.session_label is None:
+                    cur.session_label = row.label
     except SessionFormatError as exc:
         res.error = str(exc)
     res.problems = rd.problems

@@ -18,7 +18,7 @@ import json
 import sys
 
 from ..text import safe_text, spreadsheet_cell
-from .codecarbon import DEFAULT_PROJECT, device_loads, to_codecarbon
+from .codecarbon import DEFAULT_PROJECT, DeviceLoads, to_codecarbon
 from .owners import OWNER_KINDS, UNOWNED
 from .report import J_PER_WH, Report, avg_w, build_report, load_file
 from ..cli_help import help_text
@@ -316,7 +316,7 @@ def render(rep: Report, fmt: str, project: str = DEFAULT_PROJECT, loads=None,
            per: tuple = (), baseline=None) -> str:
     """``rep`` in ``fmt``; with ``rep.by`` set, each segment's owners too; ``per``: the
     units whose J per unit each segment gets (``--per``). ``loads``: codecarbon's
-    :func:`~.codecarbon.device_loads` (read from ``rep.files`` when None)."""
+    :class:`~.codecarbon.DeviceLoads`' ``by_host`` (read again from ``rep.files`` when None)."""
     if fmt == "json":
         # strict JSON: the reader keeps nan and inf out, and a bare NaN is not JSON;
         # text from the files is escaped by JSON itself (\u001b, ASCII only)
@@ -373,9 +373,11 @@ def cmd_report(argv: list[str]) -> int:
         except BaselineError as exc:
             print(f"tuimeter: error: {exc}", file=sys.stderr)
             return 2
-    files = [load_file(path, args.by) for path in args.files]
-    # codecarbon's utilisation columns: the device rows, read before the warnings are listed
-    loads = device_loads(files) if args.format == "codecarbon" else None
+    # codecarbon's utilisation columns: the device rows, read in the report's own pass
+    devices = DeviceLoads() if args.format == "codecarbon" else None
+    files = [load_file(path, args.by, devices.take if devices is not None else None)
+             for path in args.files]
+    loads = devices.by_host if devices is not None else None
     for f in files:
         if f.error:
             print(f"tuimeter: error: {f.error}", file=sys.stderr)
