@@ -56,6 +56,7 @@ OUR_THREADS = "tuimeter-"
 
 
 _LINUX = sys.platform.startswith("linux")
+_HERE = __file__
 
 
 def thread_cpu_clock(native_id):
@@ -177,6 +178,12 @@ class StackSampler:
         frames = self.frames()
         if frame is not None:  # not the handler's own frames: what it interrupted
             frames[threading.get_ident()] = frame
+        elif self.host_ident in frames:  # the watcher's sample: the host may be in the
+            f = frames[self.host_ident]  # handler (waiting for it): what it interrupted
+            while f is not None and f.f_code.co_filename == _HERE:
+                f = f.f_back
+            if f is not None:
+                frames[self.host_ident] = f
         natives = self._native_ids
         if natives.keys() != frames.keys():  # threads came or went: look again
             natives = self._native_ids = self._natives()
@@ -273,7 +280,7 @@ class StackSampler:
 
     def _arm(self):
         """The signal way: a handler on this thread, a timer sending it its signal every
-        period. False (nothing changed) where there is none: not the main thread, not
+        period of this thread's CPU time. False (nothing changed) where there is none: not the main thread, not
         Linux, no ``ctypes``, no free real-time signal, or the timer refused."""
         if not _LINUX or threading.current_thread() is not threading.main_thread():
             return False
@@ -283,7 +290,8 @@ class StackSampler:
         if signo is None:
             return False
         try:
-            timer = SignalTimer(signo, threading.get_native_id())
+            tid = threading.get_native_id()
+            timer = SignalTimer(signo, tid, thread_cpu_clock(tid))
         except (OSError, ImportError, AttributeError, ValueError):
             return False
         self.host_ident = threading.get_ident()
@@ -322,20 +330,31 @@ class StackSampler:
             self._busy.release()
 
     def _watch(self):
-        """The signal way's thread: every :data:`WATCH_S` it looks whether a sample came
-        within three periods; when none did (the host thread inside a long C call that
-        lets the GIL go, or signals blocked), it samples itself, every period, until they
-        come again. Its CPU time is tuimeter's (its name)."""
+        """The signal way's thread. The timer counts the host thread's CPU time, so a
+        host that waits (``sleep``, ``join()``, I/O) is not woken by it, and one inside a
+        long C call that lets the GIL go cannot run the handler: then this thread
+        samples. Every :data:`WATCH_S` it looks whether the last sample is older than
+        1.5 periods; if so it samples every period itself, as the thread way does (the
+        host is not holding the GIL then), until the handler has kept up alone for
+        :data:`WATCH_S`. Its CPU time is tuimeter's (its name). Between looks it waits
+        on the stop event (:meth:`stop` need not wait for it)."""
         period = self.period_s
-        late_s = max(3 * period, 0.02)
-        clock, sleep, stopped = self.clock, time.sleep, self._stop.is_set
-        behind = False
+        late_s = 1.5 * period
+        clock, wait, stopped = self.clock, self._stop.wait, self._stop.is_set
+        behind, kept_up = False, 0
         while True:
-            sleep(period if behind else min(WATCH_S, late_s))
-            if stopped():
+            if behind:
+                time.sleep(period)
+                if stopped():
+                    break
+            elif wait(WATCH_S):
                 break
-            behind = clock() - self._last_t > late_s
-            if behind and self._busy.acquire(False):
+            if clock() - self._last_t <= (period if behind else late_s):
+                kept_up += period if behind else WATCH_S  # the handler sampled in time
+                behind = behind and kept_up < WATCH_S
+                continue
+            behind, kept_up = True, 0
+            if self._busy.acquire(False):
                 try:
                     self.sample()
                 finally:
@@ -407,16 +426,16 @@ class StackSampler:
 
 
 class SignalTimer:
-    """A POSIX timer (``timer_create``, Linux) that sends signal ``signo`` to thread
+    """A POSIX timer (``timer_create``, Linux) on clock ``clock_id`` (the thread's own
+    CPU clock: only its running time counts) that sends signal ``signo`` to thread
     ``tid`` of this process (``SIGEV_THREAD_ID``) every period, through ``ctypes``.
     Unlike ``setitimer``, it is not the program's ``alarm()``, it interrupts only that
     thread's system calls, and ``exec`` deletes it (an interval timer would go on
     signalling the new program, whose default action for it is to end)."""
 
-    CLOCK_MONOTONIC = 1
     SIGEV_THREAD_ID = 4
 
-    def __init__(self, signo, tid):
+    def __init__(self, signo, tid, clock_id):
         import ctypes
         import ctypes.util
 
@@ -441,7 +460,7 @@ class SignalTimer:
         event = Sigevent(None, signo, self.SIGEV_THREAD_ID, tid)
         self._id = c.c_void_p()
         libc.timer_create.argtypes = [c.c_int, c.POINTER(Sigevent), c.POINTER(c.c_void_p)]
-        if libc.timer_create(self.CLOCK_MONOTONIC, c.byref(event), c.byref(self._id)) != 0:
+        if libc.timer_create(clock_id, c.byref(event), c.byref(self._id)) != 0:
             raise OSError(c.get_errno(), "timer_create")
 
     def arm(self, period_s):
