@@ -336,12 +336,12 @@ class StackSampler:
         samples. Every :data:`WATCH_S` it looks whether the last sample is older than
         1.5 periods; if so it samples every period itself, as the thread way does (the
         host is not holding the GIL then), until the handler has kept up alone for
-        :data:`WATCH_S`. Its CPU time is tuimeter's (its name). Between looks it waits
+        :data:`WATCH_S` (so too from the start: the program's first CPU-period). Its CPU time is tuimeter's (its name). Between looks it waits
         on the stop event (:meth:`stop` need not wait for it)."""
         period = self.period_s
         late_s = 1.5 * period
         clock, wait, stopped = self.clock, self._stop.wait, self._stop.is_set
-        behind, kept_up = False, 0
+        behind, kept_up = True, 0  # from the start: the timer counts CPU time, not wall
         while True:
             if behind:
                 time.sleep(period)
