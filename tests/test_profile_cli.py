@@ -329,7 +329,7 @@ def test_either_way_the_profile_has_the_same_shape_and_shares(powered, way):
     assert set(data) >= {"total_energy_j", "rate_hz", "reached_rate_hz", "samples",
                          "functions", "provenance", "power_provenance"}
     assert set(f["heavy"]) == set(f["light"])
-    assert data["samples"] >= 0.3 * data["rate_hz"] * data["duration_s"]
+    assert data["samples"] >= 0.1 * data["rate_hz"] * data["duration_s"]
     assert not [n for n in data.get("notes", []) if "end record" in n]
 
 

@@ -335,13 +335,15 @@ class StackSampler:
         long C call that lets the GIL go cannot run the handler: then this thread
         samples. Every :data:`WATCH_S` it looks whether the last sample is older than
         1.5 periods; if so it samples every period itself, as the thread way does (the
-        host is not holding the GIL then), until the handler has kept up alone for
-        :data:`WATCH_S` (so too from the start: the program's first CPU-period). Its CPU time is tuimeter's (its name). Between looks it waits
-        on the stop event (:meth:`stop` need not wait for it)."""
+        host is not holding the GIL then), until the handler samples in time again (so
+        too from the start until the handler's first sample, a CPU-period into the
+        program). Each of its wake-ups takes the GIL: it stands down at once. Its CPU
+        time is tuimeter's (its name). Between looks it waits on the stop event
+        (:meth:`stop` need not wait for it)."""
         period = self.period_s
         late_s = 1.5 * period
         clock, wait, stopped = self.clock, self._stop.wait, self._stop.is_set
-        behind, kept_up = True, 0  # from the start: the timer counts CPU time, not wall
+        behind, seen = True, self.signal_samples  # from the start: CPU time, not wall
         while True:
             if behind:
                 time.sleep(period)
@@ -349,11 +351,11 @@ class StackSampler:
                     break
             elif wait(WATCH_S):
                 break
-            if clock() - self._last_t <= (period if behind else late_s):
-                kept_up += period if behind else WATCH_S  # the handler sampled in time
-                behind = behind and kept_up < WATCH_S
+            handler_sampled, seen = self.signal_samples != seen, self.signal_samples
+            if clock() - self._last_t <= late_s:  # a sample came in time
+                behind = behind and not handler_sampled
                 continue
-            behind, kept_up = True, 0
+            behind = True
             if self._busy.acquire(False):
                 try:
                     self.sample()
