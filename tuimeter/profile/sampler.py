@@ -280,8 +280,9 @@ class StackSampler:
 
     def _arm(self):
         """The signal way: a handler on this thread, a timer sending it its signal every
-        period of this thread's CPU time. False (nothing changed) where there is none: not the main thread, not
-        Linux, no ``ctypes``, no free real-time signal, or the timer refused."""
+        period of this thread's CPU time. False (nothing changed) where there is none:
+        not the main thread, not Linux, no ``ctypes``, no free real-time signal, or the
+        timer refused."""
         if not _LINUX or threading.current_thread() is not threading.main_thread():
             return False
         import signal
@@ -294,6 +295,7 @@ class StackSampler:
             timer = SignalTimer(signo, tid, thread_cpu_clock(tid))
         except (OSError, ImportError, AttributeError, ValueError):
             return False
+        own_cpu = self.own_cpu
         self.host_ident = threading.get_ident()
         self._handler_cpu = 0.0
         self._last_own = 0.0
@@ -304,7 +306,7 @@ class StackSampler:
         except (OSError, ValueError):
             signal.signal(signo, signal.SIG_IGN)
             timer.delete()
-            self.host_ident, self.own_cpu = None, time.thread_time
+            self.host_ident, self.own_cpu = None, own_cpu
             return False
         self._timer = timer
         return True
