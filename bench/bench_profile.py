@@ -12,13 +12,15 @@ so the shares show the spreading model itself:
   worker's and join's shares (join ~0).
 
 Overhead: a CPU-bound program and an I/O-bound one (4 KiB pwrite/pread pairs), each timed
-by itself (a fixed amount of work), run plainly and
-under the sampler's bootstrap at 100 Hz and at 1000 Hz, alternating, median of ``--runs``
-(5) each: (median with - median without) / median without. The engine's own cost is not
+by itself (a fixed amount of work: 2-3 s by default, so the interpreter's start does not
+dominate), run plainly and under the sampler's bootstrap at 100 Hz and at 1000 Hz (the
+signal way, the default), and at 100 Hz the thread way (``TUIMETER_PROFILE_SAMPLER=thread``:
+the peer, each sample a GIL hand-off), alternating, median of ``--runs`` (5) each:
+(median with - median without) / median without. The engine's own cost is not
 in it (it runs in tuimeter's process, a separate one). On a shared machine the wall
-times are noisy, so the sampler's own CPU time over the run is printed too: while it
-samples it holds the GIL, so for a single-threaded program that is the time taken from
-it.
+times are noisy, so the sampler's own CPU time over the run is printed too (in the signal way the handler's
+time on the program's own thread): while it samples it holds the GIL, so for a
+single-threaded program that is the least taken from it.
 
 ``--other-sampler PATH`` times another ``sampler.py`` at 100 Hz in the same run (an older
 version: ``git show REV:tuimeter/profile/sampler.py > /tmp/old.py``), so a change is
@@ -191,6 +193,10 @@ def overhead(tmp: Path, runs: int, n: int, body: str = WORK,
     for hz in (100, 1000):
         variants[f"{hz} Hz"] = [sys.executable, boot, "--out", str(tmp / f"s{hz}.jsonl"),
                                 "--rate", str(hz), "--", str(prog), str(n)]
+    # the peer: the thread way (every sample a GIL hand-off), same file, same run
+    variants["100 Hz thread"] = [sys.executable, boot, "--out",
+                                 str(tmp / "s100 thread.jsonl"), "--rate", "100", "--",
+                                 str(prog), str(n)]
     if other:
         variants["100 Hz other"] = [sys.executable, other, "--out",
                                     str(tmp / "s100 other.jsonl"), "--rate", "100", "--",
@@ -198,13 +204,16 @@ def overhead(tmp: Path, runs: int, n: int, body: str = WORK,
     times: dict[str, list[float]] = {k: [] for k in variants}
     for _ in range(runs):
         for name, cmd in variants.items():
-            r = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            env = dict(os.environ)
+            if name.endswith("thread"):
+                env[sampler.SAMPLER_ENV] = "thread"
+            r = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
             times[name].append(float(r.stdout.strip().splitlines()[-1]))
     med = {k: statistics.median(v) for k, v in times.items()}
     for k in variants:
         if k != "plain":
             med[f"{k} cpu"], med[f"{k} got"] = sampler_cpu_share(
-                tmp / f"s{k.removesuffix(' Hz').replace(' Hz', '')}.jsonl")
+                tmp / f"s{k.replace(' Hz', '')}.jsonl")
     return med
 
 
@@ -214,9 +223,10 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--scale", type=float, default=1.0, help="multiply the burn times")
     ap.add_argument("--only-overhead", action="store_true")
-    ap.add_argument("--work", type=int, default=6_000_000, help="loop count of the overhead program")
-    ap.add_argument("--io-work", type=int, default=200_000,
-                    help="write+read pairs of the I/O-bound overhead program")
+    ap.add_argument("--work", type=int, default=60_000_000,
+                    help="loop count of the CPU-bound overhead program (about 3 s)")
+    ap.add_argument("--io-work", type=int, default=2_000_000,
+                    help="write+read pairs of the I/O-bound overhead program (about 2 s)")
     ap.add_argument("--other-sampler", metavar="PATH",
                     help="also time this sampler.py at 100 Hz (e.g. an older version: "
                          "git show REV:tuimeter/profile/sampler.py > /tmp/old.py)")
@@ -260,7 +270,8 @@ def main() -> None:
         for what, body, n in (("CPU-bound", WORK, a.work), ("I/O-bound", WORK_IO, a.io_work)):
             med = overhead(tmp, a.runs, n, body, a.other_sampler)
             base = med["plain"]
-            for k in ("100 Hz", "1000 Hz") + (("100 Hz other",) if a.other_sampler else ()):
+            for k in ("100 Hz", "1000 Hz", "100 Hz thread") + (
+                    ("100 Hz other",) if a.other_sampler else ()):
                 print(f"{what} overhead {k:>12}: {med[k]:.3f} s vs {base:.3f} s plain "
                       f"({100 * (med[k] - base) / base:+.1f}%), median of {a.runs}; the "
                       f"sampler's own CPU: {100 * med[k + ' cpu']:.2f}% of the run, "

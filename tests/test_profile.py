@@ -88,6 +88,50 @@ def test_sampler_records_each_threads_stack_and_its_cpu_time_since_the_last_samp
     assert other == pytest.approx(0.002)
 
 
+def test_in_the_signal_way_the_handlers_cpu_is_tuimeters_and_its_stack_the_interrupted():
+    """The signal way samples in a handler on the host thread (here the test's own): the
+    CPU the handler used (``own_cpu`` counts it then) is taken off that thread's and
+    given to tuimeter, not counted again in ``other``, and the host's stack is the frame
+    the signal interrupted, not the handler's own."""
+    import threading
+
+    host = threading.get_ident()
+    box, records = Box(), []
+    box.stacks = {host: Frame(main_fn, engine_loop), 2: Frame(main_fn, wait)}
+    box.cpu = {1000 + host: 0.0, 1002: 0.0}
+    s = box.sampler(records)
+    s.begin()
+    s.host_ident = host
+
+    def sample(frame=None):
+        records.clear()
+        s.sample(frame)
+        _s, _t, _dt, entries, other, ours = [r for r in records if r[0] == "S"][0]
+        frames = {r[1]: r[2] for r in records if r[0] == "F"} | seen_frames
+        seen_frames.update(frames)
+        stacks.update({r[1]: [frames[f] for f in r[2]] for r in records if r[0] == "K"})
+        return sorted((stacks[sid], cpu) for sid, cpu in entries), other, ours
+
+    seen_frames, stacks = {}, {}
+    box.clock.advance(0.01)
+    box.run(host, 0.010)  # 4 ms of it the previous sample's handler
+    box.own += 0.004
+    box.run(2, 0.001)
+    box.proc += 0.003  # a native thread
+    got, other, ours = sample(Frame(main_fn, work))  # the frame the signal interrupted
+    assert got == [(["main_fn", "wait"], pytest.approx(0.001)),
+                   (["main_fn", "work"], pytest.approx(0.006))]
+    assert ours == pytest.approx(0.004) and other == pytest.approx(0.003)
+    # the watcher's sample (no frame): the host's own stack, its CPU less the handler's
+    box.clock.advance(0.01)
+    box.run(host, 0.010)
+    box.own += 0.002
+    got, other, ours = sample()
+    assert got == [(["main_fn", "engine_loop"], pytest.approx(0.008)),
+                   (["main_fn", "wait"], pytest.approx(0.0))]
+    assert ours == pytest.approx(0.002) and other == pytest.approx(0.0)
+
+
 def test_sampler_defines_each_function_and_stack_once_and_cuts_the_bootstrap():
     """Functions and stacks are written once, before first use; frames at and outside a
     ``cut`` code (the bootstrap's runpy frame) are left out."""

@@ -277,3 +277,155 @@ def test_pid_with_py_spy_profiles_a_running_program(powered):
     assert data["source"] == "py-spy"
     assert funcs(data)["spin"]["total_energy_j"] > 0
     assert funcs(data)["spin"]["file"] == str(prog)
+
+
+# -- the two ways of sampling (issue 25 item 3) -------------------------------------
+# The bootstrap samples in a signal handler of the program's main thread (a POSIX timer;
+# no GIL hand-off per sample), ``TUIMETER_PROFILE_SAMPLER=thread`` on a thread of its
+# own (a hand-off per sample). Both give the same profile: same fields, same shares.
+
+WAYS = {"signal": {}, "thread": {"TUIMETER_PROFILE_SAMPLER": "thread"}}
+
+
+@pytest.mark.parametrize("way", list(WAYS))
+def test_either_way_the_profile_has_the_same_shape_and_shares(powered, way):
+    """1:3 burners then a worker thread the main thread joins: the lighter burner gets a
+    quarter of the two, the worker the energy and join none, the self energies add up,
+    the innermost frame is the program's (not the handler's), the rate is reached, and
+    the JSON has the same fields whichever way sampled."""
+    env, tmp = powered
+    prog = script(tmp, "shape.py", """\
+        import threading
+
+        def light():
+            burn(0.3)
+
+        def heavy():
+            burn(0.9)
+
+        def worker():
+            burn(0.4)
+
+        light()
+        heavy()
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+        """)
+    r, data = profile({**env, **WAYS[way]}, tmp, "--", sys.executable, str(prog))
+    assert r.returncode == 0, r.stderr
+    f = funcs(data)
+    light, heavy = f["light"]["total_energy_j"], f["heavy"]["total_energy_j"]
+    assert 100 * light / (light + heavy) == pytest.approx(25, abs=8)
+    assert f["worker"]["total_energy_j"] > 0
+    assert f["Thread.join"]["total_energy_j"] < 0.05 * f["worker"]["total_energy_j"]
+    assert sum(x["self_energy_j"] for x in data["functions"]) == pytest.approx(
+        data["total_energy_j"], rel=0.02)
+    assert f["heavy"]["samples"] >= 10 and f["[tuimeter]"]["total_energy_j"] > 0
+    # no stack holds the sampler's own frames (the signal handler's, on the main thread)
+    assert not {x["function"] for x in data["functions"]} & {"StackSampler._on_signal",
+                                                             "StackSampler.sample"}
+    assert f["burn"]["self_energy_j"] == pytest.approx(f["burn"]["total_energy_j"])
+    assert set(data) >= {"total_energy_j", "rate_hz", "reached_rate_hz", "samples",
+                         "functions", "provenance", "power_provenance"}
+    assert set(f["heavy"]) == set(f["light"])
+    assert data["samples"] >= 0.1 * data["rate_hz"] * data["duration_s"]
+    assert not [n for n in data.get("notes", []) if "end record" in n]
+
+
+@pytest.mark.parametrize("way", list(WAYS))
+def test_the_samplers_own_cpu_is_tuimeters_not_the_waiting_functions(powered, way):
+    """The main thread waits in ``time.sleep`` while a worker burns. In the signal way
+    each sample runs on the main thread: its CPU time must go to ``[tuimeter]``, not to
+    the sleeping function (whose own CPU is each wake-up's, tens of microseconds)."""
+    env, tmp = powered
+    prog = script(tmp, "sleeper.py", """\
+        import threading
+        import time
+
+        def sleeper():
+            time.sleep(1.5)
+
+        def worker():
+            burn(0.6)
+
+        t = threading.Thread(target=worker)
+        t.start()
+        sleeper()
+        t.join()
+        """)
+    r, data = profile({**env, **WAYS[way]}, tmp, "--", sys.executable, str(prog))
+    assert r.returncode == 0, r.stderr
+    f = funcs(data)
+    ours = f["[tuimeter]"]["total_cpu_s"]
+    assert ours > 0 and f["sleeper"]["samples"] >= 20
+    # the signal way wakes the sleeper at each sample: that wake-up (before the handler
+    # runs, about as long as the handler on the development VM) is all the CPU it has
+    assert f["sleeper"]["total_cpu_s"] < 3 * ours
+    assert f["sleeper"]["total_energy_j"] < 0.05 * f["worker"]["total_energy_j"]
+
+
+def test_a_worker_is_sampled_while_the_main_thread_is_in_a_long_c_call(powered):
+    """The main thread sits in one C call that lets the GIL go and runs no bytecode (a
+    PBKDF2 of many rounds) while a worker thread burns: no signal handler can run, so
+    the sampler's thread samples meanwhile, every period; the worker is not left
+    unsampled (a handler-only sampler gave it none until the call returned)."""
+    env, tmp = powered
+    prog = script(tmp, "ccall.py", """\
+        import hashlib
+        import threading
+        import time
+
+        def worker():
+            burn(0.5)
+
+        def derive():
+            t = threading.Thread(target=worker)
+            t.start()
+            start = time.monotonic()
+            rounds = 100_000
+            while True:  # one call long enough to outlast the worker
+                t0 = time.monotonic()
+                hashlib.pbkdf2_hmac("sha256", b"key", b"salt", rounds)
+                if not t.is_alive() or time.monotonic() - start > 20:
+                    break
+                if time.monotonic() - t0 < 1.0:
+                    rounds *= 4
+            t.join()
+
+        derive()
+        """)
+    r, data = profile(env, tmp, "--", sys.executable, str(prog))
+    assert r.returncode == 0, r.stderr
+    f = funcs(data)
+    assert f["worker"]["samples"] >= 20, f["worker"]
+    assert f["worker"]["total_energy_j"] > 0
+
+
+def test_a_program_using_sigalrm_and_exec_runs_as_without_the_profiler(powered):
+    """The profiler's timer is not the program's: its own SIGALRM interval timer fires
+    into its own handler only, and a program that execs another is not ended by a timer
+    left behind (an interval timer survives exec; the new program's default action for
+    its signal would end it)."""
+    env, tmp = powered
+    prog = script(tmp, "alarms.py", """\
+        import os
+        import signal
+        import sys
+
+        ticks = []
+        signal.signal(signal.SIGALRM, lambda *a: ticks.append(1))
+        signal.setitimer(signal.ITIMER_REAL, 0.01, 0.01)
+
+        def work():
+            burn(0.4)
+
+        work()
+        signal.setitimer(signal.ITIMER_REAL, 0, 0)
+        print("alarms", len(ticks) > 5, flush=True)
+        os.execv(sys.executable, [sys.executable, "-c",
+                                  "import time; time.sleep(0.3); print('after exec')"])
+        """)
+    r, _data = profile(env, tmp, "--", sys.executable, str(prog))
+    assert r.returncode == 0, r.stderr
+    assert "alarms True" in r.stdout and "after exec" in r.stdout

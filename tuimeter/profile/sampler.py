@@ -44,6 +44,10 @@ DEFAULT_RATE_HZ = 100.0
 FLUSH_EVERY_S = 0.25
 #: the longest the sampler's thread sleeps before it looks whether it was stopped, s
 STOP_POLL_S = 0.05
+#: in the signal way, how often the watcher thread looks whether the signals still come, s
+WATCH_S = 0.25
+#: ``TUIMETER_PROFILE_SAMPLER=thread`` in the program's environment: the thread way only
+SAMPLER_ENV = "TUIMETER_PROFILE_SAMPLER"
 #: the function name given to the CPU time of tuimeter's own threads
 TUIMETER_FRAME = "[tuimeter]"
 STARTUP_FRAME = "[interpreter startup]"
@@ -52,6 +56,7 @@ OUR_THREADS = "tuimeter-"
 
 
 _LINUX = sys.platform.startswith("linux")
+_HERE = __file__
 
 
 def thread_cpu_clock(native_id):
@@ -132,6 +137,13 @@ class StackSampler:
         self._last_own = 0.0
         self._stop = threading.Event()
         self._thread = None
+        #: the signal way: the thread whose handler takes the samples (its CPU minus the
+        #: handler's is the program's), the handler's CPU so far, the timer
+        self.host_ident = None
+        self._handler_cpu = 0.0
+        self._timer = None
+        self._busy = threading.Lock()  # one sample at a time (handler or watcher)
+        self.signal_samples = 0
 
     # -- one sample -----------------------------------------------------------------
     def begin(self, startup_cpu_s=None):
@@ -158,10 +170,20 @@ class StackSampler:
                       if str(getattr(t, "name", "")).startswith(OUR_THREADS)}
         return {t.ident: getattr(t, "native_id", None) for t in threads}
 
-    def sample(self):
-        """Take one sample now (the sampling thread calls this; tests call it directly)."""
+    def sample(self, frame=None):
+        """Take one sample now (the sampling thread calls this; tests call it directly).
+        ``frame``: the frame a signal handler interrupted, the stack of the thread it runs
+        on (the signal way: :meth:`_on_signal`)."""
         now = self.clock()
         frames = self.frames()
+        if frame is not None:  # not the handler's own frames: what it interrupted
+            frames[threading.get_ident()] = frame
+        elif self.host_ident in frames:  # the watcher's sample: the host may be in the
+            f = frames[self.host_ident]  # handler (waiting for it): what it interrupted
+            while f is not None and f.f_code.co_filename == _HERE:
+                f = f.f_back
+            if f is not None:
+                frames[self.host_ident] = f
         natives = self._native_ids
         if natives.keys() != frames.keys():  # threads came or went: look again
             natives = self._native_ids = self._natives()
@@ -170,7 +192,8 @@ class StackSampler:
         dt = max(0.0, now - self._last_t) if self._last_t is not None else 0.0
         entries = []
         python_cpu = 0.0
-        tuimeter_cpu = max(0.0, own - self._last_own)
+        own_used = tuimeter_cpu = max(0.0, own - self._last_own)
+        host = self.host_ident
         last_cpu = self._last_cpu
         seen = {}
         for ident, frame in frames.items():
@@ -180,6 +203,8 @@ class StackSampler:
             seen[ident] = cpu
             before = last_cpu.get(ident, 0.0)  # a new thread counts from its birth
             used = None if cpu is None or before is None else max(0.0, cpu - before)
+            if used is not None and ident == host:  # the handler's CPU is tuimeter's
+                used = max(0.0, used - own_used)
             if used is not None:
                 python_cpu += used
             if ident in self.ignore or ident in self._ours:
@@ -187,7 +212,7 @@ class StackSampler:
                 continue
             entries.append([self._stack_id(frame), used])
         self._last_cpu = seen
-        other = max(0.0, (proc - self._last_proc) - python_cpu - max(0.0, own - self._last_own))
+        other = max(0.0, (proc - self._last_proc) - python_cpu - own_used)
         self._last_t, self._last_proc, self._last_own = now, proc, own
         self.samples += 1
         self.sink(["S", now, dt, entries, other, tuimeter_cpu])
@@ -237,13 +262,121 @@ class StackSampler:
             self.sink(["F", fid, name, path, line])
         return fid
 
-    # -- the thread -----------------------------------------------------------------
-    def start(self, startup_cpu_s=None):
-        """Write the start record, then sample on a daemon thread until :meth:`stop`."""
+    # -- the thread, or the signal -------------------------------------------------
+    def start(self, startup_cpu_s=None, signals=False):
+        """Write the start record, then sample until :meth:`stop`: on a daemon thread, or
+        with ``signals`` (from the main thread, on Linux) in a signal handler of the
+        calling thread, a POSIX timer sending it a signal every period (the thread way
+        where that cannot be set up). The thread way costs an I/O-bound program a GIL
+        hand-off per sample (docs/profile.md, "Overhead"); the signal way none."""
         self.begin(startup_cpu_s)
-        self._thread = threading.Thread(target=self._run, name="tuimeter-profiler",
+        if signals and self._arm():
+            target = self._watch
+        else:
+            target = self._run
+        self._thread = threading.Thread(target=target, name="tuimeter-profiler",
                                         daemon=True)
         self._thread.start()
+
+    def _arm(self):
+        """The signal way: a handler on this thread, a timer sending it its signal every
+        period of this thread's CPU time. False (nothing changed) where there is none:
+        not the main thread, not Linux, no ``ctypes``, no free real-time signal, or the
+        timer refused."""
+        if not _LINUX or threading.current_thread() is not threading.main_thread():
+            return False
+        import signal
+
+        signo = _free_signal(signal)
+        if signo is None:
+            return False
+        try:
+            tid = threading.get_native_id()
+            timer = SignalTimer(signo, tid, thread_cpu_clock(tid))
+        except (OSError, ImportError, AttributeError, ValueError):
+            return False
+        own_cpu = self.own_cpu
+        self.host_ident = threading.get_ident()
+        self._handler_cpu = 0.0
+        self._last_own = 0.0
+        self.own_cpu = self._handler_cpu_s
+        try:
+            signal.signal(signo, self._on_signal)
+            timer.arm(self.period_s)
+        except (OSError, ValueError):
+            signal.signal(signo, signal.SIG_IGN)
+            timer.delete()
+            self.host_ident, self.own_cpu = None, own_cpu
+            return False
+        self._timer = timer
+        return True
+
+    def _handler_cpu_s(self):
+        return self._handler_cpu
+
+    def _on_signal(self, signum, frame):
+        """The signal way's sample, on the host thread between two of its bytecodes: no
+        other thread takes the GIL for it. Its own CPU time goes to :data:`TUIMETER_FRAME`.
+        Never raises into the program: a failing sample stops the signals (the watcher
+        thread samples from then on)."""
+        if frame is None or not self._busy.acquire(False):
+            return  # the watcher is sampling: this period is in its sample
+        try:
+            start = time.thread_time()
+            self.sample(frame)
+            self.signal_samples += 1
+            self._handler_cpu += time.thread_time() - start
+        except Exception:
+            self._disarm()
+        finally:
+            self._busy.release()
+
+    def _watch(self):
+        """The signal way's thread. The timer counts the host thread's CPU time, so a
+        host that waits (``sleep``, ``join()``, I/O) is not woken by it, and one inside a
+        long C call that lets the GIL go cannot run the handler: then this thread
+        samples. Every :data:`WATCH_S` it looks whether the last sample is older than
+        1.5 periods; if so it samples every period itself, as the thread way does (the
+        host is not holding the GIL then), until the handler samples in time again (so
+        too from the start until the handler's first sample, a CPU-period into the
+        program). Each of its wake-ups takes the GIL: it stands down at once. Its CPU
+        time is tuimeter's (its name). Between looks it waits on the stop event
+        (:meth:`stop` need not wait for it)."""
+        period = self.period_s
+        late_s = 1.5 * period
+        clock, wait, stopped = self.clock, self._stop.wait, self._stop.is_set
+        behind, seen = True, self.signal_samples  # from the start: CPU time, not wall
+        while True:
+            if behind:
+                time.sleep(period)
+                if stopped():
+                    break
+            elif wait(WATCH_S):
+                break
+            handler_sampled, seen = self.signal_samples != seen, self.signal_samples
+            if clock() - self._last_t <= late_s:  # a sample came in time
+                behind = behind and not handler_sampled
+                continue
+            behind = True
+            if self._busy.acquire(False):
+                try:
+                    self.sample()
+                finally:
+                    self._busy.release()
+
+    def _disarm(self):
+        """No more signals (the handler ignores any still on its way: never the default
+        action, which ends the process)."""
+        timer, self._timer = self._timer, None
+        if timer is None:
+            return
+        import signal
+
+        timer.delete()
+        try:
+            signal.signal(timer.signo, signal.SIG_IGN)
+        except ValueError:  # not the main thread (a failed sample in the watcher)
+            pass
 
     def _run(self):
         """Sample every period until stopped. It sleeps with ``time.sleep`` (one system
@@ -284,9 +417,84 @@ class StackSampler:
             return
         if caller_is_ours:
             self.ignore.add(threading.get_ident())
+        signalled = self.host_ident is not None
+        if signalled:
+            self._disarm()
         self._stop.set()
         self._thread.join(5.0)
         self._thread = None
+        if signalled:  # the thread way's thread takes these itself
+            with self._busy:
+                self.sample()  # up to the end
+            self.sink(["E", self.clock()])
+
+
+class SignalTimer:
+    """A POSIX timer (``timer_create``, Linux) on clock ``clock_id`` (the thread's own
+    CPU clock: only its running time counts) that sends signal ``signo`` to thread
+    ``tid`` of this process (``SIGEV_THREAD_ID``) every period, through ``ctypes``.
+    Unlike ``setitimer``, it is not the program's ``alarm()``, it interrupts only that
+    thread's system calls, and ``exec`` deletes it (an interval timer would go on
+    signalling the new program, whose default action for it is to end)."""
+
+    SIGEV_THREAD_ID = 4
+
+    def __init__(self, signo, tid, clock_id):
+        import ctypes
+        import ctypes.util
+
+        c = ctypes
+        libc = c.CDLL(None, use_errno=True)
+        if not hasattr(libc, "timer_create"):  # glibc before 2.34: librt
+            libc = c.CDLL(c.util.find_library("rt") or "librt.so.1", use_errno=True)
+        header = c.sizeof(c.c_void_p) + 2 * c.sizeof(c.c_int)
+
+        class Sigevent(c.Structure):  # struct sigevent: 64 bytes on Linux
+            _fields_ = [("value", c.c_void_p), ("signo", c.c_int), ("notify", c.c_int),
+                        ("tid", c.c_int), ("pad", c.c_int * ((64 - header) // 4 - 1))]
+
+        class Timespec(c.Structure):
+            _fields_ = [("sec", c.c_long), ("nsec", c.c_long)]
+
+        class Itimerspec(c.Structure):
+            _fields_ = [("interval", Timespec), ("value", Timespec)]
+
+        self._c, self._libc, self._spec = c, libc, (Timespec, Itimerspec)
+        self.signo = signo
+        event = Sigevent(None, signo, self.SIGEV_THREAD_ID, tid)
+        self._id = c.c_void_p()
+        libc.timer_create.argtypes = [c.c_int, c.POINTER(Sigevent), c.POINTER(c.c_void_p)]
+        if libc.timer_create(clock_id, c.byref(event), c.byref(self._id)) != 0:
+            raise OSError(c.get_errno(), "timer_create")
+
+    def arm(self, period_s):
+        Timespec, Itimerspec = self._spec
+        ns = max(1000, int(period_s * 1e9))
+        every = Timespec(ns // 1_000_000_000, ns % 1_000_000_000)
+        spec = Itimerspec(every, every)
+        c = self._c
+        self._libc.timer_settime.argtypes = [c.c_void_p, c.c_int, c.POINTER(Itimerspec),
+                                             c.c_void_p]
+        if self._libc.timer_settime(self._id, 0, c.byref(spec), None) != 0:
+            raise OSError(c.get_errno(), "timer_settime")
+
+    def delete(self):
+        if self._id is not None:
+            self._libc.timer_delete.argtypes = [self._c.c_void_p]
+            self._libc.timer_delete(self._id)
+            self._id = None
+
+
+def _free_signal(signal):
+    """A real-time signal with no handler (from the top: programs and libraries that use
+    one take ``SIGRTMIN`` upwards), or None."""
+    low, high = getattr(signal, "SIGRTMIN", None), getattr(signal, "SIGRTMAX", None)
+    if low is None or high is None:
+        return None
+    for signo in range(high - 1, low + 3, -1):
+        if signal.getsignal(signo) == signal.SIG_DFL:
+            return signo
+    return None
 
 
 def encode_sample(record):
@@ -462,7 +670,7 @@ def main(argv=None):
         sys.path[0] = os.path.dirname(os.path.abspath(script))
     sink = FileSink(out)
     sampler = StackSampler(sink, rate, cut=[runpy._run_code.__code__])
-    sampler.start(startup_cpu)
+    sampler.start(startup_cpu, signals=os.environ.get(SAMPLER_ENV, "") != "thread")
 
     def finish():  # after the program's non-daemon threads have ended
         sampler.stop(caller_is_ours=True)
