@@ -180,3 +180,29 @@ def test_snapshot_six_rapl_domains_and_a_followed_job(snap_compare, size):
         await tick(pilot, clock, 4)
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.asyncio
+async def test_a_replayed_job_fits_80x24_from_the_frame_its_process_rows_come():
+    """Guards the screen overflowing (a scroll bar, the status line gone) on the frame
+    where a replay's process rows first came: the table was fitted to the process
+    panel's single note line before the panel grew to 6 lines. The replay of a recorded
+    job (tests/data/sessions/demo-job.csv: a package, 2 GPUs, its processes), 32 s of it
+    played at once (as scripts/make_screenshots.py does)."""
+    from tuimeter.tui.run import replay_app
+
+    from .conftest import ROOT
+
+    clock = FakeClock()
+    app = replay_app(str(ROOT / "tests" / "data" / "sessions" / "demo-job.csv"), clock)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for _ in range(32):
+            clock.advance(1.0)
+            app.player.run_due()
+        await pilot.pause()
+        assert await wait_for(pilot, lambda: not app.main.frame_pending)
+        await pilot.pause()
+        processes = app.query_one(ProcessTable)
+        assert min(processes.visible_rows, processes.row_count) >= 4
+        assert plot_rows(app) >= 5
+        assert_fits(app)

@@ -323,6 +323,7 @@ class MainScreen(Screen[None]):
             w(PowerChart).flush()
         w(TotalsPanel).show(snap)
         w(ProcessPanel).show(snap)
+        self._fit_domains()  # the process panel's rows may have come (6 lines, not 1)
         w(SensorStatusLine).show(snap.sensors, status.problems)
         self._place_toasts()  # the process panel may have grown into the chart's rows
         self.frames_drawn += 1
