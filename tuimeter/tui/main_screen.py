@@ -158,8 +158,9 @@ class MainScreen(Screen[None]):
         (``8 x H200``; ``x`` decides instead once pressed); a table that still does not
         fit is cut to the room (its rows scroll under the header, the total stays). Below
         ``COMPACT_BELOW_LINES`` the job panel puts its figures on its first line and the
-        chart its legend on its title's line and no frame above the plot. Checked at each
-        resize and frame: a layout only when something changed."""
+        chart draws no frame lines around its plot. Checked at each resize and frame (twice:
+        the job panel and the process panel may have changed their heights): a layout only
+        when something changed."""
         if not self._ready:
             return
         height = self.size.height if height is None else height
@@ -170,7 +171,7 @@ class MainScreen(Screen[None]):
         except NoMatches:  # the app quits before (or after) its widgets are there: a
             return         # terminal closed while it starts
         job.set_one_line(compact)  # the job's figures on its first line
-        self._widget(PowerChart).set_compact(compact)  # no frame line above the plot
+        self._widget(PowerChart).set_compact(compact)  # no frame lines, a 1-line legend
 
         rows = self.attribution == "on" or panel.has_class("-rows")
         fixed = 1 + (job.lines if job.display else 0) + 1 + (
