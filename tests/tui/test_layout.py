@@ -17,7 +17,8 @@ SIZES = [(80, 24), (100, 30), (120, 40), (160, 48)]
 def test_a_part_is_indented_under_its_package_with_its_tag_whole():
     core = domain("package-0/core", DomainKind.CORE, in_total=False)
     assert row_name(core, {"package-0"}, 18) == "└ core (part)"
-    assert row_name(core, set(), 18) == "package-0/… (part)"  # 18 cells, the tag whole
+    assert row_name(core, set(), 18) == "pkg0/core (part)"  # its package short, the tag whole
+    assert row_name(core, set(), 12) == "pkg0… (part)"  # then cut
     long = domain("package-0-die-1/uncore", DomainKind.UNCORE, in_total=False)
     assert row_name(long, set(), 18).endswith("… (part)") and len(row_name(long, set(), 18)) == 18
     psys = domain("psys", DomainKind.PSYS, in_total=False)

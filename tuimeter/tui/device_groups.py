@@ -3,7 +3,7 @@
 An eight-GPU machine's domain table has eight GPU lines: at 80x24 they leave the chart
 no room and the process table none at all. The main screen collapses each *device group*
 (two or more GPUs of one sensor and one model, ``Domain.label``) into one line when the
-table would leave the chart fewer than :data:`CHART_MIN_LINES` lines or the process table
+table would leave the chart fewer than :data:`PLOT_MIN_ROWS` rows of plot or the process table
 fewer than :data:`PROCESS_MIN_ROWS` rows; ``x`` expands the groups (or collapses them
 again). A group's figures are its members' added up: power and energy, the history tick
 by tick (a tick where one member was lost is a gap, not a lower sum), the provenance if
@@ -18,8 +18,13 @@ from typing import Iterable, Sequence
 from ..model import Domain, DomainKind, DomainSample, Status
 from .devices import short_name
 
-#: the chart keeps at least this many lines (its legend and 4 lines of plot)
-CHART_MIN_LINES = 5
+#: the chart's plot keeps at least this many rows (where the series are drawn)
+PLOT_MIN_ROWS = 5
+#: the lines a short screen's chart spends around its plot: the title with the legend
+#: and the x axis's tick labels (PowerChart.compact: no frame lines)
+CHART_FRAME_LINES = 2
+#: the chart keeps at least this many lines: its plot's rows and its frame's
+CHART_MIN_LINES = PLOT_MIN_ROWS + CHART_FRAME_LINES
 #: the process table keeps at least this many rows (under its note and header)
 PROCESS_MIN_ROWS = 4
 

@@ -154,10 +154,13 @@ class MainScreen(Screen[None]):
     def _fit_domains(self, height: int | None = None) -> None:
         """Room for the chart at every size and with many GPUs. Below ``CHART_TALL``
         lines of chart the process panel gives up its rows (down to ``PROCESS_MIN_ROWS``);
-        below ``CHART_MIN_LINES`` the device groups collapse (``8 x H200``; ``x`` decides
-        instead once pressed); a table that still does not fit is cut to the room (its
-        rows scroll under the header, the total stays). Checked at each resize and frame:
-        a layout only when something changed."""
+        below ``CHART_MIN_LINES`` (a plot of ``PLOT_MIN_ROWS``) the device groups collapse
+        (``8 x H200``; ``x`` decides instead once pressed); a table that still does not
+        fit is cut to the room (its rows scroll under the header, the total stays). Below
+        ``COMPACT_BELOW_LINES`` the job panel puts its figures on its first line and the
+        chart draws no frame lines around its plot. Checked at each resize and frame (twice:
+        the job panel and the process panel may have changed their heights): a layout only
+        when something changed."""
         if not self._ready:
             return
         height = self.size.height if height is None else height
@@ -168,9 +171,11 @@ class MainScreen(Screen[None]):
                 self._widget(PowerChart), self._widget(SensorStatusLine))
         except NoMatches:  # the app quits before (or after) its widgets are there: a
             return         # terminal closed while it starts (a resize still queued)
+        job.set_one_line(compact)  # the job's figures on its first line
+        power_chart.set_compact(compact)  # no frame lines, a 1-line legend
 
         rows = self.attribution == "on" or panel.has_class("-rows")
-        fixed = 1 + ((job.outer_size.height or 2) if job.display else 0) + 1 + (
+        fixed = 1 + (job.lines if job.display else 0) + 1 + (
             1 if compact else max(sensors.outer_size.height, 1))
         least = 2 + PROCESS_MIN_ROWS if rows else max(panel.outer_size.height, 1)
         n_all = len(table.domains)
@@ -316,6 +321,11 @@ class MainScreen(Screen[None]):
         w = self._widget
         w(TopBar).show(snap, status.interval_s, self.paused, status.mode, status.cpu_percent,
                        self.frame_s)
+        if status.job is not None:  # first: its lines count in the fit below
+            energy = snap.job.total_energy_j if snap.job is not None else snap.total.total_energy_j
+            work = self._work.update(snap.elapsed_s, energy, snap.work_totals)
+            w(JobPanel).show(status.job, snap.job, status.job_exited_at_s, job_ranks(snap),
+                             work)
         self._fit_domains()  # the job panel's height may have changed
         w(DomainTable).show(snap)
         w(PowerChart).show(snap, message.times_s)
@@ -323,11 +333,7 @@ class MainScreen(Screen[None]):
             w(PowerChart).flush()
         w(TotalsPanel).show(snap)
         w(ProcessPanel).show(snap)
+        self._fit_domains()  # the process panel's rows may have come (6 lines, not 1)
         w(SensorStatusLine).show(snap.sensors, status.problems)
-        if status.job is not None:
-            energy = snap.job.total_energy_j if snap.job is not None else snap.total.total_energy_j
-            work = self._work.update(snap.elapsed_s, energy, snap.work_totals)
-            w(JobPanel).show(status.job, snap.job, status.job_exited_at_s, job_ranks(snap),
-                             work)
         self._place_toasts()  # the process panel may have grown into the chart's rows
         self.frames_drawn += 1

@@ -8,7 +8,7 @@ row's line and the help screen's list of columns are all built from that list.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 from rich.cells import cell_len, set_cell_size
@@ -46,13 +46,16 @@ def not_in_total_tag(d) -> str:
 def row_name(d: Domain, above: set[str], room: int) -> str:
     """A domain's name cell (``room`` cells after its chart character), its tag always
     in full: a part (core, uncore) right under its package reads as indented into it
-    (``└ core (part)``); any name too long for the room is cut (``…``) before its tag, so
+    (``└ core (part)``); a name too long for the room writes its package ``pkg0``
+    (``pkg0/core (part)``), and is cut (``…``) before its tag if still too long, so
     ``(part)`` never wraps onto a hidden second line. Escaped: a replayed file names its
     domains."""
     name, tag = safe_text(d.id), "" if d.in_total else f" {not_in_total_tag(d)}"
     parent, _, leaf = d.id.rpartition("/")
     if tag and parent in above:
         name = f"└ {safe_text(leaf)}"
+    if len(name) + len(tag) > room and name.startswith("package-"):
+        name = "pkg" + name[len("package-"):]
     if len(name) + len(tag) > room:
         name = name[:max(1, room - len(tag) - 1)] + "…"
     return name + tag
@@ -197,9 +200,12 @@ class DomainTable(StyledOnce):
         order = sorted(range(len(self.domains)),
                        key=lambda i: first.get(self.domains[i].kind.value, 2))
         self._order = [self.domains[i] for i in order]  # the rows' order, top to bottom
+        self._labels: dict[str, tuple[str, str]] = {}  # in place, and out of it (cut)
         for i in order:
             d = self.domains[i]
-            rows[d.id] = _empty(f"{series_marker(i)} {row_name(d, above, room)}")
+            self._labels[d.id] = (f"{series_marker(i)} {row_name(d, above, room)}",
+                                  f"{series_marker(i)} {row_name(d, set(), room - 1)}")
+            rows[d.id] = _empty(self._labels[d.id][0])
             above.add(d.id)
         for j, g in enumerate(self.groups):  # its chart character follows the domains'
             rows[g.key] = _empty(f"{series_marker(len(self.domains) + j)} "
@@ -209,6 +215,9 @@ class DomainTable(StyledOnce):
         self.collapsed = False
         """Each device group is one line (:meth:`collapse`)."""
         self._first = 0  # the first domain line shown while the table is cut (max_lines)
+        self._cut = False
+        """The table is cut (:attr:`max_lines`): the rows that add into the total come
+        first, the parts and wholes (core, psys) after them, the first out of sight."""
         self.max_lines: int | None = None
         """The most lines the table may take (header and total included); more rows
         scroll under the header (the mouse wheel), the total stays. None: no bound."""
@@ -220,7 +229,9 @@ class DomainTable(StyledOnce):
 
     def _set_keys(self) -> None:
         """The rows shown, top to bottom: each domain, a collapsed group at its first
-        member's place (its other members left out), then the total."""
+        member's place (its other members left out), then the total. While the table is
+        cut (:attr:`_cut`) the parts and wholes follow the rows that add into the total
+        (a server's 8 GPUs stay in sight, its core and psys scroll), named in full."""
         member = {m: g for g in self.groups for m in g.members} if self.collapsed else {}
         keys: list[str] = []
         for d in self._order:
@@ -229,6 +240,13 @@ class DomainTable(StyledOnce):
                 keys.append(d.id)
             elif d.id == g.members[0]:
                 keys.append(g.key)
+        if self._cut:
+            counted = {d.id for d in self._order if d.in_total}
+            keys.sort(key=lambda k: k not in counted and k in self._labels)  # (stable)
+        for key, (placed, named) in self._labels.items():
+            label = named if self._cut else placed
+            if self._rows[key].label != label:
+                self._rows[key] = replace(self._rows[key], label=label)
         self._keys = (*keys, "total")
         self._y = {key: y for y, key in enumerate(self._keys, start=1)}  # line 0: header
         self._lines: list[_Line | None] = [None] * (len(self._keys) + 1)
@@ -247,6 +265,12 @@ class DomainTable(StyledOnce):
 
     def set_max_lines(self, lines: int | None) -> None:
         """Bound the table's height (:attr:`max_lines`)."""
+        cut = lines is not None and len(self._keys) + 1 > max(lines, 3)
+        if cut != self._cut:  # the parts and wholes go last, or back in their places
+            self._cut = cut
+            self._set_keys()
+            self._first = 0
+            self.refresh()
         if lines != self.max_lines:
             self.max_lines = lines
             self._first = min(self._first, self._hidden())

@@ -15,9 +15,11 @@ from ...work import metric_name
 
 def job_text(state: JobState, job: JobSample | None, exited_at_s: float | None,
              ranks: JobRanks | None = None, width: int | None = None,
-             work: list | None = None) -> Text:
+             work: list | None = None, one_line: bool = False) -> Text:
     """The job's lines; its figures line fits ``width`` cells where given (the Wh, then
     "of machine", then the CO2e left out as needed; the provenance is always shown).
+    ``one_line`` (a short screen): the figures on the job's first line where they fit in
+    ``width`` there, each line given to the chart and the process table counts.
     ``work``: (unit, units/s, J/unit) over the last seconds, a line each (the job's
     energy where attributed, else the machine's: the line says which)."""
     text = Text()
@@ -40,7 +42,6 @@ def job_text(state: JobState, job: JobSample | None, exited_at_s: float | None,
     # before process rows carried source "job"); a live job has its root at least
     text.append(f"  {job.n_processes} proc" if job.n_processes else
                 "  processes not recorded")
-    text.append("\n")
     power, share = fmt_power(job.power_w), f"{100 * job.share:.0f}%"
     energy, wh = fmt_energy(job.total_energy_j), fmt_wh(job.total_energy_j)
     co2, tag = f"  {fmt_co2(job.total_co2_g)}", f"  [{job.provenance}]"
@@ -48,9 +49,16 @@ def job_text(state: JobState, job: JobSample | None, exited_at_s: float | None,
              (f"{power} now ({share} of machine)  ", f"{energy}{co2}{tag}"),
              (f"{power} now ({share})  ", f"{energy}{co2}{tag}"),
              (f"{power} ({share})  ", f"{energy}{tag}"))
+    room = width
+    if one_line and width is not None and \
+            cell_len(text.plain) + 2 + cell_len("".join(forms[-1])) <= width:
+        text.append("  ")
+        room = width - cell_len(text.plain)
+    else:
+        text.append("\n")
     head, rest = forms[0]
-    if width is not None:  # the first form that fits, else the shortest
-        head, rest = next((f for f in forms if cell_len(f[0] + f[1]) <= width), forms[-1])
+    if room is not None:  # the first form that fits, else the shortest
+        head, rest = next((f for f in forms if cell_len(f[0] + f[1]) <= room), forms[-1])
     text.append(head, style="bold")
     text.append(rest)
     if ranks is not None:
@@ -91,6 +99,10 @@ class JobPanel(Static):
     """
 
     _ranks: JobRanks | None = None
+    _shown: tuple | None = None  # the last show's job (state, sample, exited at, work)
+    one_line = False
+    """The job and its figures on one line where they fit (a short screen: the screen
+    sets it, :meth:`set_one_line`)."""
 
     def show(self, state: JobState, job: JobSample | None, exited_at_s: float | None,
              ranks: JobRanks | None = None, work: list | None = None) -> None:
@@ -98,9 +110,37 @@ class JobPanel(Static):
         when given (an update of the job alone keeps them)."""
         if ranks is not None:
             self._ranks = ranks
-        text = job_text(state, job, exited_at_s, self._ranks, self.size.width or None, work)
+        self._shown = (state, job, exited_at_s, work)
+        text = job_text(state, job, exited_at_s, self._ranks, self._width() or None, work,
+                        self.one_line)
         shown = str(self.content)
         if text.plain != shown:
             # a layout (of the whole screen) only when the panel's height may change: its
             # figures change on every frame, its number of lines seldom
-            self.update(text, layout=not same_height(shown, text.plain, self.size.width))
+            self.update(text, layout=not same_height(shown, text.plain, self._width()))
+
+    def _width(self) -> int:
+        """Its text's width, cells: before its first layout (the first frame is drawn
+        before it), its parent's less its border and padding."""
+        if self.size.width or self.parent is None:
+            return self.size.width
+        return max(0, self.parent.size.width - self.styles.gutter.width)
+
+    @property
+    def lines(self) -> int:
+        """The lines its text takes at its width, known as soon as it is shown (its
+        size, only after the next layout): the screen fits the rest around it. 2 before
+        it was shown."""
+        width = self._width()
+        text = str(self.content)
+        if not width or not text:
+            return 2
+        return sum(max(1, -(-cell_len(line) // width)) for line in text.split("\n"))
+
+    def set_one_line(self, one_line: bool) -> None:
+        """The figures on the job's line (True) or on a line of their own; the job shown
+        again at once if it changes."""
+        if one_line != self.one_line:
+            self.one_line = one_line
+            if self._shown is not None:
+                self.show(*self._shown[:3], work=self._shown[3])

@@ -36,7 +36,7 @@ from textual_plotext import PlotextPlot
 
 from ...model import Snapshot
 from ...text import safe_text
-from ..device_groups import DeviceGroup, group_sample
+from ..device_groups import CHART_MIN_LINES, DeviceGroup, group_sample
 from ._kept_strips import StyledOnce, refresh_changed_lines
 
 #: one ASCII character per domain (by its place in the snapshot), so series differ without
@@ -316,6 +316,13 @@ class PowerChart(PlotextPlot, StyledOnce):
         self._pending: tuple[Snapshot, Sequence[float]] | None = None  # handed in, not drawn
         self.groups: tuple[DeviceGroup, ...] = ()
         """The device groups drawn as one series each (those the table collapsed)."""
+        self.compact = False
+        """A short screen's chart (:meth:`set_compact`): no frame line above or below the
+        plot (the tick labels under it), and the legend in the title's line alone unless
+        a second line leaves the plot ``PLOT_MIN_ROWS``: 7 lines leave the plot 5 rows."""
+        self.plot_rows = 0
+        """The rows the series are drawn in (the canvas: no title, legend, axis line or
+        tick labels), as last built."""
 
     # -- what the keys change -----------------------------------------------------------
     def zoom(self, step: int) -> int:
@@ -332,6 +339,12 @@ class PowerChart(PlotextPlot, StyledOnce):
         if groups != self.groups:
             self.groups = groups
             self.flush()
+            self.refresh()
+
+    def set_compact(self, compact: bool) -> None:
+        """Draw the chart for a short screen (under 32 lines: :attr:`compact`) or not."""
+        if compact != self.compact:
+            self.compact = compact
             self.refresh()
 
     def toggle_parts(self) -> bool:
@@ -467,6 +480,9 @@ class PowerChart(PlotextPlot, StyledOnce):
             else:
                 plt.plot(xs, ys, marker="braille", color=s.code)
         lo, hi = -float(window), 0.0
+        # compact: no frame line above or below the plot (the tick labels mark the time)
+        plt.xaxes(not self.compact, not self.compact)
+        plt.yaxes(True, not self.compact)
         if self._lines:  # plotext draws no axis ticks for a figure without data
             plt.scatter([lo, hi], [0.0, 0.0], marker=" ")
         plt.xlim(lo, hi)
@@ -488,7 +504,8 @@ class PowerChart(PlotextPlot, StyledOnce):
         # everything plotext draws when the lines are braille of our own (in ASCII it
         # draws the series too: nothing to reuse)
         self._axes_key = None if ascii_ or not own_braille else (
-            width, height, window, self._limits, tuple(x for x, _ in shown), bool(self._lines))
+            width, height, window, self._limits, tuple(x for x, _ in shown), bool(self._lines),
+            self.compact)
         if not own_braille:
             for x, label, align, _ in self._labels:
                 plt.text(label, x, top * 1.05, alignment=align)
@@ -506,6 +523,7 @@ class PowerChart(PlotextPlot, StyledOnce):
                 self._axes = (self._axes_key, matrix.marker, matrix.fullground,
                               (matrix.Cols_canvas, matrix.Rows_canvas))
                 self.axes_builds += 1
+                self.plot_rows = len(matrix.Rows_canvas)
             _, marker, fullground, canvas = self._axes
             rows = [row[:] for row in marker]  # drawn over: the kept frame stays clean
             colours = [row[:] for row in fullground]
@@ -521,7 +539,7 @@ class PowerChart(PlotextPlot, StyledOnce):
         w, h = size
         span = self.span_s
         key = (self._version, size, style, self.window_s, self.show_parts, self.ascii,
-               self.groups, span)
+               self.groups, span, self.compact)
         if key == self._cache_key:
             return self._cache
         series = self._series(w)
@@ -531,7 +549,9 @@ class PowerChart(PlotextPlot, StyledOnce):
                   for s in series] if self._data is not None else []
         title = f"W, last {window_label(self.window_s)}" if span == self.window_s else \
             f"W, session (window {window_label(self.window_s)})"
-        header = header_lines(title, legend, w, style)
+        # compact: a second line of legend only above a plot of PLOT_MIN_ROWS
+        header = header_lines(title, legend, w, style,
+                              1 if self.compact and h <= CHART_MIN_LINES else 2)
         plot_h = max(h - len(header), 1)
         self._build(w, plot_h, series)
         self._size_plot(w, plot_h)
