@@ -1,12 +1,14 @@
 """A fake ``/proc`` tree under a folder, as the kernel writes it: the ``cpu`` line of
-``stat`` (user nice system idle ... in clock ticks), ``PID/stat`` lines (ppid, utime,
+``stat`` (user nice system idle ... in clock ticks) with its ``processes`` line (forks
+since boot), ``PID/stat`` lines (ppid, utime,
 stime, cutime, cstime, start time, all in 10 ms ticks) and ``PID/task/PID/children``
 (``CONFIG_PROC_CHILDREN``; the kernel lists each thread's children there).
 
 Time moves with :meth:`FakeProcFs.tick`: every process uses the CPU ticks scripted for it,
 the machine's user time grows by their sum and its idle time by the rest of its CPUs'
 time; an exit adds the process's own and reaped children's time to its parent's
-``cutime``, as ``wait`` does.
+``cutime``, as ``wait`` does, and an exited process's stat file reads empty through a
+file held open on it (the kernel's read fails with ``ESRCH`` there).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class FakeProcFs:
         self.boot_s = boot_s  # seconds since boot (the scanner's boot clock)
         self.children_files = children_files
         self.user = self.idle = 0  # machine ticks
+        self.forks = 0  # /proc/stat's processes line
         self.procs: dict[int, dict] = {}
         self.write()
 
@@ -32,6 +35,7 @@ class FakeProcFs:
         return self.boot_s
 
     def spawn(self, pid: int, ppid: int = 1, name: str | None = None) -> None:
+        self.forks += 1
         self.procs[pid] = dict(name=name or f"p{pid}", ppid=ppid, utime=0, cutime=0,
                                start=int(self.boot_s * HZ))
 
@@ -40,6 +44,7 @@ class FakeProcFs:
         parent = self.procs.get(p["ppid"])
         if parent is not None:
             parent["cutime"] += p["utime"] + p["cutime"]
+        (self.root / str(pid) / "stat").write_bytes(b"")
         shutil.rmtree(self.root / str(pid), ignore_errors=True)
 
     def tick(self, dt_s: float, use: dict[int, int]) -> None:
@@ -54,7 +59,8 @@ class FakeProcFs:
 
     def write(self) -> None:
         (self.root / "stat").write_text(
-            f"cpu  {self.user} 0 0 {self.idle} 0 0 0 0 0 0\ncpu0 0 0 0 0 0 0 0 0 0 0\n")
+            f"cpu  {self.user} 0 0 {self.idle} 0 0 0 0 0 0\ncpu0 0 0 0 0 0 0 0 0 0 0\n"
+            f"ctxt 0\nprocesses {self.forks}\n")
         kids: dict[int, list[int]] = {}
         for pid, p in self.procs.items():
             kids.setdefault(p["ppid"], []).append(pid)
