@@ -421,7 +421,7 @@ def test_a_kept_stat_file_reads_its_process_never_a_later_owner_of_its_pid(tmp_p
     fds = lambda: len(os.listdir("/proc/self/fd"))  # noqa: E731
     before = fds()
     assert scanner.scan_pids({1, 50})[50].name == "old"
-    assert fds() == before + 2
+    assert fds() == before + 4  # each one's stat and schedstat
     proc.tick(1.0, {50: 30})
     assert scanner.scan_pids({1, 50})[50].cpu_s == pytest.approx(0.3)  # kept, read again
     proc.exit(50)
@@ -431,10 +431,10 @@ def test_a_kept_stat_file_reads_its_process_never_a_later_owner_of_its_pid(tmp_p
     assert 50 not in now or now[50].name == "new"
     assert scanner.scan_pids({1, 50})[50].name == "new"
     assert scanner.scan_pids({1})[1].name == "init"
-    assert fds() == before + 2  # held while the process lives, asked for or not
+    assert fds() == before + 4  # held while the process lives, asked for or not
     proc.exit(50)
     assert 50 not in scanner.scan_pids({1, 50})
-    assert fds() == before + 1  # closed once it read as gone
+    assert fds() == before + 2  # closed once it read as gone
     scanner.close()
     assert fds() == before
 
@@ -487,3 +487,63 @@ def test_record_by_default_finds_a_process_started_after_it(tmp_path):
     both = sums.index.intersection(totals.index)
     assert len(both) >= 10
     assert (sums[both] - totals[both]).abs().max() < 5e-5
+
+
+def test_a_sweep_reads_a_process_again_only_once_it_has_run(tmp_path):
+    """The gate (``/proc/PID/schedstat``, docs/scan.md): a single-threaded process whose
+    schedstat has not moved since its stat line was read is not read again (in this fake
+    its CPU time moves without a run, which the kernel never does, to show it), a
+    multi-threaded one is read every time, and a full scan reads every stat line."""
+    proc = FakeProcFs(tmp_path, ncpu=2)
+    proc.spawn(1, 0, "init")
+    proc.spawn(60, 1, "single")
+    proc.spawn(61, 1, "threads")
+    proc.procs[61]["threads"] = 4
+    proc.write()
+    scanner = ProcFsScanner(str(proc.root), boot_clock=proc.boot_clock)
+    for _ in range(2):
+        scanner.scan_pids({1, 60, 61})
+    ran = {pid: (proc.root / str(pid) / "schedstat").read_bytes() for pid in (60, 61)}
+    for pid in (60, 61):
+        proc.procs[pid]["utime"] += 5
+    proc.write()
+    for pid, data in ran.items():  # as if they had not run
+        (proc.root / str(pid) / "schedstat").write_bytes(data)
+    now = scanner.scan_pids({1, 60, 61})
+    assert (now[60].cpu_s, now[61].cpu_s) == (0.0, pytest.approx(0.05))
+    assert scanner.scan()[60].cpu_s == pytest.approx(0.05)
+    proc.tick(1.0, {60: 10})  # it ran
+    assert scanner.scan_pids({1, 60, 61})[60].cpu_s == pytest.approx(0.15)
+    scanner.close()
+
+
+def test_a_sweep_of_the_real_proc_reads_a_thread_busy_beside_a_sleeping_main(tmp_path):
+    """Over the real /proc: a process whose main thread sleeps while another thread burns
+    CPU, and a single-threaded busy process, both read as their CPU time grows from one
+    ``scan_pids`` to the next (the schedstat gate never hides them)."""
+    import subprocess
+    import sys
+
+    from tests.helpers import wait_for
+
+    code = ("import threading,time\n"
+            "def burn():\n    while True: pass\n"
+            "threading.Thread(target=burn, daemon=True).start()\ntime.sleep(600)")
+    kids = [subprocess.Popen([sys.executable, "-c", code]),
+            subprocess.Popen([sys.executable, "-c", "while True: pass"])]
+    scanner = ProcFsScanner()
+    try:
+        pids = {k.pid for k in kids}
+        first = scanner.scan_pids(pids)
+        for kid in kids:
+            wait_for(lambda: scanner.scan_pids(pids)[kid.pid].cpu_s
+                     > first[kid.pid].cpu_s + 0.05, what=f"pid {kid.pid}'s time to grow")
+        last = scanner.scan_pids(pids)
+        assert last[kids[0].pid].threads == 2 and last[kids[1].pid].threads == 1
+        wait_for(lambda: scanner.scan_pids(pids)[kids[1].pid].cpu_s
+                 > last[kids[1].pid].cpu_s + 0.05, what="the gated one's time to grow")
+    finally:
+        for kid in kids:
+            kid.kill()
+            kid.wait()
+        scanner.close()

@@ -37,20 +37,23 @@ class FakeProcFs:
     def spawn(self, pid: int, ppid: int = 1, name: str | None = None) -> None:
         self.forks += 1
         self.procs[pid] = dict(name=name or f"p{pid}", ppid=ppid, utime=0, cutime=0,
-                               start=int(self.boot_s * HZ))
+                               start=int(self.boot_s * HZ), runs=1, threads=1)
 
     def exit(self, pid: int) -> None:
         p = self.procs.pop(pid)
         parent = self.procs.get(p["ppid"])
         if parent is not None:
             parent["cutime"] += p["utime"] + p["cutime"]
-        (self.root / str(pid) / "stat").write_bytes(b"")
+            parent["runs"] += 1  # it ran to wait for it
+        for name in ("stat", "schedstat"):
+            (self.root / str(pid) / name).write_bytes(b"")
         shutil.rmtree(self.root / str(pid), ignore_errors=True)
 
     def tick(self, dt_s: float, use: dict[int, int]) -> None:
         """``dt_s`` seconds pass; process ``pid`` uses ``use[pid]`` CPU ticks in them."""
         for pid, n in use.items():
             self.procs[pid]["utime"] += n
+            self.procs[pid]["runs"] += n > 0
         busy = sum(use.values())
         self.user += busy
         self.idle += round(self.ncpu * dt_s * HZ) - busy
@@ -68,9 +71,12 @@ class FakeProcFs:
             d = self.root / str(pid)
             (d / "task" / str(pid)).mkdir(parents=True, exist_ok=True)
             fields = (["S", str(p["ppid"])] + ["0"] * 9
-                      + [str(p["utime"]), "0", str(p["cutime"]), "0"] + ["0"] * 4
+                      + [str(p["utime"]), "0", str(p["cutime"]), "0"]
+                      + ["20", "0", str(p["threads"]), "0"]
                       + [str(p["start"]), "0", "0"])
             (d / "stat").write_text(f"{pid} ({p['name']}) {' '.join(fields)}\n")
+            # run time (ns) since start, wait time, times scheduled (CONFIG_SCHED_INFO)
+            (d / "schedstat").write_text(f"{p['utime'] * 10_000_000} 0 {p['runs']}\n")
             if self.children_files:
                 (d / "task" / str(pid) / "children").write_text(
                     "".join(f"{k} " for k in kids.get(pid, ())))

@@ -287,14 +287,16 @@ class Attributor:
         object for an unchanged one, so an idle process costs a dict lookup.
         ``read``: the pids a partial scan read (two-tier); one of them missing has exited
         only if its parent was read too (which holds its last CPU time as children's
-        time); otherwise it is left for the next full scan.
+        time) or is not known (no parent to wait for it: there is nothing more to read);
+        otherwise it is left for the next full scan.
         """
         procs, members = self._procs, self._members
         if read is None:
             gone = [procs.pop(pid) for pid in procs.keys() - table.keys()]
         else:
             gone = [procs.pop(pid) for pid in read - table.keys()
-                    if pid in procs and procs[pid].ppid in table]
+                    if pid in procs and (procs[pid].ppid in table
+                                         or procs[pid].ppid not in procs)]
         for g in gone:
             members.discard(g.pid)
             _trees_mod.leave(g)

@@ -80,6 +80,7 @@ class ProcStat(NamedTuple):
     name: str  # kernel's short name (comm, at most 15 characters on Linux)
     cpu_s: float  # own user + system CPU time, all threads, cumulative
     children_s: float  # CPU time of children it has waited for (cutime + cstime), cumulative
+    threads: int = 1  # its threads at the scan (num_threads)
 
 
 class ProcFsScanner:
@@ -108,6 +109,11 @@ class ProcFsScanner:
         #: pid -> its stat file, held open from the first read until the process is gone
         self._fds: dict[int, int] = {}
         self._room: tuple[int, int] | None = None  # see _held_room (asked at the first hold)
+        #: pid -> its /proc/PID/schedstat, held open (single-threaded processes) and its
+        #: bytes when its stat line was last read (None: unknown): see _read_pids
+        self._sched: dict[int, int] = {}
+        self._sched_seen: dict[int, bytes | None] = {}
+        self._sched_zero = 0  # schedstat files that read "0 0 0" (scheduler stats off)
         self._stat_fd: int | None = None  # /proc/stat, held open
         #: forks since boot (``processes`` in /proc/stat, threads included) at the last
         #: :meth:`machine_cpu_s`; None where the line is missing
@@ -161,11 +167,32 @@ class ProcFsScanner:
         self.scan_tick = math.floor(self.boot_clock() / self.tick_s)
         return self._read_pids(pids)
 
-    def _read_pids(self, pids) -> dict[int, ProcStat]:
+    def _read_pids(self, pids, gate: bool = True) -> dict[int, ProcStat]:
+        """The hot loop (every process, every tick): kept flat on purpose.
+
+        **The gate.** For a single-threaded process whose ``/proc/PID/schedstat`` (its
+        run time in ns and its count of times scheduled: 1.4 against 3.6 µs a ``pread``
+        of stat on the 2-core VM) is the same bytes as when its stat line was last read,
+        the process has not run since: its CPU time and its reaped children's time
+        (reaping is its own doing) are unchanged, and its last line stands. ``gate``
+        False (the full scans) reads every stat line still, which also refreshes what
+        can change without the process running (its parent, when it is re-parented).
+        A multi-threaded process is always read (schedstat is its main thread's alone)."""
         out: dict[int, ProcStat] = {}
         cache, parse, fds = self._cache, self._parse, self._fds
+        sched, seen = self._sched, self._sched_seen
         pread, close = os.pread, os.close
-        for pid in pids:  # the hot loop (every process, every tick): kept flat on purpose
+        for pid in pids:
+            sfd = sched.get(pid)
+            if sfd is not None:  # schedstat first: a run after it shows in stat now
+                try:
+                    now = pread(sfd, 128, 0)
+                except OSError:
+                    now = b""
+                if gate and now and now == seen[pid] and pid in cache:
+                    out[pid] = cache[pid][1]  # not run since: nothing else to read
+                    continue
+                seen[pid] = now or None
             fd = fds.get(pid)
             if fd is None:
                 data = self._first_read(pid)
@@ -179,6 +206,8 @@ class ProcFsScanner:
                     del fds[pid]
             if not data:
                 cache.pop(pid, None)
+                if sfd is not None:
+                    self._unsched(pid)
                 continue
             hit = cache.get(pid)
             if hit is not None and hit[0] == data:  # unchanged: nothing to parse
@@ -188,7 +217,44 @@ class ProcFsScanner:
             if st is not None:
                 cache[pid] = (data, st)
                 out[pid] = st
+                if (sfd is None) != (st.threads != 1) and pid in fds:
+                    self._sched_hold(pid, st.threads == 1)
         return out
+
+    def _sched_hold(self, pid: int, hold: bool) -> None:
+        """Hold ``pid``'s schedstat open (its bytes unknown until the next read), or
+        close it (it has threads now)."""
+        if not hold:
+            self._unsched(pid)
+            return
+        room, low = self._room or (0, 0)
+        if self._sched_zero >= 8 or len(self._fds) + len(self._sched) >= room:
+            return
+        try:
+            import fcntl
+
+            fd = os.open(f"{self.root}/{pid}/schedstat", os.O_RDONLY)
+        except FileNotFoundError:  # no schedstat here (CONFIG_SCHED_INFO off): no gate
+            self._sched_zero = 8
+            return
+        except (ImportError, OSError):
+            return
+        try:
+            if os.pread(fd, 128, 0) == b"0 0 0\n":  # scheduler stats off: no gate
+                self._sched_zero += 1
+                return
+            self._sched[pid] = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, low)
+            self._sched_seen[pid] = None
+        except OSError:
+            return
+        finally:
+            os.close(fd)
+
+    def _unsched(self, pid: int) -> None:
+        fd = self._sched.pop(pid, None)
+        self._sched_seen.pop(pid, None)
+        if fd is not None:
+            os.close(fd)
 
     def _first_read(self, pid: int) -> bytes:
         """``pid``'s stat line through a new file, held in :attr:`_fds` while there is
@@ -205,7 +271,7 @@ class ProcFsScanner:
             if self._room is None:
                 self._room = _held_room()
             room, low = self._room
-            if len(self._fds) < room:
+            if len(self._fds) + len(self._sched) < room:
                 try:
                     import fcntl
 
@@ -218,6 +284,8 @@ class ProcFsScanner:
     def close(self) -> None:
         """Close the stat files kept open (idempotent; the scanner still works after)."""
         fds, self._fds = self._fds, {}
+        fds.update({-2 - i: fd for i, fd in enumerate(self._sched.values())})
+        self._sched, self._sched_seen = {}, {}
         if self._stat_fd is not None:
             fds[-1], self._stat_fd = self._stat_fd, None
         for fd in fds.values():
@@ -301,7 +369,8 @@ class ProcFsScanner:
         tick = self.tick_s
         return ProcStat(pid, int(f[1]), float(f[19]),
                         data[data.find(b"(") + 1:close].decode("utf-8", "replace"),
-                        (int(f[11]) + int(f[12])) * tick, (int(f[13]) + int(f[14])) * tick)
+                        (int(f[11]) + int(f[12])) * tick, (int(f[13]) + int(f[14])) * tick,
+                        int(f[17]))
 
     def scan(self) -> dict[int, ProcStat]:
         """Every process now, by pid (``/proc`` listed; the held files read again, the
@@ -309,10 +378,12 @@ class ProcFsScanner:
         longer listed are closed."""
         self.scan_tick = math.floor(self.boot_clock() / self.tick_s)
         pids = self.pids()
-        out = self._read_pids(pids)
+        out = self._read_pids(pids, gate=False)
         fds = self._fds
         for pid in fds.keys() - pids:
             os.close(fds.pop(pid))
+        for pid in self._sched.keys() - pids:
+            self._unsched(pid)
         self._cache = {pid: self._cache[pid] for pid in out}
         return out
 
