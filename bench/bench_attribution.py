@@ -9,8 +9,8 @@ this process's CPU clock (the bench is single-threaded):
   tick by tick in turn with ``scan``): what any full scan costs at least;
 * ``scan``: the /proc scanner alone (one read of /proc/<pid>/stat per process);
 * ``sweep``: the scanner's read of every process through its stat file held open
-  (``scan_pids``, ``pread``), timed in turn with its floor, a bare ``pread`` loop over
-  stat files held open;
+  (``scan_pids``, ``pread``; schedstat first, stat once it moved), timed in turn with its
+  floors, a bare ``pread`` loop over stat files held open and one over schedstat files;
 * ``attribute``: the attributor's whole tick (scan, shares, job, top processes, and the
   energy per cgroup), and the same with cgroups off, the two timed tick after tick in turn;
 * ``attribute + owner trees``: the same with ``--trees`` owner trees followed apart
@@ -85,13 +85,14 @@ def bare_proc_loop() -> None:
                 os.close(fd)
 
 
-def held_files() -> dict[int, int]:
-    """Every process's stat file, opened once (the floor of a sweep: :func:`bare_pread`)."""
+def held_files(name: str = "stat") -> dict[int, int]:
+    """Every process's ``name`` file, opened once (the floors of a sweep:
+    :func:`bare_pread` of stat, and of schedstat, which the sweep reads first)."""
     fds = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
             try:
-                fds[int(name)] = os.open(f"/proc/{name}/stat", os.O_RDONLY)
+                fds[int(pid)] = os.open(f"/proc/{pid}/{name}", os.O_RDONLY)
             except OSError:
                 continue
     return fds
@@ -222,10 +223,11 @@ def main() -> int:
         scanner.close()
         sweeper = ProcFsScanner()
         sweeper.scan()
-        held, fds = list(sweeper.held_pids()), held_files()
-        sweep_ms, pread_ms = timed_together([lambda: sweeper.scan_pids(held),
-                                             lambda: bare_pread(fds)], args.ticks, args.gap)
-        for fd in fds.values():
+        held, fds, sched = list(sweeper.held_pids()), held_files(), held_files("schedstat")
+        sweep_ms, pread_ms, sched_ms = timed_together(
+            [lambda: sweeper.scan_pids(held), lambda: bare_pread(fds),
+             lambda: bare_pread(sched)], args.ticks, args.gap)
+        for fd in [*fds.values(), *sched.values()]:
             os.close(fd)
         sweeper.close()
         # no job followed (`record` without a command): where the kernel lists no
@@ -248,6 +250,7 @@ def main() -> int:
             ("floor: bare open/read/close of each /proc/<pid>/stat", floor_ms),
             ("scan (/proc/<pid>/stat)", scan_ms),
             ("floor: bare pread of each held /proc/<pid>/stat", pread_ms),
+            ("floor: bare pread of each held /proc/<pid>/schedstat", sched_ms),
             ("sweep (every held stat file read again)", sweep_ms),
             ("attribute (fast scanner, cgroups on)", on_ms),
             ("attribute (fast scanner, cgroups off)", off_ms),

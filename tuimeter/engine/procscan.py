@@ -43,7 +43,7 @@ _room: tuple[int, int] | None = None  # (files that may be held, lowest fd they 
 def _held_room() -> tuple[int, int]:
     """How many stat files may be held open, and the lowest descriptor they take (once per
     process). The soft ``RLIMIT_NOFILE`` is raised toward the hard one by up to
-    :data:`HELD_MAX`; the files are held in that raised part and the top eighth of the
+    :data:`HELD_MAX`; the files are held in that raised part and the top quarter of the
     old range, moved there with ``F_DUPFD_CLOEXEC``, so the descriptors a program (a
     ``Meter``'s) opens itself keep their usual numbers (``select`` takes only those
     below 1024)."""
@@ -64,7 +64,7 @@ def _held_room() -> tuple[int, int]:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
             except (OSError, ValueError):
                 want = soft
-        room = min(want - soft + soft // 8, HELD_MAX)
+        room = min(want - soft + soft // 4, HELD_MAX)
         _room = (room, want - room)
     except (ImportError, OSError, ValueError):
         _room = (0, 0)
@@ -271,6 +271,8 @@ class ProcFsScanner:
             if self._room is None:
                 self._room = _held_room()
             room, low = self._room
+            if len(self._fds) + len(self._sched) >= room and self._sched:
+                self._unsched(next(iter(self._sched)))  # a stat file comes first
             if len(self._fds) + len(self._sched) < room:
                 try:
                     import fcntl

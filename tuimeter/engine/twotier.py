@@ -85,7 +85,7 @@ class Window:
     def sweep(self, now_s: float) -> bool:
         """Whether this tick reads every known process (noted if so)."""
         last = self.last_sweep_s
-        if last is not None and now_s - last < self.sweep_gap_s - 1e-9:
+        if last is not None and 0 <= now_s - last < self.sweep_gap_s - 1e-9:
             return False
         self.last_sweep_s = now_s
         return True
