@@ -547,3 +547,121 @@ def test_a_sweep_of_the_real_proc_reads_a_thread_busy_beside_a_sleeping_main(tmp
             kid.kill()
             kid.wait()
         scanner.close()
+
+
+COLD_WAKER = ("import sys, time\nsys.stdin.readline()\nt = time.process_time()\n"
+              "while time.process_time() - t < 0.4: pass\nsys.stdin.readline()")
+
+
+def _cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat", "rb") as fh:
+        f = fh.read().rsplit(b")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _wake_cold_daemon(session, run):
+    """A process idle since before ``run()`` started measuring to ``session`` (so not
+    hot at its first full scan) wakes once the session has ticked twice and burns 0.4 s
+    of CPU; returns its pid once ``run`` returned."""
+    import subprocess
+    import sys
+
+    from tests.helpers import count_totals, wait_for
+
+    cold = subprocess.Popen([sys.executable, "-c", COLD_WAKER], stdin=subprocess.PIPE,
+                            text=True)
+    try:
+        def wake():
+            wait_for(lambda: count_totals(session) >= 2, what="the session's first ticks")
+            cold.stdin.write("go\n")
+            cold.stdin.flush()
+            wait_for(lambda: _cpu_s(cold.pid) >= 0.4, what="its burst")
+        run(wake)
+    finally:
+        cold.kill()
+        cold.wait()
+    return cold.pid
+
+
+def _assert_read_in_its_ticks(session, pid):
+    """Its energy is in its own `all` rows (read in the ticks it ran), none settled; the
+    rows of every tick add up to the total."""
+    import pandas as pd
+
+    df = pd.read_csv(session)
+    mine = df[(df.kind == "process") & (df.pid == pid)]
+    assert mine[mine.domain == "all"].energy_j.sum() > 0
+    assert (mine.domain != "settled").all()
+    totals = df[df.kind == "total"].set_index("timestamp").energy_j
+    sums = df[(df.kind == "process") & (df.domain == "all")].groupby("timestamp").energy_j.sum()
+    both = sums.index.intersection(totals.index)
+    assert len(both) >= 3
+    assert (sums[both] - totals[both]).abs().max() < 5e-5
+
+
+def test_record_reads_a_cold_daemon_in_the_ticks_it_woke(tmp_path):
+    """`tuimeter record -i 1` (the default scan, no job) over the real /proc: a daemon idle
+    at the session's first full scan that wakes between full scans is read in the ticks
+    it ran (its own rows hold its energy: it is not left to a settled row)."""
+    import subprocess
+
+    from tests.fakes.powercap import FakePowercap
+    from tests.helpers import ROOT, env_for, tuimeter
+    from tests.test_record_cli import Driver
+
+    fake = FakePowercap(tmp_path / "sys").intel_desktop(dram=True)
+    out = tmp_path / "s.csv"
+    driver = Driver(fake)
+    driver.start()
+
+    def run(wake):
+        rec = subprocess.Popen(tuimeter("record", "-o", str(out), "-q", "--interval", "1",
+                                        "--no-gpu", "--no-socket"),
+                               env=env_for(tmp_path, fake), cwd=ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            wake()
+            n = sum(1 for line in out.read_text().splitlines() if ",total,total," in line)
+            from tests.helpers import count_totals, wait_for
+            wait_for(lambda: count_totals(out) >= n + 2, what="two ticks after its burst")
+        finally:
+            rec.terminate()
+            _, err = rec.communicate(timeout=60)
+        assert rec.returncode == 0, err
+
+    try:
+        pid = _wake_cold_daemon(out, run)
+    finally:
+        driver.halt.set()
+        driver.join()
+    _assert_read_in_its_ticks(out, pid)
+
+
+def test_a_meter_reads_a_cold_daemon_in_the_ticks_it_woke(tmp_path, monkeypatch):
+    """A plain ``tuimeter.Meter(output=...)`` (1 s) over a fake powercap tree and the real
+    /proc: the same as `record`."""
+    import tuimeter
+    from tests.fakes.powercap import FakePowercap
+    from tests.helpers import count_totals, private_env, wait_for
+    from tests.test_record_cli import Driver
+
+    fake = FakePowercap(tmp_path / "sys").intel_desktop(dram=True)
+    private_env(monkeypatch, tmp_path, fake.sensor_root)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    (tmp_path / "run").mkdir()
+    out = tmp_path / "m.csv"
+    driver = Driver(fake)
+    driver.start()
+
+    def run(wake):
+        with tuimeter.Meter(output=str(out)):
+            wake()
+            n = count_totals(out)
+            wait_for(lambda: count_totals(out) >= n + 2, what="two ticks after its burst")
+
+    try:
+        pid = _wake_cold_daemon(out, run)
+    finally:
+        driver.halt.set()
+        driver.join()
+    _assert_read_in_its_ticks(out, pid)

@@ -350,7 +350,8 @@ class Attributor:
         with self._lock:
             return self._attribute(max(interval_s, 1e-9), domains, now_s)
 
-    def _scan(self, now_s: float) -> tuple[list[_Proc], list[_Proc], bool, bool, set[int]]:
+    def _scan(self, now_s: float, interval_s: float
+              ) -> tuple[list[_Proc], list[_Proc], bool, bool, set[int]]:
         """This tick's scan: (changed, exited, whether it was a full scan, whether it read
         every process (a full scan or a complete sweep), pids read)."""
         tier = self._tier
@@ -364,7 +365,7 @@ class Attributor:
                     set(table) if tier is not None else set())
         read = self._read_set(tier)
         complete = False
-        if tier.sweep(now_s):  # every process whose stat file is held, and the new ones
+        if tier.sweep(now_s, interval_s):  # every process whose stat file is held, and the new ones
             read.update(scanner.held_pids())
             if tier.must_list(scanner.forks):
                 read.update(scanner.pids() - self._procs.keys())
@@ -397,7 +398,7 @@ class Attributor:
 
     def _attribute(self, interval_s: float, domains: Sequence[DomainSample], now_s: float):
         machine = self.scanner.machine_cpu_s()
-        changed, gone, full, complete, read = self._scan(now_s)
+        changed, gone, full, complete, read = self._scan(now_s, interval_s)
         d_machine = None
         if machine is not None and self._machine_s is not None:
             d_machine = machine - self._machine_s

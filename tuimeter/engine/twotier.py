@@ -82,10 +82,12 @@ class Window:
         return (self.force or self.last_full_s is None
                 or now_s - self.last_full_s >= self.full_scan_s - 1e-9)
 
-    def sweep(self, now_s: float) -> bool:
-        """Whether this tick reads every known process (noted if so)."""
+    def sweep(self, now_s: float, interval_s: float) -> bool:
+        """Whether this tick reads every known process (noted if so): the tick nearest
+        :attr:`sweep_gap_s` after the last sweep or later (ticks come a little early or
+        late: at 1 s every tick)."""
         last = self.last_sweep_s
-        if last is not None and 0 <= now_s - last < self.sweep_gap_s - 1e-9:
+        if last is not None and 0 <= now_s - last < self.sweep_gap_s - interval_s / 2:
             return False
         self.last_sweep_s = now_s
         return True
