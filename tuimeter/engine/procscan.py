@@ -1,14 +1,15 @@
 """A fast scan of every process's cumulative CPU time, for attribution.
 
-One pass over the processes per tick. On Linux it reads ``/proc/<pid>/stat`` directly:
-one ``open``/``read``/``close`` per process and nothing else, because everything
-attribution needs is in that one line (name, parent, own and reaped children's CPU time,
-start time). psutil would make several reads and build objects per process: about 25 µs a
-process against about 6 µs here (figures in ``bench/bench_attribution.py``).
+On Linux it reads ``/proc/<pid>/stat`` directly, because everything attribution needs is
+in that one line (name, parent, own and reaped children's CPU time, start time, threads).
+psutil would make several reads and build objects per process: about 25 µs a process
+against about 6 µs here (figures in ``bench/bench_attribution.py``).
 
-What it skips: a process whose stat line is byte-for-byte the one read last time has not
-changed (same CPU times, same parent) and is not parsed again. Command lines are never read
-here (the attributor reads one only for a process it shows).
+Each process's stat file is held open from its first read and read again with ``pread``
+(:meth:`ProcFsScanner.scan_pids`, docs/scan.md), and for a single-threaded process its
+``schedstat`` is read first: unchanged, the process has not run and its stat line is not
+read at all. A stat line byte-for-byte the one read last time is not parsed again.
+Command lines are never read here (the attributor reads one only for a process it shows).
 
 Elsewhere (macOS, BSD) :class:`PsutilScanner` does the same through psutil; it is slower
 and its ``children`` times are 0 where the OS does not report them.
