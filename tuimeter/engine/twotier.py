@@ -1,9 +1,11 @@
-"""The two-tier scan's bookkeeping: which processes a tick reads, and the CPU-side energy
-of the processes it did not read, held as "other processes" until the next full scan.
+"""The scan's bookkeeping: which processes a tick reads, and the CPU-side energy of the
+processes it did not read in the tick they ran, held as "other processes" until a tick
+that reads every process settles it.
 
-Reading every ``/proc/PID/stat`` each tick costs what the kernel takes to generate them
-(``bench/bench_attribution.py``: the tuimeter scan is ~10% above a bare read loop), so a
-tick with ~1000 processes cannot be cheap. With a window of ``full_scan_s``:
+Every process is read each tick through files held open (a *sweep*, below). What a tick
+cannot read (processes past the open-file limit; at intervals under
+:data:`SWEEP_GAP_S`, the ticks between sweeps) is handled as a two-tier scan, with a
+window of ``full_scan_s``:
 
 * each tick reads the *hot* processes (those that used CPU in the last full-scan window),
   the followed job's members and owner trees' members, the job root's parent (which
@@ -14,8 +16,8 @@ tick with ~1000 processes cannot be cheap. With a window of ``full_scan_s``:
   system) minus what the processes read used is the *unseen* time; its share of the
   CPU-side energy (``cpu_j × unseen / Δmachine``, as a process's would be) goes to the
   pool, shown as "other processes";
-* at the full scan, each process not read since the scan before (its CPU time since then
-  is *late*) gets ``pool_j × late_s / max(pool_s, Σ late_s)``: its CPU time at the
+* at the next tick that reads every process (a full scan, a complete sweep), each process
+  whose CPU time since its last read does not fall in the tick (it is *late*) gets ``pool_j × late_s / max(pool_s, Σ late_s)``: its CPU time at the
   pool's average energy per CPU-second. What no late process explains stays in "other
   processes".
 
@@ -23,8 +25,8 @@ So a process read every tick is attributed exactly as by a full scan every tick 
 job is always read), and a cold process over a window gets the energy of its CPU time at
 the window's unseen-time average: exact when it was the only unseen user or when the
 energy per CPU-second did not change in the window. The tick's rows still add up to the
-domain total (the late energy enters the process's cumulative total at the full scan, not
-a tick's power).
+domain total (the late energy enters the process's cumulative total at the settling tick,
+not a tick's power).
 
 **Default.** ``record``, the UI and ``Meter`` scan in two tiers with a full scan every
 :data:`DEFAULT_FULL_SCAN_S`; ``--full-scan-every 0`` reads every process every tick. Between
