@@ -296,13 +296,21 @@ def test_the_job_is_exact_every_tick_and_only_busy_processes_are_read_between(tm
     assert partial == 16
 
 
-def test_without_children_files_a_followed_job_is_read_by_full_scans(tmp_path):
-    """Where the kernel does not list children (CONFIG_PROC_CHILDREN off, as on this
-    machine), a job's new members cannot be found between full scans: every tick is a
-    full scan while a job is followed, so its energy stays exact."""
-    for n, a, b, reads, _ in run_side_by_side(tmp_path, ticks=8, children_files=False):
+@pytest.mark.parametrize("sweep_gap_s", [float("inf"), 1.0])
+def test_without_children_files_a_followed_job_is_exact_every_tick(tmp_path, sweep_gap_s):
+    """Where the kernel does not list children (CONFIG_PROC_CHILDREN off, as on the
+    development VM), a job's new members are found by listing /proc in each tick the fork
+    counter moved: its energy stays exact every tick, with sweeps (every process read) or
+    without (between full scans, no sleeper read)."""
+    listed = []
+    runs = run_side_by_side(tmp_path, ticks=12, children_files=False,
+                            sweep_gap_s=sweep_gap_s, listings=listed)
+    for n, a, b, reads, _ in runs:
         assert b.job.total_energy_j == pytest.approx(a.job.total_energy_j, rel=1e-9), n
-        assert set(SLEEPERS) <= reads
+        assert b.job.n_processes == a.job.n_processes, n
+        if sweep_gap_s == float("inf") and n % 5 != 1:
+            assert not reads & set(SLEEPERS), n
+    assert listed == [1, 2, 3, 6, 7, 8, 11]  # the full scans and the ticks with a birth
 
 
 def test_record_full_scan_every_runs_the_job_and_records_its_energy(tmp_path):
@@ -639,7 +647,8 @@ def test_record_reads_a_cold_daemon_in_the_ticks_it_woke(tmp_path):
 
 def test_a_meter_reads_a_cold_daemon_in_the_ticks_it_woke(tmp_path, monkeypatch):
     """A plain ``tuimeter.Meter(output=...)`` (1 s) over a fake powercap tree and the real
-    /proc: the same as `record`."""
+    /proc: the same as `record` (a Meter follows its own process; where the kernel lists
+    no children, ticks between sweeps also list /proc when the fork counter moved)."""
     import tuimeter
     from tests.fakes.powercap import FakePowercap
     from tests.helpers import count_totals, private_env, wait_for

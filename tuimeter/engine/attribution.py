@@ -356,8 +356,7 @@ class Attributor:
         every process (a full scan or a complete sweep), pids read)."""
         tier = self._tier
         scanner = self.scanner
-        if tier is None or tier.due(now_s) or ((self._root is not None or self._trees)
-                                               and not scanner.lists_children()):
+        if tier is None or tier.due(now_s):
             table = scanner.scan()
             if tier is not None:  # a full scan is a sweep that lists /proc
                 tier.forks_listed, tier.last_sweep_s = scanner.forks, now_s
@@ -365,10 +364,14 @@ class Attributor:
                     set(table) if tier is not None else set())
         read = self._read_set(tier)
         complete = False
-        if tier.sweep(now_s, interval_s):  # every process whose stat file is held, and the new ones
+        sweep = tier.sweep(now_s, interval_s)
+        # where the kernel lists no children (CONFIG_PROC_CHILDREN off), a followed job's
+        # new processes are found by listing /proc each tick the fork counter moved
+        blind = (self._root is not None or self._trees) and not scanner.lists_children()
+        if (sweep or blind) and tier.must_list(scanner.forks):
+            read.update(scanner.pids() - self._procs.keys())
+        if sweep:  # every process whose stat file is held, and the new ones
             read.update(scanner.held_pids())
-            if tier.must_list(scanner.forks):
-                read.update(scanner.pids() - self._procs.keys())
             complete = len(read) >= len(self._procs) and self._procs.keys() <= read
             if not complete and not self._warned_unheld:
                 self._warned_unheld = True
