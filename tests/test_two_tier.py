@@ -557,8 +557,9 @@ def test_a_sweep_of_the_real_proc_reads_a_thread_busy_beside_a_sleeping_main(tmp
         scanner.close()
 
 
-COLD_WAKER = ("import sys, time\nsys.stdin.readline()\nt = time.process_time()\n"
-              "while time.process_time() - t < 0.4: pass\nsys.stdin.readline()")
+COLD_WAKER = ("import sys, time\nfifo = open(sys.argv[1])\nfifo.readline()\n"
+              "t = time.process_time()\nwhile time.process_time() - t < 0.4: pass\n"
+              "fifo.readline()")
 
 
 def _cpu_s(pid: int) -> float:
@@ -568,27 +569,36 @@ def _cpu_s(pid: int) -> float:
 
 
 def _wake_cold_daemon(session, run):
-    """A process idle since before ``run()`` started measuring to ``session`` (so not
-    hot at its first full scan) wakes once the session has ticked twice and burns 0.4 s
-    of CPU; returns its pid once ``run`` returned."""
+    """A daemon (started by a shell that exits at once: no child of this process, so
+    not in a Meter's own tree) idle since before ``run()`` started measuring to
+    ``session`` (so not hot at its first full scan) wakes once the session has ticked
+    twice and burns 0.4 s of CPU; returns its pid once ``run`` returned."""
+    import signal
     import subprocess
     import sys
 
     from tests.helpers import count_totals, wait_for
 
-    cold = subprocess.Popen([sys.executable, "-c", COLD_WAKER], stdin=subprocess.PIPE,
-                            text=True)
+    fifo = session.parent / "wake"
+    os.mkfifo(fifo)
+    started = subprocess.run(["sh", "-c", f'"$0" -c "$1" "$2" >/dev/null 2>&1 & echo $!',
+                              sys.executable, COLD_WAKER, str(fifo)],
+                             capture_output=True, text=True, check=True)
+    pid = int(started.stdout)
     try:
-        def wake():
-            wait_for(lambda: count_totals(session) >= 2, what="the session's first ticks")
-            cold.stdin.write("go\n")
-            cold.stdin.flush()
-            wait_for(lambda: _cpu_s(cold.pid) >= 0.4, what="its burst")
-        run(wake)
+        with open(fifo, "w") as wake_fifo:  # (opens once the daemon has opened it)
+            def wake():
+                wait_for(lambda: count_totals(session) >= 2, what="the session's first ticks")
+                wake_fifo.write("go\n")
+                wake_fifo.flush()
+                wait_for(lambda: _cpu_s(pid) >= 0.4, what="its burst")
+            run(wake)
     finally:
-        cold.kill()
-        cold.wait()
-    return cold.pid
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return pid
 
 
 def _assert_read_in_its_ticks(session, pid):
