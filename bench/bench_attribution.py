@@ -8,13 +8,18 @@ this process's CPU clock (the bench is single-threaded):
 * ``floor``: a bare loop that opens, reads and closes every ``/proc/<pid>/stat`` (timed
   tick by tick in turn with ``scan``): what any full scan costs at least;
 * ``scan``: the /proc scanner alone (one read of /proc/<pid>/stat per process);
+* ``sweep``: the scanner's read of every process through its stat file held open
+  (``scan_pids``, ``pread``; schedstat first, stat once it moved), timed in turn with its
+  floors, a bare ``pread`` loop over stat files held open and one over schedstat files;
 * ``attribute``: the attributor's whole tick (scan, shares, job, top processes, and the
   energy per cgroup), and the same with cgroups off, the two timed tick after tick in turn;
 * ``attribute + owner trees``: the same with ``--trees`` owner trees followed apart
   (:meth:`Attributor.track`, one per rank: the waking processes, as ranks that marked);
 * ``two-tier``: the attributor with ``full_scan_s`` (``--full-scan-every``, 5 s): the
-  mean over the ticks (one in 5 a full scan at 1 s ticks) beside the full scan's mean,
-  timed tick after tick in turn, no job followed;
+  mean over the ticks beside the full scan's mean, timed tick after tick in turn, no job
+  followed: by default (a sweep every tick at 1 s: every process read, held files) and
+  without sweeps (only the busy processes between full scans: the fallback past the
+  open-file limit);
 * ``recorder tick``: Engine.tick with attribution plus the session CSV rows, i.e. what the
   recorder's sampling thread does each tick (scripted package + dram sensor);
 * ``naive psutil``: ``psutil.process_iter(["pid", "ppid", "name", "cpu_times",
@@ -78,6 +83,29 @@ def bare_proc_loop() -> None:
                 pass
             finally:
                 os.close(fd)
+
+
+def held_files(name: str = "stat") -> dict[int, int]:
+    """Every process's ``name`` file, opened once (the floors of a sweep:
+    :func:`bare_pread` of stat, and of schedstat, which the sweep reads first)."""
+    fds = {}
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                fds[int(pid)] = os.open(f"/proc/{pid}/{name}", os.O_RDONLY)
+            except OSError:
+                continue
+    return fds
+
+
+def bare_pread(fds: dict[int, int]) -> None:
+    """``pread`` of every held stat file, doing nothing with the bytes."""
+    pread = os.pread
+    for fd in fds.values():
+        try:
+            pread(fd, 2048, 0)
+        except OSError:
+            pass
 
 
 def timed(fn, ticks: int, gap: float) -> float:
@@ -189,35 +217,53 @@ def main() -> int:
                                        args.ticks, args.gap)
         scan_ms, floor_ms = timed_together([scanner.scan, bare_proc_loop], args.ticks,
                                            args.gap)
+        trees_ms = timed(lambda: tracked.attribute(1.0, doms, 0.0), args.ticks, args.gap)
+        for att in (fast, no_cg, tracked):  # each process holds so many files open (procscan)
+            att.scanner.close()
+        scanner.close()
+        sweeper = ProcFsScanner()
+        sweeper.scan()
+        held, fds, sched = list(sweeper.held_pids()), held_files(), held_files("schedstat")
+        sweep_ms, pread_ms, sched_ms = timed_together(
+            [lambda: sweeper.scan_pids(held), lambda: bare_pread(fds),
+             lambda: bare_pread(sched)], args.ticks, args.gap)
+        for fd in [*fds.values(), *sched.values()]:
+            os.close(fd)
+        sweeper.close()
         # no job followed (`record` without a command): where the kernel lists no
         # children (CONFIG_PROC_CHILDREN off) a followed job makes every tick a full scan
         two = Attributor([], scanner=ProcFsScanner(), full_scan_s=args.full_scan_every)
+        cold = Attributor([], scanner=ProcFsScanner(), full_scan_s=args.full_scan_every)
+        cold._tier.sweep_gap_s = float("inf")
         full = Attributor([], scanner=ProcFsScanner())
         now = [0.0]
 
         def step(att):
             def fn():
-                now[0] += 0.5  # both are called once per bench tick: 1 s per tick each
+                now[0] += 1 / 3  # each is called once per bench tick: 1 s per tick each
                 att.attribute(1.0, doms, now[0])
             return fn
 
-        full_mean, two_mean = mean_together([step(full), step(two)], max(args.ticks, 20),
-                                            args.gap)
+        full_mean, two_mean, cold_mean = mean_together([step(full), step(two), step(cold)],
+                                                       max(args.ticks, 20), args.gap)
         rows = [
             ("floor: bare open/read/close of each /proc/<pid>/stat", floor_ms),
             ("scan (/proc/<pid>/stat)", scan_ms),
+            ("floor: bare pread of each held /proc/<pid>/stat", pread_ms),
+            ("floor: bare pread of each held /proc/<pid>/schedstat", sched_ms),
+            ("sweep (every held stat file read again)", sweep_ms),
             ("attribute (fast scanner, cgroups on)", on_ms),
             ("attribute (fast scanner, cgroups off)", off_ms),
-            (f"attribute + {args.trees} owner trees", timed(
-                lambda: tracked.attribute(1.0, doms, 0.0), args.ticks, args.gap)),
+            (f"attribute + {args.trees} owner trees", trees_ms),
             ("recorder tick: engine + attribution + CSV", timed(eng.tick, args.ticks, args.gap)),
             ("naive psutil.process_iter loop", timed(naive_loop, args.ticks, args.gap)),
             ("attribute (psutil scanner)", timed(lambda: slow.attribute(1.0, doms, 0.0),
                                                  args.ticks, args.gap)),
         ]
         rows += [("attribute, full scan each tick (mean)", full_mean),
-                 (f"attribute, two-tier, full every {args.full_scan_every:g} s (mean)",
-                  two_mean)]
+                 (f"attribute, default: sweeps, full every {args.full_scan_every:g} s (mean)",
+                  two_mean),
+                 ("attribute, two-tier without sweeps (mean)", cold_mean)]
         rec.close()
         pids = [c.pid for c in children[:args.procs]]
         tally = tally_ms(pids, args.ticks)

@@ -1,7 +1,10 @@
 """The two-tier scan (``Attributor(full_scan_s=...)``, :mod:`tuimeter.engine.twotier`):
-over the same fake /proc and the same power, each process's energy at every full scan
-matches a full scan every tick within 1%, the followed job's to the joule every tick, and
-the ticks between full scans read only the busy processes and the job."""
+over the same fake /proc and the same power, at 1 s ticks every process is read every
+tick through its held stat file (a sweep) and gets a full scan every tick's energy, the
+cold daemons too; where no stat file can be held (or between sweeps), each process's
+energy at every full scan matches within 1% (5% for time no tick read), the followed
+job's to the joule every tick, and the ticks between full scans read only the busy
+processes and the job."""
 
 from __future__ import annotations
 
@@ -19,11 +22,14 @@ from tuimeter.model import DomainKind
 SLEEPERS = range(100, 160)
 
 
-def meter(proc: FakeProcFs, clock: FakeClock, full_scan_s: float | None):
-    """An engine over ``proc`` with a package and a DRAM domain (attribution on)."""
+def meter(proc: FakeProcFs, clock: FakeClock, full_scan_s: float | None, held=None):
+    """An engine over ``proc`` with a package and a DRAM domain (attribution on);
+    ``held``: stat files its scanner may hold open (None: as descriptors allow)."""
     sensor = ScriptedSensor("rapl", [domain("package-0"), domain("package-0/dram", DomainKind.DRAM)],
                             {"package-0": 40.0, "package-0/dram": 6.0})
     scanner = ProcFsScanner(str(proc.root), boot_clock=proc.boot_clock)
+    if held is not None:
+        scanner._room = (held, 0)
     att = Attributor([sensor], CARBON, scanner=scanner, top_n=1000, cgroups=False,
                      full_scan_s=full_scan_s)
     eng, _ = make_engine([sensor], carbon=CARBON, attributor=att, clock=clock,
@@ -87,17 +93,19 @@ def script(proc: FakeProcFs, n: int) -> dict[int, int]:
     return use
 
 
-def run_side_by_side(tmp_path, ticks=20, full_scan_s=5.0, children_files=True, wake=False,
-                     step=script):
-    """Both meters tick by tick (``step(proc, n)``: tick ``n``'s CPU use); ``wake``:
-    unexplained CPU time makes a tick look for new processes (off: only the busy ones and
-    the job between full scans)."""
+def run_side_by_side(tmp_path, ticks=20, full_scan_s=5.0, children_files=True,
+                     sweep_gap_s=float("inf"), step=script, held=None, listings=None):
+    """Both meters tick by tick (``step(proc, n)``: tick ``n``'s CPU use);
+    ``sweep_gap_s``: at most one sweep (every held process read) per this many seconds
+    (inf: none, only the busy ones and the job between full scans; the default, 1 s: every
+    tick here); ``held``: stat files the scanner may hold open (None: as descriptors
+    allow); ``listings``: gets the number of each tick in which the two-tier meter listed
+    /proc."""
     proc = machine(tmp_path, children_files)
     clock = FakeClock()
     full, _, s_full, _ = meter(proc, clock, None)
-    two, att, s_two, scanner = meter(proc, clock, full_scan_s)
-    if not wake:
-        att._tier.wake_share = float("inf")
+    two, att, s_two, scanner = meter(proc, clock, full_scan_s, held)
+    att._tier.sweep_gap_s = sweep_gap_s
     out = []
     for n in range(1, ticks + 1):
         use = step(proc, n)
@@ -110,54 +118,89 @@ def run_side_by_side(tmp_path, ticks=20, full_scan_s=5.0, children_files=True, w
         proc.tick(1.0, use)
         reads = []  # the pids the two-tier tick read (all: a full scan)
         real, real_scan, real_pids = scanner._read, scanner.scan, scanner.scan_pids
+        real_list = scanner.pids
+        scanner.pids = lambda: (listings.append(n) if listings is not None else 0, real_list())[1]
         scanner._read = lambda pid: reads.append(pid) or real(pid)
         scanner.scan = lambda: reads.extend(proc.procs) or real_scan()
         scanner.scan_pids = lambda pids: reads.extend(pids) or real_pids(pids)
         a, b = full.tick(), two.tick()
         scanner._read, scanner.scan, scanner.scan_pids = real, real_scan, real_pids
+        del scanner.pids
         energy = {pid: (full.attributor.process_energy_j(pid), att.process_energy_j(pid))
                   for pid in proc.procs}
         out.append((n, a, b, set(reads), energy))
     return out
 
 
-def test_unexplained_cpu_time_finds_a_new_busy_process_before_the_full_scan(tmp_path):
-    """A process started between full scans (its parent init, which no tick reads) that
-    burns 0.6 s of CPU a tick leaves that time unexplained: the next tick lists /proc and
-    reads it (no sleeper read), and from then on every tick reads it; at every full scan
-    each process's energy stays within 1% of a full scan every tick's (5% for the time no
-    tick read while the power moved +-5%), and the job's is exact every tick."""
-    def busy_newcomer(proc, n):
-        use = script(proc, n)
-        if n == 13:  # (the CPUs are not full then: 4 CPUs, 400 ticks)
-            proc.spawn(40, 1, "newcomer")
-        if n >= 13:
-            use[40] = 60
-        return use
+def busy_newcomer(proc, n):
+    """The script, and a busy process started in tick 13 by init (which no tick reads
+    unless all are)."""
+    use = script(proc, n)
+    if n == 13:  # (the CPUs are not full then: 4 CPUs, 400 ticks)
+        proc.spawn(40, 1, "newcomer")
+    if n >= 13:
+        use[40] = 60
+    return use
 
-    seen = {}
-    for n, a, b, reads, energy in run_side_by_side(tmp_path, wake=True, step=busy_newcomer):
+
+COLD = (2, 4, 20, 30, 40)  # woke or were born between full scans, parents not read
+
+
+def test_every_process_is_read_in_the_tick_it_used_cpu_cold_daemons_too(tmp_path):
+    """By default (a sweep every tick at 1 s), the cold daemon that wakes between full
+    scans, its child, the cron, the burst and a newcomer started by init get, at every
+    tick, the energy a full scan every tick gives them (within 1%; in fact to 1e-6) while
+    the power moves +-5% from tick to tick, and the job is exact; /proc is listed only in
+    the ticks whose fork counter moved; nothing is settled."""
+    listed = []
+    runs = run_side_by_side(tmp_path, sweep_gap_s=1.0, step=busy_newcomer, listings=listed)
+    checked = set()
+    for n, a, b, reads, energy in runs:
         assert b.job.total_energy_j == pytest.approx(a.job.total_energy_j, rel=1e-9), n
-        seen[n] = (40 in reads, bool(set(SLEEPERS) & reads))
-        if set(SLEEPERS) <= reads:  # a full scan
+        assert not b.settled, n
+        assert set(SLEEPERS) <= reads, n
+        for pid, (want, got) in energy.items():
+            assert got == pytest.approx(want, rel=1e-6, abs=1e-9), (n, pid)
+            if pid in COLD and want:
+                checked.add(pid)
+    assert checked == set(COLD)
+    # the listings: the full scans (ticks 1, 6, 11, 16), the sweeps after a spawn (2, 3,
+    # 7, 8, 13); none in the other ticks
+    assert listed == [1, 2, 3, 6, 7, 8, 11, 13, 16]
+
+
+@pytest.mark.parametrize("held", [0, 40])
+def test_past_the_open_file_limit_the_rest_is_settled_and_the_sums_stay_exact(tmp_path,
+                                                                             held):
+    """When the stat files cannot all be held open (none, or 40 of the 66 processes), the
+    sweeps are not complete: the job is still exact every tick, each tick's rows add up
+    to the total, and at every full scan each process is within 1% of a full scan every
+    tick (5% for the time no tick read, the power moving +-5%), all of them within 1%."""
+    fulls = 0
+    for n, a, b, reads, energy in run_side_by_side(tmp_path, sweep_gap_s=1.0,
+                                                   step=busy_newcomer, held=held):
+        assert b.job.total_energy_j == pytest.approx(a.job.total_energy_j, rel=1e-9), n
+        shown = sum(p.power_w for p in b.processes)
+        assert b.idle_power_w + shown + b.unread_power_w == pytest.approx(
+            b.total.power_w, abs=1e-9)
+        if n % 5 == 1:  # a full scan
+            fulls += 1
             for pid, (want, got) in energy.items():
-                # time read by no tick is settled at the window's average energy per
-                # CPU-second, and the power moves +-5% from tick to tick here (docs/scan.md)
-                rel = 0.05 if pid in (2, 4, 20, 30, 40) else 0.01
+                rel = 0.05 if pid in COLD else 0.01
                 assert got == pytest.approx(want, rel=rel, abs=1e-9), (n, pid)
             assert sum(g for _, g in energy.values()) == pytest.approx(
                 sum(w for w, _ in energy.values()), rel=0.01)
-    assert seen[13] == (False, False)  # born in tick 13, unexplained there
-    assert seen[14] == (True, False)  # found by the look for new processes, no full scan
-    assert all(seen[n][0] for n in range(14, 21))
+    assert fulls == 4
 
 
-def test_the_session_file_settles_each_process_to_its_full_scan_energy(tmp_path):
+@pytest.mark.parametrize("held", [None, 0])
+def test_the_session_file_settles_each_process_to_its_full_scan_energy(tmp_path, held):
     """Through the session file and `tuimeter report --by process|job`: the file written
-    by the two-tier scan (its `settled` rows included, the last window settled by the
-    engine's final tick at stop) gives every process the energy, within 1%, and the job
-    the same energy as the file of a full scan every tick; each tick's `all` rows add up
-    to its total."""
+    by the two-tier scan gives every process the energy, within 1%, and the job the same
+    energy as the file of a full scan every tick; each tick's `all` rows add up to its
+    total. By default every process is read every tick (no `settled` row); where no stat
+    file can be held open, the cold processes' time is in `settled` rows (the last window
+    settled by the engine's final tick at stop)."""
     import json
     import subprocess
 
@@ -170,7 +213,7 @@ def test_the_session_file_settles_each_process_to_its_full_scan_energy(tmp_path)
     proc = machine(tmp_path)
     clock = FakeClock()
     full, _, s_full, _ = meter(proc, clock, None)
-    two, att, s_two, _ = meter(proc, clock, 5.0)
+    two, att, s_two, _ = meter(proc, clock, 5.0, held)
     files = {}
     for name, eng in (("full", full), ("two", two)):
         files[name] = tmp_path / f"{name}.csv"
@@ -213,7 +256,10 @@ def test_the_session_file_settles_each_process_to_its_full_scan_energy(tmp_path)
     assert jobs_two == pytest.approx(jobs_full, abs=2e-6)
     df = pd.read_csv(files["two"])
     settled = df[(df.kind == "process") & (df.domain == "settled")]
-    assert len(settled) >= 2 and (settled.energy_j > 0).all()
+    if held is None:
+        assert settled.empty
+    else:
+        assert len(settled) >= 2 and (settled.energy_j > 0).all()
     rows = df[(df.kind == "process") & (df.domain == "all")].groupby("timestamp").energy_j.sum()
     totals = df[df.kind == "total"].set_index("timestamp").energy_j
     assert len(totals) == 19
@@ -250,13 +296,21 @@ def test_the_job_is_exact_every_tick_and_only_busy_processes_are_read_between(tm
     assert partial == 16
 
 
-def test_without_children_files_a_followed_job_is_read_by_full_scans(tmp_path):
-    """Where the kernel does not list children (CONFIG_PROC_CHILDREN off, as on this
-    machine), a job's new members cannot be found between full scans: every tick is a
-    full scan while a job is followed, so its energy stays exact."""
-    for n, a, b, reads, _ in run_side_by_side(tmp_path, ticks=8, children_files=False):
+@pytest.mark.parametrize("sweep_gap_s", [float("inf"), 1.0])
+def test_without_children_files_a_followed_job_is_exact_every_tick(tmp_path, sweep_gap_s):
+    """Where the kernel does not list children (CONFIG_PROC_CHILDREN off, as on the
+    development VM), a job's new members are found by listing /proc in each tick the fork
+    counter moved: its energy stays exact every tick, with sweeps (every process read) or
+    without (between full scans, no sleeper read)."""
+    listed = []
+    runs = run_side_by_side(tmp_path, ticks=12, children_files=False,
+                            sweep_gap_s=sweep_gap_s, listings=listed)
+    for n, a, b, reads, _ in runs:
         assert b.job.total_energy_j == pytest.approx(a.job.total_energy_j, rel=1e-9), n
-        assert set(SLEEPERS) <= reads
+        assert b.job.n_processes == a.job.n_processes, n
+        if sweep_gap_s == float("inf") and n % 5 != 1:
+            assert not reads & set(SLEEPERS), n
+    assert listed == [1, 2, 3, 6, 7, 8, 11]  # the full scans and the ticks with a birth
 
 
 def test_record_full_scan_every_runs_the_job_and_records_its_energy(tmp_path):
@@ -365,8 +419,8 @@ def test_record_without_a_job_reads_the_busy_process_between_full_scans(tmp_path
 def test_a_kept_stat_file_reads_its_process_never_a_later_owner_of_its_pid(tmp_path):
     """The stat files of the processes read between full scans stay open from tick to
     tick (``scan_pids``): a process that exited reads as gone, never with its last line,
-    even when a new process took its pid at once (the new one is read as itself); the
-    files of pids no longer asked for are closed."""
+    even when a new process took its pid at once (the new one is read as itself); a file
+    stays open while its process lives and is closed when it reads as gone."""
     proc = FakeProcFs(tmp_path, ncpu=2)
     proc.spawn(1, 0, "init")
     proc.spawn(50, 1, "old")
@@ -375,7 +429,7 @@ def test_a_kept_stat_file_reads_its_process_never_a_later_owner_of_its_pid(tmp_p
     fds = lambda: len(os.listdir("/proc/self/fd"))  # noqa: E731
     before = fds()
     assert scanner.scan_pids({1, 50})[50].name == "old"
-    assert fds() == before + 2
+    assert fds() == before + 4  # each one's stat and schedstat
     proc.tick(1.0, {50: 30})
     assert scanner.scan_pids({1, 50})[50].cpu_s == pytest.approx(0.3)  # kept, read again
     proc.exit(50)
@@ -385,8 +439,10 @@ def test_a_kept_stat_file_reads_its_process_never_a_later_owner_of_its_pid(tmp_p
     assert 50 not in now or now[50].name == "new"
     assert scanner.scan_pids({1, 50})[50].name == "new"
     assert scanner.scan_pids({1})[1].name == "init"
-    assert fds() == before + 1
+    assert fds() == before + 4  # held while the process lives, asked for or not
     proc.exit(50)
+    assert 50 not in scanner.scan_pids({1, 50})
+    assert fds() == before + 2  # closed once it read as gone
     scanner.close()
     assert fds() == before
 
@@ -439,3 +495,192 @@ def test_record_by_default_finds_a_process_started_after_it(tmp_path):
     both = sums.index.intersection(totals.index)
     assert len(both) >= 10
     assert (sums[both] - totals[both]).abs().max() < 5e-5
+
+
+def test_a_sweep_reads_a_process_again_only_once_it_has_run(tmp_path):
+    """The gate (``/proc/PID/schedstat``, docs/scan.md): a single-threaded process whose
+    schedstat has not moved since its stat line was read is not read again (in this fake
+    its CPU time moves without a run, which the kernel never does, to show it), a
+    multi-threaded one is read every time, and a full scan reads every stat line."""
+    proc = FakeProcFs(tmp_path, ncpu=2)
+    proc.spawn(1, 0, "init")
+    proc.spawn(60, 1, "single")
+    proc.spawn(61, 1, "threads")
+    proc.procs[61]["threads"] = 4
+    proc.write()
+    scanner = ProcFsScanner(str(proc.root), boot_clock=proc.boot_clock)
+    for _ in range(2):
+        scanner.scan_pids({1, 60, 61})
+    ran = {pid: (proc.root / str(pid) / "schedstat").read_bytes() for pid in (60, 61)}
+    for pid in (60, 61):
+        proc.procs[pid]["utime"] += 5
+    proc.write()
+    for pid, data in ran.items():  # as if they had not run
+        (proc.root / str(pid) / "schedstat").write_bytes(data)
+    now = scanner.scan_pids({1, 60, 61})
+    assert (now[60].cpu_s, now[61].cpu_s) == (0.0, pytest.approx(0.05))
+    assert scanner.scan()[60].cpu_s == pytest.approx(0.05)
+    proc.tick(1.0, {60: 10})  # it ran
+    assert scanner.scan_pids({1, 60, 61})[60].cpu_s == pytest.approx(0.15)
+    scanner.close()
+
+
+def test_a_sweep_of_the_real_proc_reads_a_thread_busy_beside_a_sleeping_main(tmp_path):
+    """Over the real /proc: a process whose main thread sleeps while another thread burns
+    CPU, and a single-threaded busy process, both read as their CPU time grows from one
+    ``scan_pids`` to the next (the schedstat gate never hides them)."""
+    import subprocess
+    import sys
+
+    from tests.helpers import wait_for
+
+    code = ("import threading,time\n"
+            "def burn():\n    while True: pass\n"
+            "threading.Thread(target=burn, daemon=True).start()\ntime.sleep(600)")
+    kids = [subprocess.Popen([sys.executable, "-c", code]),
+            subprocess.Popen([sys.executable, "-c", "while True: pass"])]
+    scanner = ProcFsScanner()
+    try:
+        pids = {k.pid for k in kids}
+        first = scanner.scan_pids(pids)
+        for kid in kids:
+            wait_for(lambda: scanner.scan_pids(pids)[kid.pid].cpu_s
+                     > first[kid.pid].cpu_s + 0.05, what=f"pid {kid.pid}'s time to grow")
+        last = scanner.scan_pids(pids)
+        assert last[kids[0].pid].threads == 2 and last[kids[1].pid].threads == 1
+        wait_for(lambda: scanner.scan_pids(pids)[kids[1].pid].cpu_s
+                 > last[kids[1].pid].cpu_s + 0.05, what="the gated one's time to grow")
+    finally:
+        for kid in kids:
+            kid.kill()
+            kid.wait()
+        scanner.close()
+
+
+COLD_WAKER = ("import sys, time\nfifo = open(sys.argv[1])\nfifo.readline()\n"
+              "t = time.process_time()\nwhile time.process_time() - t < 0.4: pass\n"
+              "fifo.readline()")
+
+
+def _cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat", "rb") as fh:
+        f = fh.read().rsplit(b")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _wake_cold_daemon(session, run):
+    """A daemon (started by a shell that exits at once: no child of this process, so
+    not in a Meter's own tree) idle since before ``run()`` started measuring to
+    ``session`` (so not hot at its first full scan) wakes once the session has ticked
+    twice and burns 0.4 s of CPU; returns its pid once ``run`` returned."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.helpers import count_totals, wait_for
+
+    fifo = session.parent / "wake"
+    os.mkfifo(fifo)
+    started = subprocess.run(["sh", "-c", f'"$0" -c "$1" "$2" >/dev/null 2>&1 & echo $!',
+                              sys.executable, COLD_WAKER, str(fifo)],
+                             capture_output=True, text=True, check=True)
+    pid = int(started.stdout)
+    try:
+        with open(fifo, "w") as wake_fifo:  # (opens once the daemon has opened it)
+            def wake():
+                wait_for(lambda: count_totals(session) >= 2, what="the session's first ticks")
+                wake_fifo.write("go\n")
+                wake_fifo.flush()
+                wait_for(lambda: _cpu_s(pid) >= 0.4, what="its burst")
+            run(wake)
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return pid
+
+
+def _assert_read_in_its_ticks(session, pid):
+    """Its energy is in its own `all` rows (read in the ticks it ran), none settled; the
+    rows of every tick add up to the total."""
+    import pandas as pd
+
+    df = pd.read_csv(session)
+    mine = df[(df.kind == "process") & (df.pid == pid)]
+    assert mine[mine.domain == "all"].energy_j.sum() > 0
+    assert (mine.domain != "settled").all()
+    totals = df[df.kind == "total"].set_index("timestamp").energy_j
+    sums = df[(df.kind == "process") & (df.domain == "all")].groupby("timestamp").energy_j.sum()
+    both = sums.index.intersection(totals.index)
+    assert len(both) >= 3
+    assert (sums[both] - totals[both]).abs().max() < 5e-5
+
+
+def test_record_reads_a_cold_daemon_in_the_ticks_it_woke(tmp_path):
+    """`tuimeter record -i 1` (the default scan, no job) over the real /proc: a daemon idle
+    at the session's first full scan that wakes between full scans is read in the ticks
+    it ran (its own rows hold its energy: it is not left to a settled row)."""
+    import subprocess
+
+    from tests.fakes.powercap import FakePowercap
+    from tests.helpers import ROOT, env_for, tuimeter
+    from tests.test_record_cli import Driver
+
+    fake = FakePowercap(tmp_path / "sys").intel_desktop(dram=True)
+    out = tmp_path / "s.csv"
+    driver = Driver(fake)
+    driver.start()
+
+    def run(wake):
+        rec = subprocess.Popen(tuimeter("record", "-o", str(out), "-q", "--interval", "1",
+                                        "--no-gpu", "--no-socket"),
+                               env=env_for(tmp_path, fake), cwd=ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            wake()
+            n = sum(1 for line in out.read_text().splitlines() if ",total,total," in line)
+            from tests.helpers import count_totals, wait_for
+            wait_for(lambda: count_totals(out) >= n + 2, what="two ticks after its burst")
+        finally:
+            rec.terminate()
+            _, err = rec.communicate(timeout=60)
+        assert rec.returncode == 0, err
+
+    try:
+        pid = _wake_cold_daemon(out, run)
+    finally:
+        driver.halt.set()
+        driver.join()
+    _assert_read_in_its_ticks(out, pid)
+
+
+def test_a_meter_reads_a_cold_daemon_in_the_ticks_it_woke(tmp_path, monkeypatch):
+    """A plain ``tuimeter.Meter(output=...)`` (1 s) over a fake powercap tree and the real
+    /proc: the same as `record` (a Meter follows its own process; where the kernel lists
+    no children, ticks between sweeps also list /proc when the fork counter moved)."""
+    import tuimeter
+    from tests.fakes.powercap import FakePowercap
+    from tests.helpers import count_totals, private_env, wait_for
+    from tests.test_record_cli import Driver
+
+    fake = FakePowercap(tmp_path / "sys").intel_desktop(dram=True)
+    private_env(monkeypatch, tmp_path, fake.sensor_root)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    (tmp_path / "run").mkdir()
+    out = tmp_path / "m.csv"
+    driver = Driver(fake)
+    driver.start()
+
+    def run(wake):
+        with tuimeter.Meter(output=str(out)):
+            wake()
+            n = count_totals(out)
+            wait_for(lambda: count_totals(out) >= n + 2, what="two ticks after its burst")
+
+    try:
+        pid = _wake_cold_daemon(out, run)
+    finally:
+        driver.halt.set()
+        driver.join()
+    _assert_read_in_its_ticks(out, pid)

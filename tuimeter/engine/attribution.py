@@ -55,6 +55,7 @@ energy is the same attribution as above, summed over their members: nothing else
 from __future__ import annotations
 
 import heapq
+import logging
 import os
 import threading
 import time
@@ -67,6 +68,8 @@ from .cgroups import CgroupTally
 from .procscan import ProcFsScanner, ProcStat, make_scanner, read_details
 from .trees import CPU, Tree
 from .twotier import DEFAULT_FULL_SCAN_S, Window
+
+log = logging.getLogger(__name__)
 
 #: domains divided by CPU share (when they count in the machine total)
 CPU_KINDS = frozenset({DomainKind.PACKAGE, DomainKind.DRAM, DomainKind.MEMORY, DomainKind.PSYS})
@@ -152,6 +155,7 @@ class Attributor:
         self._gpu_sensors = {s.name: s for s in sensors if isinstance(s, GpuProcessSource)}
         self._lock = threading.Lock()
         self._procs: dict[int, _Proc] = {}
+        self._warned_unheld = False  # the log said the descriptors ran out
         self._ghosts: dict[int, _Proc] = {}  # GPU pids we cannot see (other pid namespace)
         self._members: set[int] = set()  # pids of live job members
         self._root: tuple[int, float] | None = None
@@ -283,14 +287,16 @@ class Attributor:
         object for an unchanged one, so an idle process costs a dict lookup.
         ``read``: the pids a partial scan read (two-tier); one of them missing has exited
         only if its parent was read too (which holds its last CPU time as children's
-        time); otherwise it is left for the next full scan.
+        time) or is not known (no parent to wait for it: there is nothing more to read);
+        otherwise it is left for the next full scan.
         """
         procs, members = self._procs, self._members
         if read is None:
             gone = [procs.pop(pid) for pid in procs.keys() - table.keys()]
         else:
             gone = [procs.pop(pid) for pid in read - table.keys()
-                    if pid in procs and procs[pid].ppid in table]
+                    if pid in procs and (procs[pid].ppid in table
+                                         or procs[pid].ppid not in procs)]
         for g in gone:
             members.discard(g.pid)
             _trees_mod.leave(g)
@@ -344,18 +350,36 @@ class Attributor:
         with self._lock:
             return self._attribute(max(interval_s, 1e-9), domains, now_s)
 
-    def _scan(self, now_s: float) -> tuple[list[_Proc], list[_Proc], bool, set[int]]:
-        """This tick's scan: (changed, exited, whether it was a full scan, pids read)."""
+    def _scan(self, now_s: float, interval_s: float
+              ) -> tuple[list[_Proc], list[_Proc], bool, bool, set[int]]:
+        """This tick's scan: (changed, exited, whether it was a full scan, whether it read
+        every process (a full scan or a complete sweep), pids read)."""
         tier = self._tier
-        if tier is None or tier.due(now_s) or ((self._root is not None or self._trees)
-                                               and not self.scanner.lists_children()):
-            table = self.scanner.scan()
-            return (*self._apply_scan(table), True, set(table) if tier is not None else set())
+        scanner = self.scanner
+        if tier is None or tier.due(now_s):
+            table = scanner.scan()
+            if tier is not None:  # a full scan is a sweep that lists /proc
+                tier.forks_listed, tier.last_sweep_s = scanner.forks, now_s
+            return (*self._apply_scan(table), True, True,
+                    set(table) if tier is not None else set())
         read = self._read_set(tier)
-        if tier.look(now_s):  # unexplained CPU time: the processes started since, too
-            read |= self.scanner.pids() - self._procs.keys()
-        table = self.scanner.scan_pids(read)
-        return (*self._apply_scan(table, read=read), False, set(table))
+        complete = False
+        sweep = tier.sweep(now_s, interval_s)
+        # where the kernel lists no children (CONFIG_PROC_CHILDREN off), a followed job's
+        # new processes are found by listing /proc each tick the fork counter moved
+        blind = (self._root is not None or self._trees) and not scanner.lists_children()
+        if (sweep or blind) and tier.must_list(scanner.forks):
+            read.update(scanner.pids() - self._procs.keys())
+        if sweep:  # every process whose stat file is held, and the new ones
+            read.update(scanner.held_pids())
+            complete = len(read) >= len(self._procs) and self._procs.keys() <= read
+            if not complete and not self._warned_unheld:
+                self._warned_unheld = True
+                log.warning("attribution: %d processes past the open-file limit are read "
+                            "only by the full scans (every %g s; their CPU time settled "
+                            "there)", len(self._procs.keys() - read), tier.full_scan_s)
+        table = scanner.scan_pids(read)
+        return (*self._apply_scan(table, read=read), False, complete, set(table))
 
     def _read_set(self, tier: Window) -> set[int]:
         """Two-tier: the hot processes, the job's and owner trees' members with the job
@@ -377,7 +401,7 @@ class Attributor:
 
     def _attribute(self, interval_s: float, domains: Sequence[DomainSample], now_s: float):
         machine = self.scanner.machine_cpu_s()
-        changed, gone, full, read = self._scan(now_s)
+        changed, gone, full, complete, read = self._scan(now_s, interval_s)
         d_machine = None
         if machine is not None and self._machine_s is not None:
             d_machine = machine - self._machine_s
@@ -401,8 +425,9 @@ class Attributor:
         denom = max(d_machine or 0.0, used)
         pool_tick_j, settled = 0.0, ()
         if tier is not None:
-            pool_tick_j, settled = self._window_tick(tier, full, read, active, cpu_j, used,
-                                                     denom, now_s, interval_s, factor)
+            pool_tick_j, settled = self._window_tick(tier, full, complete, read, active,
+                                                     cpu_j, used, denom, now_s, interval_s,
+                                                     factor)
         touched: dict[int, _Proc] = {}
         for p in active:
             p.tick_cpu_j, p.tick_gpu_j = (cpu_j * p.used_s / denom if denom > 0 else 0.0), 0.0
@@ -460,32 +485,34 @@ class Attributor:
                            cpu_busy_ratio=busy, unread_power_w=pool_tick_j / interval_s,
                            settled=settled)
 
-    def _window_tick(self, tier: Window, full: bool, read: set[int], active, cpu_j: float,
-                     used: float, denom: float, now_s: float, interval_s: float,
-                     factor: float) -> tuple[float, tuple[ProcessShare, ...]]:
+    def _window_tick(self, tier: Window, full: bool, complete: bool, read: set[int],
+                     active, cpu_j: float, used: float, denom: float, now_s: float,
+                     interval_s: float, factor: float
+                     ) -> tuple[float, tuple[ProcessShare, ...]]:
         """Two-tier bookkeeping of one tick (:mod:`.twotier`): the unseen CPU time's energy
-        into the pool (returned: this tick's part, "other processes"), and at a full scan
-        the late processes settled from it (returned: the top ones, their settled joules
-        as ``energy_j``, the window's average as ``power_w``) and the hot set renewed."""
+        into the pool (returned: this tick's part, "other processes"); at a tick that read
+        every process (``complete``), the late processes settled from it (returned: the
+        top ones, their settled joules as ``energy_j``, the average since the last
+        complete read as ``power_w``); at a full scan the hot set renewed."""
         busy = self.scanner.busy_s
         pool_tick_j = 0.0
         settled: tuple[ProcessShare, ...] = ()
-        if not (full and tier.prev_full) and busy is not None and tier.prev_busy_s is not None:
+        if not (complete and tier.prev_full) and busy is not None \
+                and tier.prev_busy_s is not None:
             unseen = max(busy - tier.prev_busy_s - used, 0.0)
-            if not full:
-                tier.note_unseen(unseen, interval_s)
             if denom > 0:
                 pool_tick_j = min(cpu_j * unseen / denom, max(cpu_j - cpu_j * used / denom, 0.0))
                 tier.pool_j += pool_tick_j
                 tier.pool_s += unseen
         tier.prev_busy_s = busy
         tier.busy.update(p.pid for p in active)
-        if not full:  # one found busy by a look for new processes is read from now on
+        if not full:  # one found busy by a sweep is read every tick from now on
             tier.hot.update(p.pid for p in active)
             tier.hot.update(p.pid for p in tier.late.values())
         tier.busy.update(p.pid for p in tier.late.values())
-        if full:
-            window_s = now_s - tier.last_full_s if tier.last_full_s is not None else interval_s
+        if complete:
+            since = tier.last_complete_s
+            window_s = now_s - since if since is not None else interval_s
             late = [(p, e) for p, e in tier.settle() if e > 0]
             for p, e in late:
                 p.cpu_j += e
@@ -494,11 +521,12 @@ class Attributor:
                     self._job_co2_g += e * factor
             settled = tuple(self._settled_share(p, e, max(window_s, interval_s))
                             for p, e in heapq.nlargest(self.top_n, late, key=lambda pe: pe[1]))
+            tier.last_complete_s = now_s
+        if full:
             tier.hot = tier.busy & self._procs.keys()
             tier.busy = set()
-            tier.last_full_s, tier.force, tier.wake = now_s, False, False
-            tier.last_look_s = None
-        tier.prev_read, tier.prev_tick, tier.prev_full = read, self.scanner.scan_tick, full
+            tier.last_full_s, tier.force = now_s, False
+        tier.prev_read, tier.prev_tick, tier.prev_full = read, self.scanner.scan_tick, complete
         return pool_tick_j, settled
 
     def _settled_share(self, p: _Proc, energy_j: float, window_s: float) -> ProcessShare:

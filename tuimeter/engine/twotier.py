@@ -1,9 +1,11 @@
-"""The two-tier scan's bookkeeping: which processes a tick reads, and the CPU-side energy
-of the processes it did not read, held as "other processes" until the next full scan.
+"""The scan's bookkeeping: which processes a tick reads, and the CPU-side energy of the
+processes it did not read in the tick they ran, held as "other processes" until a tick
+that reads every process settles it.
 
-Reading every ``/proc/PID/stat`` each tick costs what the kernel takes to generate them
-(``bench/bench_attribution.py``: the tuimeter scan is ~10% above a bare read loop), so a
-tick with ~1000 processes cannot be cheap. With a window of ``full_scan_s``:
+Every process is read each tick through files held open (a *sweep*, below). What a tick
+cannot read (processes past the open-file limit; at intervals under
+:data:`SWEEP_GAP_S`, the ticks between sweeps) is handled as a two-tier scan, with a
+window of ``full_scan_s``:
 
 * each tick reads the *hot* processes (those that used CPU in the last full-scan window),
   the followed job's members and owner trees' members, the job root's parent (which
@@ -14,8 +16,8 @@ tick with ~1000 processes cannot be cheap. With a window of ``full_scan_s``:
   system) minus what the processes read used is the *unseen* time; its share of the
   CPU-side energy (``cpu_j × unseen / Δmachine``, as a process's would be) goes to the
   pool, shown as "other processes";
-* at the full scan, each process not read since the scan before (its CPU time since then
-  is *late*) gets ``pool_j × late_s / max(pool_s, Σ late_s)``: its CPU time at the
+* at the next tick that reads every process (a full scan, a complete sweep), each process
+  whose CPU time since its last read does not fall in the tick (it is *late*) gets ``pool_j × late_s / max(pool_s, Σ late_s)``: its CPU time at the
   pool's average energy per CPU-second. What no late process explains stays in "other
   processes".
 
@@ -23,17 +25,20 @@ So a process read every tick is attributed exactly as by a full scan every tick 
 job is always read), and a cold process over a window gets the energy of its CPU time at
 the window's unseen-time average: exact when it was the only unseen user or when the
 energy per CPU-second did not change in the window. The tick's rows still add up to the
-domain total (the late energy enters the process's cumulative total at the full scan, not
-a tick's power).
+domain total (the late energy enters the process's cumulative total at the settling tick,
+not a tick's power).
 
 **Default.** ``record``, the UI and ``Meter`` scan in two tiers with a full scan every
-:data:`DEFAULT_FULL_SCAN_S`; ``--full-scan-every 0`` reads every process every tick. A tick
-that leaves more than :data:`WAKE_CORE_SHARE` of one CPU unexplained makes the next tick
-also read the processes started since the last look (``/proc`` listed, only the pids not
-known read), at most once every :data:`WAKE_GAP_S`: a newly started busy process is found
-within about a second and read every tick from then on. (A full scan instead cost 25 ms
-of CPU with ~1000 processes; on a machine where processes come and go all the time it
-ran every second.) An old process that wakes busy is found by the next full scan.
+:data:`DEFAULT_FULL_SCAN_S`; ``--full-scan-every 0`` reads every process every tick. Between
+full scans, a *sweep* at most every :data:`SWEEP_GAP_S` (so every tick at ``-i 1``) reads
+every known process through its stat file, held open (``pread``, :mod:`.procscan`), and
+lists ``/proc`` for new processes only when the machine's fork counter (``processes`` in
+``/proc/stat``) moved. A sweep that read every process is *complete*: the late processes
+are settled there, from the pool of the time since the last complete read, so at
+intervals of :data:`SWEEP_GAP_S` or more every process is read in the tick it used CPU
+and nothing is late. What is left to the window above: the processes whose stat file
+could not be held (the descriptors ran out), and at shorter intervals the ticks between
+sweeps.
 
 **In the session file** (docs/scan.md): each tick's ``process`` rows (domain ``all``)
 still add up to the tick's total, the unread processes' energy in ``other processes``; at
@@ -49,11 +54,9 @@ import math
 
 #: a full scan every this many seconds when none is asked (``--full-scan-every``)
 DEFAULT_FULL_SCAN_S = 10.0
-#: unexplained CPU time in a tick (CPU-seconds per second of the tick) that makes the
-#: next tick look for new processes: a fifth of one CPU
-WAKE_CORE_SHARE = 0.2
-#: at most one look for new processes per this many seconds
-WAKE_GAP_S = 1.0
+#: a sweep (every known process read, through its held stat file) at most every this
+#: many seconds: every tick at intervals this long or longer
+SWEEP_GAP_S = 1.0
 
 
 class Window:
@@ -72,27 +75,32 @@ class Window:
         self.prev_tick = -math.inf  # the previous scan's boot-clock tick
         self.prev_full = True
         self.prev_busy_s: float | None = None
-        #: a tick left CPU time unexplained: look for new processes
-        self.wake = False
-        self.wake_share = WAKE_CORE_SHARE
-        self.last_look_s: float | None = None  # the last look for new processes
+        self.sweep_gap_s = SWEEP_GAP_S
+        self.last_sweep_s: float | None = None
+        self.forks_listed: int | None = None  # the fork counter when /proc was last listed
+        self.last_complete_s: float | None = None  # the last tick that read every process
 
     def due(self, now_s: float) -> bool:
         return (self.force or self.last_full_s is None
                 or now_s - self.last_full_s >= self.full_scan_s - 1e-9)
 
-    def look(self, now_s: float) -> bool:
-        """Whether this (partial) tick also reads the processes not known yet; if so, the
-        look is noted."""
-        last = self.last_look_s if self.last_look_s is not None else self.last_full_s
-        if not self.wake or (last is not None and now_s - last < WAKE_GAP_S - 1e-9):
+    def sweep(self, now_s: float, interval_s: float) -> bool:
+        """Whether this tick reads every known process (noted if so): the tick nearest
+        :attr:`sweep_gap_s` after the last sweep or later (ticks come a little early or
+        late: at 1 s every tick)."""
+        last = self.last_sweep_s
+        if last is not None and 0 <= now_s - last < self.sweep_gap_s - interval_s / 2:
             return False
-        self.wake, self.last_look_s = False, now_s
+        self.last_sweep_s = now_s
         return True
 
-    def note_unseen(self, unseen_s: float, interval_s: float) -> None:
-        """This tick's CPU time that no process read explains (seconds)."""
-        self.wake = self.wake or unseen_s > self.wake_share * interval_s
+    def must_list(self, forks: int | None) -> bool:
+        """Whether a sweep lists /proc: the fork counter moved since the last listing (or
+        is unknown); if so, the listing is noted."""
+        if forks is not None and forks == self.forks_listed:
+            return False
+        self.forks_listed = forks
+        return True
 
     def fresh(self, p) -> bool:
         """Whether ``p``'s CPU time in this scan falls in this tick: read at the previous
@@ -105,7 +113,7 @@ class Window:
         self.late[id(p)] = p
 
     def settle(self) -> list[tuple[object, float]]:
-        """At a full scan: (process, joules) for each late process; empties the pool."""
+        """At a complete read (a full scan, a complete sweep): (process, joules) for each late process; empties the pool."""
         total = sum(p.late_s for p in self.late.values())
         scale = self.pool_j / max(self.pool_s, total) if total > 0 else 0.0
         out = [(p, p.late_s * scale) for p in self.late.values()]
