@@ -112,6 +112,36 @@ def cpu_s(proc: psutil.Process) -> float:
     return t.user + t.system
 
 
+def thread_stats(pid: int) -> dict[int, tuple[str, float, int]]:
+    """Each thread of ``pid``: (name, CPU seconds, wake-ups), from ``/proc/PID/task/*``:
+    the run time of ``schedstat`` and the ``voluntary_ctxt_switches`` of ``status`` (each
+    sleep ends in a wake-up; the timeslices of ``schedstat`` also count the preemptions
+    by other programs, many on a loaded machine). A thread gone meanwhile is left out."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            run_ns = (task / "schedstat").read_text().split()[0]
+            status = (task / "status").read_text()
+            name = (task / "comm").read_text().strip()
+            sleeps = int(status.split("voluntary_ctxt_switches:")[1].split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        out[int(task.name)] = (name, int(run_ns) / 1e9, sleeps)
+    return out
+
+
+def wakes_line(before: dict, after: dict, seconds: float) -> str:
+    """Per thread (by creation order: 0 the main thread), CPU % of a core and wake-ups a
+    second over ``seconds``."""
+    parts, total = [], 0.0
+    for i, (tid, (name, cpu1, n1)) in enumerate(sorted(after.items())):
+        _, cpu0, n0 = before.get(tid, (name, 0.0, 0))
+        wakes = (n1 - n0) / seconds
+        total += wakes
+        parts.append(f"#{i} {100 * (cpu1 - cpu0) / seconds:.2f}% {wakes:.1f}/s")
+    return f"{'':14} threads: {total:.1f} wake-ups/s: " + ", ".join(parts)
+
+
 def phase(name: str, args: list[str], env: dict, size, warmup: float, seconds: float,
           keys: bytes = b"", aged_s: float = 0.0) -> float:
     proc, master = spawn(args, env, size)
@@ -123,9 +153,9 @@ def phase(name: str, args: list[str], env: dict, size, warmup: float, seconds: f
             time.sleep(1.0)
         if proc.poll() is not None:
             raise SystemExit(f"{name}: tuimeter exited early ({proc.returncode})")
-        c0, t0 = cpu_s(ps), time.monotonic()
+        c0, w0, t0 = cpu_s(ps), thread_stats(proc.pid), time.monotonic()
         time.sleep(seconds)
-        c1, t1 = cpu_s(ps), time.monotonic()
+        c1, w1, t1 = cpu_s(ps), thread_stats(proc.pid), time.monotonic()
     finally:
         if master is not None:
             os.write(master, b"\x1bq" if keys == b"?" else b"q")
@@ -139,8 +169,9 @@ def phase(name: str, args: list[str], env: dict, size, warmup: float, seconds: f
         if master is not None:
             os.close(master)
     pct = 100.0 * (c1 - c0) / (t1 - t0)
-    print(f"{name:<14} {pct:6.2f} % of one core   ({c1 - c0:.2f} CPU s over {t1 - t0:.1f} s)",
-          flush=True)
+    print(f"{name:<14} {pct:6.2f} % of one core   ({c1 - c0:.2f} CPU s over {t1 - t0:.1f} s, "
+          f"load {os.getloadavg()[0]:.2f})", flush=True)
+    print(wakes_line(w0, w1, t1 - t0), flush=True)
     return pct
 
 

@@ -17,7 +17,7 @@ import pytest
 from textual import events
 from textual._xterm_parser import XTermParser
 
-from tuimeter.tui._quiet_driver import TICK_S, QuietLinuxDriver
+from tuimeter.tui._quiet_driver import DIRECT_MAX_CHARS, TICK_S, QuietLinuxDriver
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the Linux/macOS driver")
 
@@ -153,6 +153,83 @@ async def test_closing_never_waits_for_ever_on_an_output_thread_that_died():
     closing.start()
     closing.join(10)
     assert not closing.is_alive()
+
+
+@contextlib.contextmanager
+def _writing():
+    """A QuietLinuxDriver writing to a pipe (the terminal) through its output thread, as
+    in application mode; gives (driver, terminal file, read end)."""
+    from textual.drivers._writer_thread import WriterThread
+
+    from tuimeter.tui._quiet_driver import _TerminalFile
+
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    driver = QuietLinuxDriver(FakeApp())  # type: ignore[arg-type]
+    out = _TerminalFile(os.fdopen(w, "w", encoding="utf-8"), lambda: None)
+    driver._file = out
+    driver._writer_thread = writer = WriterThread(out)  # type: ignore[arg-type]
+    writer.start()
+    try:
+        yield driver, out, r
+    finally:
+        writer.stop()
+        os.close(r)
+        out._file.close()
+
+
+def _read(fd: int) -> bytes:
+    got = b""
+    with contextlib.suppress(BlockingIOError):
+        while chunk := os.read(fd, 1 << 16):
+            got += chunk
+    return got
+
+
+@pytest.mark.asyncio
+async def test_a_frame_is_one_write_by_the_apps_thread_when_the_terminal_is_ready():
+    """The app writes a frame as three writes (the synchronized update's start, the
+    frame, its end) and flushes: a ready terminal gets them as one write made by the
+    app's thread (the output thread, woken for each, is left asleep); a write no flush
+    follows goes at the end of the loop's turn."""
+    with _writing() as (driver, out, r):
+        for part in ("\x1b[?2026h", "frame 1", "\x1b[?2026l"):
+            driver.write(part)
+        assert _read(r) == b""  # held until the flush
+        driver.flush()
+        assert _read(r) == b"\x1b[?2026hframe 1\x1b[?2026l"
+        driver.write("\x07")  # no flush follows (a bell)
+        got = bytearray()
+        await until(lambda: got.extend(_read(r)) or got == b"\x07", what="the bell")
+        assert out.handed == 0  # the output thread wrote nothing
+
+
+@pytest.mark.asyncio
+async def test_a_terminal_that_is_not_ready_gets_the_frames_in_order_from_the_thread():
+    """A terminal that does not take a write now (its buffer full: a slow link): the
+    frame goes to the output thread, and so does every one after it until that thread
+    has written them all, so the frames arrive in order and the app's thread never
+    blocks on the terminal; a frame too long goes to the thread too."""
+    with _writing() as (driver, out, r):
+        def fill() -> None:  # more than the pipe holds: it blocks until read
+            out._file.write("x" * (1 << 20))
+            out._file.flush()
+
+        threading.Thread(target=fill, daemon=True).start()
+        await until(lambda: not out.ready(), what="a full terminal")
+        driver.write("frame 1")
+        driver.flush()
+        driver.write("frame 2")
+        driver.flush()
+        assert out.handed == 2  # both to the output thread
+        got = bytearray()
+        await until(lambda: got.extend(_read(r)) or got.endswith(b"frame 2"),
+                    what="the frames")
+        assert got.lstrip(b"x") == b"frame 1frame 2"
+        await until(lambda: out.queued == 0, what="the queue written")
+        driver.write("y" * (DIRECT_MAX_CHARS + 1))  # too long
+        driver.flush()
+        assert out.handed == 3
 
 
 @pytest.mark.asyncio

@@ -23,7 +23,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
 from textual.reactive import reactive
-from textual.screen import Screen
+from textual.screen import UPDATE_PERIOD, Screen
 from textual.widgets import Footer
 
 from ..model import Domain, JobSample, Snapshot
@@ -31,6 +31,7 @@ from ..job import JobState, job_ranks
 from ..work import WorkWindow
 from .device_groups import (CHART_MIN_LINES, PROCESS_MIN_ROWS, collapse_needed,
                             table_lines_needed)
+from ._frame_timer import frame_timer
 from .devices import DeviceScreen, devices_text
 from .messages import SnapshotReady
 from .widgets import (DomainTable, JobPanel, PowerChart, ProcessPanel, SensorStatusLine,
@@ -116,6 +117,16 @@ class MainScreen(Screen[None]):
         """``x``: True shows every GPU, False each device group as one line; None (at
         start): whichever leaves the chart and the process table their least
         (:mod:`..device_groups`)."""
+
+    @property
+    def _update_timer(self):
+        """Textual's screen update timer, as a :class:`~._frame_timer.FrameTimer`: no
+        wake-up of the app's thread after each frame (Textual's sleeps a period first)."""
+        timer = self.__dict__.get("_repaint_timer")
+        if timer is None:
+            timer = self._repaint_timer = frame_timer(self, UPDATE_PERIOD,
+                                                      self._on_timer_update)
+        return timer
 
     @property
     def grouping(self) -> str:
