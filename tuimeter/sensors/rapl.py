@@ -321,6 +321,9 @@ class RaplSensor(Sensor, DeviceInfoSource):
     is energy: that takes a bound ten times higher (:class:`CounterTracker`).
     """
 
+    #: a package's frequency and temperature: drawn by the UI, recorded nowhere
+    device_info_recorded = False
+
     name = "rapl"
 
     def __init__(self, root: str | os.PathLike | None = None, max_power_w: float | None = None):

@@ -239,15 +239,25 @@ class MarkerServer:
         self.path = os.path.join(self.directory, f"{os.getpid()}-{next(_counter)}.sock")
         self.refused = 0  # messages refused (malformed, oversized, too slow)
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        # bound under another name, listening, then renamed into place: a client that
+        # finds the .sock connects to a socket that listens (between bind and listen it
+        # was refused: a mark sent as a session started found "no session")
+        early = self.path[:-len(".sock")] + ".new"
         try:
-            if os.path.exists(self.path):
-                os.unlink(self.path)
-            self._sock.bind(self.path)
-            os.chmod(self.path, 0o600)
+            for name in (early, self.path):
+                if os.path.lexists(name):
+                    os.unlink(name)
+            self._sock.bind(early)
+            os.chmod(early, 0o600)
             self._sock.listen(LISTEN_BACKLOG)
             self._sock.setblocking(False)
+            os.rename(early, self.path)
         except OSError:
             self._sock.close()
+            try:
+                os.unlink(early)
+            except OSError:
+                pass
             raise
         self._wake_r, self._wake_w = socket.socketpair()
         self._sel = selectors.DefaultSelector()
@@ -275,7 +285,7 @@ class MarkerServer:
     def _run(self) -> None:
         while not self._closed:
             try:
-                events = self._sel.select(timeout=0.5)
+                events = self._sel.select(timeout=self._wait_s())
                 for key, _mask in events:
                     if key.data == "wake":
                         return
@@ -289,6 +299,14 @@ class MarkerServer:
                         self._finish(conn, protocol.refused("timed out"), refused=True)
             except Exception:  # never let the listener die, never disturb the engine
                 log.exception("marker server error")
+
+    def _wait_s(self) -> float | None:
+        """How long the serving thread sleeps: until the earliest open connection's
+        deadline, or (none open) until a client connects or :meth:`close` wakes it: an
+        idle session's server costs no wake-ups."""
+        if not self._conns:
+            return None
+        return max(0.0, min(d for _buf, d, _peer in self._conns.values()) - time.monotonic())
 
     def is_target(self, msg: protocol.Message) -> bool:
         """Whether a message's target (none: every session) is this session."""
