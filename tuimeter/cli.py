@@ -127,7 +127,7 @@ def cmd_record(argv: list[str]) -> int:
             if listening is not None:
                 listening.close()
             return fail(str(exc))
-        engine.show_devices = False  # headless: the readings only the UI draws go unread
+        engine.headless()  # no history, no readings that only the UI draws
         live = LiveSession(engine, recorder, exporters, command=command,
                            markers=not args.no_socket, listening=listening,
                            listen_error=listen_error)

@@ -324,6 +324,18 @@ class Engine:
         self.interval_s = float(interval_s)
         self._wake.set()
 
+    def headless(self) -> None:
+        """For an engine whose snapshots nobody draws (``record``), before :meth:`open`:
+        no power history (``history_w`` stays empty: only the UI's sparklines and chart
+        read it, and copying it into each snapshot was a tuple of ``history_len`` per
+        domain per tick), and no device readings that only the UI shows
+        (:attr:`show_devices`). The numbers of every tick are the same."""
+        if self._start_t is not None:
+            raise RuntimeError("Engine.headless() before open()")
+        self.history_len = 0
+        self._total_history = collections.deque(maxlen=0)
+        self.show_devices = False
+
     # -- readers ------------------------------------------------------------------
     @property
     def snapshot(self) -> Snapshot | None:
