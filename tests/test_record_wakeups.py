@@ -193,3 +193,39 @@ def test_without_a_pidfd_the_end_of_the_command_or_pid_is_still_seen(
         watchdog.cancel()
     assert not watchdog.fired, "record did not see the end by itself"
     assert rc == 0
+
+
+def _tgkill():
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).tgkill  # glibc 2.30
+    except (OSError, AttributeError):
+        return None
+
+
+@pytest.mark.skipif(_tgkill() is None, reason="no tgkill in the C library")
+def test_a_signal_the_kernel_hands_to_another_thread_still_ends_record(tmp_path):
+    """The kernel hands a process's signal to any thread that does not block it (to the
+    sampler when the main thread has not run again yet after SIGSTOP and SIGCONT: a
+    recorder continued and sent SIGTERM at once hung). Python's handler runs on the
+    main thread, which sleeps with no timeout: the C handler's byte on the wake-up fd
+    has to wake it. Here SIGTERM goes to the sampling thread itself (tgkill)."""
+    fake = FakePowercap(tmp_path / "sys").intel_desktop()
+    out = tmp_path / "t.csv"
+    proc = subprocess.Popen(tuimeter("record", "-o", str(out), "-i", "0.2", "--no-gpu", "-q",
+                                     "--no-attribution"),
+                            env=env_for(tmp_path, fake), cwd=ROOT, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        wait_for(lambda: count_totals(out) >= 2, what="two ticks")
+        (tid, *_) = [int(t) for t in os.listdir(f"/proc/{proc.pid}/task")
+                     if int(t) != proc.pid]
+        assert _tgkill()(proc.pid, tid, int(signal.SIGTERM)) == 0
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert (pd.read_csv(out).kind == "total").sum() >= 2

@@ -399,6 +399,11 @@ class SignalFlag:
         self._set = False
         self._drain()
 
+    @property
+    def write_fd(self) -> int:
+        """The pipe's end that :meth:`set` and :meth:`poke` write to (non-blocking)."""
+        return self._w
+
     def poke(self) -> None:
         """Wake a :meth:`wait` without setting the flag (from any thread: the recorder's
         failure on the sampling thread), so the waiter looks at what else changed."""
@@ -417,7 +422,10 @@ class SignalFlag:
             except (OSError, ValueError):  # closed meanwhile
                 return self._set
             if self._r in ready and not self._set:
-                self._drain()  # pokes only: the flag would have been set first
+                # pokes, or a signal's byte written by Python's C handler on another
+                # thread: its Python handler runs at the latest as _drain is entered
+                # (before a byte is read), and sets the flag returned below
+                self._drain()
         return self._set
 
     def _drain(self) -> None:
@@ -443,6 +451,11 @@ class Caught:
         self.stop = SignalFlag()
         self.signals: list[int] = []
         self._old = {s: signal.signal(s, self._on_signal) for s in ENDING_SIGNALS}
+        # the kernel may hand a signal to any thread (to the sampler when the main thread
+        # is not yet running again after SIGSTOP and SIGCONT): Python's C handler then
+        # writes to this pipe too, which wakes a main thread that sleeps in
+        # ``stop.wait()`` with no timeout, so that it runs the handler
+        self._old_wakeup = signal.set_wakeup_fd(self.stop.write_fd, warn_on_full_buffer=False)
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self.signals.append(signum)  # list.append takes no lock a handler could wait on
@@ -451,6 +464,7 @@ class Caught:
     def restore(self) -> None:
         for s, h in self._old.items():
             signal.signal(s, h)
+        signal.set_wakeup_fd(self._old_wakeup)
 
 
 class Forward:
