@@ -14,7 +14,13 @@ from ``/proc/PID/stat`` at both ends; the load average is printed with each figu
 * ``record --full-scan-every 0``: every process read every tick (the default before);
 * ``record --no-attribution``: the same without the process scan.
 
-* ``record --full-scan-every S`` (with ``--full-scan-every S``): another window.
+* ``record --full-scan-every S`` (with ``--full-scan-every S``): another window;
+* ``(baseline)`` (with ``--baseline-root DIR``): ``record`` and ``record
+  --no-attribution`` of another checkout (``git archive COMMIT | tar -x -C DIR``), in
+  the same run, so that a change is measured beside what it changes.
+
+``--threads`` adds each thread's share and wake-ups a second
+(``/proc/PID/task/*/schedstat``), in the order the threads were made.
 
 ``--sleepers N`` starts N sleeping processes first (the issue's "400 more sleeping
 processes"), kept for every run; ``--interval 0.1`` runs tuimeter at 0.1 s.
@@ -55,16 +61,60 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def share(cmd: list[str], env: dict, warmup_s: float, seconds: float) -> float:
-    """% of one core that ``cmd`` used over ``seconds`` after ``warmup_s``."""
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def threads(pid: int) -> dict[str, tuple[int, int]]:
+    """Each thread's (run time ns, times it was run) from ``/proc/PID/task/*/schedstat``,
+    keyed by ``name/tid``: a wake-up of a Python thread costs its run time, whatever it
+    does then."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as fh:
+                name = fh.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
+                run_ns, _wait_ns, runs = (int(x) for x in fh.read().split())
+        except OSError:  # the thread ended meanwhile
+            continue
+        out[f"{name}/{tid}"] = (run_ns, runs)
+    return out
+
+
+def thread_lines(before: dict, after: dict, seconds: float) -> list[str]:
+    """One line per thread alive at both ends, in the order they were made (where
+    Python does not name its threads to the kernel, tuimeter's are main, markers,
+    sampler, devices): % of a core and wake-ups a second."""
+    lines = []
+    total_ns = 0
+    for key in sorted(after, key=lambda k: int(k.rsplit("/", 1)[1])):
+        if key in before:
+            ns = after[key][0] - before[key][0]
+            total_ns += ns
+            runs = after[key][1] - before[key][1]
+            lines.append(f"    thread {key:24} {100 * ns / 1e9 / seconds:6.3f}% "
+                         f"{runs / seconds:6.1f} runs/s")
+    # /proc/PID/stat counts clock ticks (10 ms: 0.05% of a core over 20 s); the
+    # threads' run times are in ns, but miss the threads that did not live throughout
+    # (CodeCarbon's tracker makes a thread a measurement)
+    lines.append(f"    threads alive throughout, in all {100 * total_ns / 1e9 / seconds:6.3f}%")
+    return lines
+
+
+def share(cmd: list[str], env: dict, warmup_s: float, seconds: float,
+          per_thread: list[str] | None = None) -> float:
+    """% of one core that ``cmd`` used over ``seconds`` after ``warmup_s`` (with
+    ``per_thread``, its threads' lines are added to it)."""
+    # from the temporary folder: `-m tuimeter` puts the working folder first on sys.path,
+    # which would shadow a --baseline-root's PYTHONPATH from the checkout
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            cwd=tempfile.gettempdir())
     try:
         time.sleep(warmup_s)
         if proc.poll() is not None:
             raise SystemExit(f"{cmd[:3]} ended early: {proc.stderr.read().decode()[-400:]}")
-        c0, t0 = cpu_s(proc.pid), time.monotonic()
+        c0, t0, th0 = cpu_s(proc.pid), time.monotonic(), threads(proc.pid)
         time.sleep(seconds)
-        c1, t1 = cpu_s(proc.pid), time.monotonic()
+        c1, t1, th1 = cpu_s(proc.pid), time.monotonic(), threads(proc.pid)
+        if per_thread is not None:
+            per_thread.extend(thread_lines(th0, th1, t1 - t0))
     finally:
         proc.terminate()
         try:
@@ -86,6 +136,13 @@ def main() -> int:
     p.add_argument("--warmup", type=float, default=4.0)
     p.add_argument("--sleepers", type=int, default=0)
     p.add_argument("--interval", default="1", help="tuimeter's interval, s (the peer's is 1 s)")
+    p.add_argument("--threads", action="store_true",
+                   help="also print each thread's share and wake-ups a second")
+    p.add_argument("--only", action="append", metavar="WHAT",
+                   help="run only the runs whose name contains WHAT (repeatable)")
+    p.add_argument("--baseline-root", metavar="DIR",
+                   help="also run record and record --no-attribution from the checkout "
+                        "in DIR (git archive of an older commit), in the same run")
     p.add_argument("--full-scan-every", metavar="S",
                    help="also run record with the two-tier scan, a full scan every S s")
     args = p.parse_args()
@@ -98,9 +155,11 @@ def main() -> int:
             print(f"{n_procs} processes; {args.seconds:g} s each after {args.warmup:g} s; "
                   f"{load()}")
             if args.codecarbon_python:
+                lines: list[str] | None = [] if args.threads else None
                 pct = share([args.codecarbon_python, "-c", CODECARBON], os.environ.copy(),
-                            args.warmup, args.seconds)
-                print(f"codecarbon tracker at 1 s           {pct:6.2f}% of a core; {load()}")
+                            args.warmup, args.seconds, lines)
+                print(f"{'codecarbon tracker at 1 s':46} {pct:6.2f}% of a core; {load()}")
+                print("\n".join(lines or []), end="\n" if lines else "")
             base = [sys.executable, "-m", "tuimeter", "record", "-i", args.interval, "-q",
                     "--no-gpu"]
             runs = [(f"record at {args.interval} s", []),
@@ -109,11 +168,19 @@ def main() -> int:
             if args.full_scan_every:
                 runs.insert(1, (f"record --full-scan-every {args.full_scan_every}",
                                 ["--full-scan-every", args.full_scan_every]))
-            for what, extra in runs:
+            if args.baseline_root:
+                old = {**env, "PYTHONPATH": os.path.abspath(args.baseline_root)}
+                runs += [(f"{what} (baseline)", extra, old) for what, extra in runs
+                         if "full-scan" not in what]
+            for what, extra, *run_env in runs:
+                if args.only and not any(w in what for w in args.only):
+                    continue
                 out = os.path.join(tmp, "s.csv")
-                pct = share(base + ["-o", out, "--overwrite", *extra], env, args.warmup,
-                            args.seconds)
-                print(f"tuimeter {what:26} {pct:6.2f}% of a core; {load()}")
+                lines = [] if args.threads else None
+                pct = share(base + ["-o", out, "--overwrite", *extra],
+                            run_env[0] if run_env else env, args.warmup, args.seconds, lines)
+                print(f"tuimeter {what:37} {pct:6.2f}% of a core; {load()}")
+                print("\n".join(lines or []), end="\n" if lines else "")
     finally:
         for s in sleepers:
             s.terminate()

@@ -4,6 +4,7 @@ n/a on its own, and carried in the snapshot from a cadence of their own."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import threading
 import time
@@ -286,3 +287,42 @@ def test_a_missing_nvml_function_costs_that_field_only_and_logs_nothing(monkeypa
     assert info is not None and (info.clock_sm_mhz, info.clock_mem_mhz) == (None, None)
     assert (info.util_pct, info.temp_c, info.power_limit_w) == (87.0, 64.0, 700.0)
     assert caplog.records == [] and capfd.readouterr().err == ""
+
+
+def test_a_headless_engine_reads_the_gpu_but_not_what_only_the_ui_draws():
+    """`record` (Engine.headless()): a GPU's readings are still read (its utilisation
+    goes into the session file's device rows), a CPU package's frequency and
+    temperature (device_info_recorded False: drawn by the UI alone) are not, no power
+    history is kept, and every number of a tick is the one a drawn engine gives."""
+    cpu_info = DeviceInfo(t_s=0.0, temp_c=55.0, freq_mhz=3000.0)
+
+    def engine(headless: bool):
+        cpu = DeviceScripted("rapl", rapl_like()._domains, rapl_like().power_w,
+                             infos={"package-0": cpu_info})
+        cpu.device_info_recorded = False  # as RaplSensor's and EstimateSensor's
+        eng, clock = make_engine([cpu, DeviceSensor()])
+        if headless:
+            eng.headless()
+        eng.open()
+        eng.refresh_devices()
+        return eng, clock, cpu
+
+    drawn, clock_a, _ = engine(False)
+    quiet, clock_b, cpu = engine(True)
+    assert not cpu.asked.is_set()
+    for _ in range(3):
+        clock_a.advance(1)
+        clock_b.advance(1)
+        a, b = drawn.tick(), quiet.tick()
+    assert b.domain("gpu0").device == DeviceInfo(t_s=1000.0, util_pct=50.0)
+    assert b.domain("package-0").device is None
+    assert a.domain("package-0").device.freq_mhz == 3000.0
+    assert b.total.history_w == () and all(d.history_w == () for d in b.domains)
+    assert len(a.total.history_w) == 3
+    strip = lambda s: [dataclasses.replace(d, history_w=(), device=None) for d in s.domains]
+    assert strip(a) == strip(b)
+    assert dataclasses.replace(a.total, history_w=()) == b.total
+    with pytest.raises(RuntimeError):
+        quiet.headless()  # only before open()
+    assert not RaplSensor.device_info_recorded and not EstimateSensor.device_info_recorded
+    assert NvmlSensor.device_info_recorded

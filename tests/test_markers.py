@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.helpers import make_engine
+from tests.helpers import make_engine, wait_for
 from tuimeter.session import mark_client, markers
 
 
@@ -413,3 +413,26 @@ def test_tuimeter_mark_gives_busy_sessions_five_seconds_by_default(runtime_dir):
     (cli, t_cli), (api, t_api) = seen
     assert 2.0 < cli["expires"] - t_cli <= 5.0
     assert 0.0 < api["expires"] - t_api <= 1.0
+
+
+# -- issue 25: an idle server sleeps -------------------------------------------------
+def test_a_silent_client_is_still_timed_out_by_a_server_that_sleeps_when_idle(
+        engine, monkeypatch):
+    """The serving thread sleeps with no timeout while no connection is open (an idle
+    session costs no wake-ups); with one open it wakes at that connection's deadline, so
+    a client that never sends its line is still answered "timed out", and closing the
+    server ends the thread at once."""
+    monkeypatch.setattr(markers, "SERVER_CONN_TIMEOUT_S", 0.3)
+    srv = markers.start_marker_server(engine)
+    try:
+        assert srv._wait_s() is None  # idle: until a client or close() wakes it
+        silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        silent.settimeout(20)
+        silent.connect(srv.path)
+        reply = json.loads(silent.makefile().readline())
+        silent.close()
+        assert reply == {"ok": False, "error": "timed out"}, reply
+        wait_for(lambda: srv._wait_s() is None, what="the connection dropped")
+    finally:
+        srv.close()
+    assert not srv._thread.is_alive()

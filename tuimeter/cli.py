@@ -10,6 +10,7 @@ progress and waits.
 from __future__ import annotations
 
 import argparse
+import select
 import signal
 import sys
 import threading
@@ -20,7 +21,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, TextIO
 from .version import __version__
 from .cli_help import ALIASES, SUBCOMMANDS, help_text, unknown_command
 from .live import (HANGUP_WAIT_S, Caught, Forward, LiveSession, StartError, Summary,
-                   make_attributor, open_measurement, summary_line, wait_for_child)
+                   close_fd, exit_fd, fds_of, make_attributor, open_measurement,
+                   summary_line, wait_for_child, wake_in_s)
 from .options import (EXIT_BAD_INPUT, Parser, add_measure_options, check_target, fail,
                       measure_options, positive_float, say, session_file, split_command)
 
@@ -125,6 +127,7 @@ def cmd_record(argv: list[str]) -> int:
             if listening is not None:
                 listening.close()
             return fail(str(exc))
+        engine.headless()  # no history, no readings that only the UI draws
         live = LiveSession(engine, recorder, exporters, command=command,
                            markers=not args.no_socket, listening=listening,
                            listen_error=listen_error)
@@ -226,28 +229,52 @@ def _run_recording(live: LiveSession, args: argparse.Namespace, command: list[st
 
 def _record_loop(live: LiveSession, args: argparse.Namespace, forward: Forward,
                  caught: Caught) -> bool:
-    """Wait for the end of the recording; True when the session file failed."""
-    stop, child = caught.stop, live.child
+    """Wait for the end of the recording; True when the session file failed.
+
+    The main thread sleeps until something can end the recording, and wakes for nothing
+    else (each wake-up of a Python thread costs CPU): a signal (its handler writes to
+    ``caught.stop``'s pipe), the session file's failure (the recorder pokes that pipe
+    from the sampling thread), the command's or ``--pid``'s end (a pidfd, where the
+    system has one; else a look every ``EXIT_POLL_S``), ``--duration``'s deadline, and
+    a signal passed on to the command that is due its next step (``Forward.due_in_s``).
+    """
+    stop, child, recorder = caught.stop, live.child, live.recorder
     deadline = None if args.duration is None else time.monotonic() + args.duration
-    while True:
-        # wake at the deadline itself: --duration 0.3 used to record about 0.5 s
-        wait_s = 0.25 if deadline is None else min(0.25, max(0.0, deadline - time.monotonic()))
-        if stop.wait(wait_s):
-            if child is None:
+    watched = child.pid if child is not None else args.pid
+    fd = None if watched is None or (child is not None and child.returncode is not None) \
+        else exit_fd(watched)
+    on_failure = getattr(recorder, "on_failure", None)  # a stand-in recorder may lack it
+    if on_failure is not None:
+        on_failure(stop.poke)
+    polled = (watched is not None and fd is None) or on_failure is None
+    try:
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            # wake at the deadline itself: --duration 0.3 used to record about 0.5 s
+            if stop.wait(wake_in_s(polled, left, forward.due_in_s()), fds_of(fd)):
+                if child is None:
+                    return False
+                # with a command, we end when it ends: forward the signal if needed
+                forward.take(caught.signals)
+                stop.clear()
+            if recorder.failed.is_set() and child is None:
+                return True
+            if child is not None:
+                if child.poll() is not None or forward.hangup_expired():
+                    return False
+                forward.resend_sigint()
+            if args.pid is not None and (not _pid_alive(args.pid) if fd is None
+                                         else _readable(fd)):
                 return False
-            # with a command, we end when it ends: forward the signal if needed
-            forward.take(caught.signals)
-            stop.clear()
-        if live.recorder.failed.is_set() and child is None:
-            return True
-        if child is not None:
-            if child.poll() is not None or forward.hangup_expired():
+            if deadline is not None and time.monotonic() >= deadline:
                 return False
-            forward.resend_sigint()
-        if args.pid is not None and not _pid_alive(args.pid):
-            return False
-        if deadline is not None and time.monotonic() >= deadline:
-            return False
+    finally:
+        close_fd(fd)
+
+
+def _readable(fd: int) -> bool:
+    """Whether ``fd`` is readable now (a pidfd: its process has ended)."""
+    return bool(select.select([fd], [], [], 0)[0])
 
 
 def _report(summary: Summary, recorder: Any) -> int:

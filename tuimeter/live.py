@@ -35,6 +35,8 @@ ENDING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "
                        if hasattr(signal, name))
 #: after SIGHUP, how long the command has to exit before tuimeter ends without it, s
 HANGUP_WAIT_S = 10.0
+#: after our SIGINT, how long the command has before it is sent one itself, s
+SIGINT_RESEND_S = 1.0
 
 
 class StartError(Exception):
@@ -395,19 +397,43 @@ class SignalFlag:
 
     def clear(self) -> None:
         self._set = False
+        self._drain()
+
+    @property
+    def write_fd(self) -> int:
+        """The pipe's end that :meth:`set` and :meth:`poke` write to (non-blocking)."""
+        return self._w
+
+    def poke(self) -> None:
+        """Wake a :meth:`wait` without setting the flag (from any thread: the recorder's
+        failure on the sampling thread), so the waiter looks at what else changed."""
+        try:
+            os.write(self._w, b"\1")
+        except OSError:  # full (a wake is pending already) or closed
+            pass
+
+    def wait(self, timeout_s: float | None = None, fds: Sequence[int] = ()) -> bool:
+        """Sleep until the flag is set, :meth:`poke`, one of ``fds`` is readable (a
+        pidfd: its process ended) or ``timeout_s`` (None: no limit) passed; whether the
+        flag is set. A poke is used up by the wait it wakes."""
+        if not self._set:
+            try:
+                ready, _, _ = select.select([self._r, *fds], [], [], timeout_s)
+            except (OSError, ValueError):  # closed meanwhile
+                return self._set
+            if self._r in ready and not self._set:
+                # pokes, or a signal's byte written by Python's C handler on another
+                # thread: its Python handler runs at the latest as _drain is entered
+                # (before a byte is read), and sets the flag returned below
+                self._drain()
+        return self._set
+
+    def _drain(self) -> None:
         try:
             while os.read(self._r, 512):
                 pass
         except OSError:  # drained (BlockingIOError) or closed
             pass
-
-    def wait(self, timeout_s: float | None = None) -> bool:
-        if not self._set:
-            try:
-                select.select([self._r], [], [], timeout_s)
-            except (OSError, ValueError):  # closed meanwhile
-                pass
-        return self._set
 
     def close(self) -> None:
         for fd in (self._r, self._w):
@@ -425,6 +451,11 @@ class Caught:
         self.stop = SignalFlag()
         self.signals: list[int] = []
         self._old = {s: signal.signal(s, self._on_signal) for s in ENDING_SIGNALS}
+        # the kernel may hand a signal to any thread (to the sampler when the main thread
+        # is not yet running again after SIGSTOP and SIGCONT): Python's C handler then
+        # writes to this pipe too, which wakes a main thread that sleeps in
+        # ``stop.wait()`` with no timeout, so that it runs the handler
+        self._old_wakeup = signal.set_wakeup_fd(self.stop.write_fd, warn_on_full_buffer=False)
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self.signals.append(signum)  # list.append takes no lock a handler could wait on
@@ -433,6 +464,7 @@ class Caught:
     def restore(self) -> None:
         for s, h in self._old.items():
             signal.signal(s, h)
+        signal.set_wakeup_fd(self._old_wakeup)
 
 
 class Forward:
@@ -452,6 +484,15 @@ class Forward:
         return (self.hangup_at is not None
                 and time.monotonic() - self.hangup_at > self.hangup_wait_s)
 
+    def due_in_s(self) -> float | None:
+        """Seconds until :meth:`resend_sigint` or :meth:`hangup_expired` next has
+        something to do (0: now); None: nothing is pending, no need to wake for it."""
+        now = time.monotonic()
+        due = [at + wait - now for at, wait in ((self.sigint_at, SIGINT_RESEND_S),
+                                                (self.hangup_at, self.hangup_wait_s))
+               if at is not None]
+        return max(0.0, min(due)) if due else None
+
     def _send(self, signum: int) -> None:
         if self.child is not None and self.child.poll() is None:
             self.child.send_signal(signum)
@@ -470,20 +511,64 @@ class Forward:
             self.sigint_at = self.sigint_at or time.monotonic()
 
     def resend_sigint(self) -> None:
-        if self.sigint_at and time.monotonic() - self.sigint_at > 1.0:
+        if self.sigint_at and time.monotonic() - self.sigint_at > SIGINT_RESEND_S:
             self.sigint_at = None
             self._send(signal.SIGINT)
+
+
+#: how often a process's end is looked for where no pidfd tells it (:func:`exit_fd`), s
+EXIT_POLL_S = 0.25
+
+
+def exit_fd(pid: int) -> int | None:
+    """A descriptor that becomes readable when process ``pid`` ends, a zombie included
+    (a pidfd: Linux 5.3, Python 3.9), so that waiting for it needs no polling; None where
+    there is none (no such process, another system, a sandbox that refuses it): the
+    caller then looks every :data:`EXIT_POLL_S`. Close it with ``os.close``."""
+    pidfd_open = getattr(os, "pidfd_open", None)
+    if pidfd_open is None:
+        return None
+    try:
+        return pidfd_open(pid)
+    except OSError:
+        return None
+
+
+def close_fd(fd: int | None) -> None:
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def wait_for_child(child: subprocess.Popen, forward: Forward, caught: Caught) -> int | None:
     """Wait for the command after recording has ended (the monitor never ends the job it
     watches), passing signals on; its exit status as a shell reports it, or None when it
     still runs ``forward.hangup_wait_s`` after a SIGHUP."""
-    while child.poll() is None:
-        if caught.stop.wait(0.25):
-            caught.stop.clear()
-            forward.take(caught.signals)
-        forward.resend_sigint()
-        if forward.hangup_expired():
-            return None
+    fd = exit_fd(child.pid) if child.returncode is None else None
+    try:
+        while child.poll() is None:
+            if caught.stop.wait(wake_in_s(fd is None, forward.due_in_s()), fds_of(fd)):
+                caught.stop.clear()
+                forward.take(caught.signals)
+            forward.resend_sigint()
+            if forward.hangup_expired():
+                return None
+    finally:
+        close_fd(fd)
     return exit_status(child.returncode)
+
+
+def wake_in_s(polled: bool, *due: float | None) -> float | None:
+    """How long a wait may sleep: until the first of the ``due`` times (seconds from
+    now; None: none), and at most :data:`EXIT_POLL_S` where what it waits for must be
+    ``polled`` (a process without an :func:`exit_fd`); None: until something wakes it."""
+    times = [d for d in due if d is not None]
+    if polled:
+        times.append(EXIT_POLL_S)
+    return min(times) if times else None
+
+
+def fds_of(fd: int | None) -> tuple[int, ...]:
+    return () if fd is None else (fd,)

@@ -229,6 +229,11 @@ class Engine:
         nominal period (:data:`tuimeter.phases.UPDATE_PERIOD_S`) for the rest. Read at
         :meth:`open`: a short first tick gives a domain a power only if it holds
         :data:`~tuimeter.phases.FEW_UPDATES` of its counter's updates."""
+        #: whether the devices' readings are shown (the UI): off, the readings only the
+        #: UI draws (a CPU package's frequency and temperature: a sensor's
+        #: ``device_info_recorded`` False) are not read, and where no other is left no
+        #: device thread runs (``record`` over RAPL alone)
+        self.show_devices = True
         self._statuses: dict[str, SensorStatus] = {s.name: s for s in statuses}
         self._states: list[_DomainState] = []
         self._by_id: dict[str, _DomainState] = {}
@@ -348,6 +353,18 @@ class Engine:
         self.interval_s = float(interval_s)
         self._wake.set()
 
+    def headless(self) -> None:
+        """For an engine whose snapshots nobody draws (``record``), before :meth:`open`:
+        no power history (``history_w`` stays empty: only the UI's sparklines and chart
+        read it, and copying it into each snapshot was a tuple of ``history_len`` per
+        domain per tick), and no device readings that only the UI shows
+        (:attr:`show_devices`). The numbers of every tick are the same."""
+        if self._start_t is not None:
+            raise RuntimeError("Engine.headless() before open()")
+        self.history_len = 0
+        self._total_history = collections.deque(maxlen=0)
+        self.show_devices = False
+
     # -- readers ------------------------------------------------------------------
     @property
     def snapshot(self) -> Snapshot | None:
@@ -374,17 +391,15 @@ class Engine:
         return max(DEVICE_INFO_INTERVAL_S, self.interval_s)
 
     def refresh_devices(self, now: float | None = None) -> None:
-        """Read every sensor's device readings once (:class:`DeviceInfoSource`); the
-        snapshots from the next tick on carry them (``DomainSample.device``).
+        """Read every sensor's device readings once (:class:`DeviceInfoSource`; those
+        something uses: :attr:`show_devices`); the snapshots from the next tick on carry them (``DomainSample.device``).
 
         :meth:`start` calls this on a thread of its own every :attr:`device_interval_s`,
         never in a poll or a tick: a slow driver call costs no sample interval and never
         holds up an energy read. A sensor that raises gives no readings this time."""
         now = self.clock() if now is None else now
         found: dict[str, DeviceInfo] = {}
-        for sensor in list(self._open_sensors):
-            if not isinstance(sensor, DeviceInfoSource):
-                continue
+        for sensor in self._device_sources():
             try:
                 found.update(sensor.device_info(now))
             except Exception:  # readings we can do without: the energy goes on
@@ -392,6 +407,11 @@ class Engine:
                     self._device_failed.add(sensor.name)
                     log.exception("device readings of sensor %s failed", sensor.name)
         self._devices = {k: v for k, v in found.items() if k in self._by_id}
+
+    def _device_sources(self) -> list[DeviceInfoSource]:
+        """The open sensors whose device readings something uses (:attr:`show_devices`)."""
+        return [s for s in list(self._open_sensors) if isinstance(s, DeviceInfoSource)
+                and (self.show_devices or s.device_info_recorded)]
 
     def _run_devices(self) -> None:
         while not self._device_stop.is_set():
@@ -727,7 +747,7 @@ class Engine:
             self._taking_markers = True
         self._thread = threading.Thread(target=self._run, name="tuimeter-sampler", daemon=True)
         self._thread.start()
-        if any(isinstance(s, DeviceInfoSource) for s in self._open_sensors):
+        if self._device_sources():
             self._device_stop.clear()
             self._device_thread = threading.Thread(target=self._run_devices, daemon=True,
                                                    name="tuimeter-devices")

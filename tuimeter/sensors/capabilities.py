@@ -88,6 +88,12 @@ class DeviceInfoSource(abc.ABC):
     after :meth:`Sensor.close` (then it returns ``{}``).
     """
 
+    #: whether anything but the UI uses these readings: a GPU's utilisation is recorded
+    #: (the session file's ``device`` rows, ``report --format codecarbon``'s load); a CPU
+    #: package's frequency and temperature are only drawn, so an engine that shows
+    #: nothing (``record``: ``Engine.show_devices`` off) does not read them
+    device_info_recorded: bool = True
+
     @abc.abstractmethod
     def device_info(self, now_s: float) -> dict[str, DeviceInfo]:
         """The readings of each of the sensor's domains that has any, by domain id, stamped

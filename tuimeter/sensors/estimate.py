@@ -193,6 +193,9 @@ class EstimateSensor(Sensor, DeviceInfoSource):
     ``model_name`` (CPU model string), ``threads`` and ``memory_bytes``.
     """
 
+    #: a package's frequency and temperature: drawn by the UI, recorded nowhere
+    device_info_recorded = False
+
     name = "estimate"
 
     def __init__(

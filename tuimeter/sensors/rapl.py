@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -141,9 +141,16 @@ class _Zone:
     fault: str = ""  # the fault of the current run of rejected readings ("": none)
     fd: int | None = None  # energy_uj, kept open while the sensor is
 
+    #: (path, its energy_uj), joined once
+    _energy_path: tuple[str, str] = field(default=("", ""), init=False, repr=False,
+                                          compare=False)
+
     @property
     def energy_path(self) -> str:
-        return os.path.join(self.path, "energy_uj")
+        # every read names it (the fakes check it): joined once per path, not per read
+        if self._energy_path[0] != self.path:
+            self._energy_path = (self.path, os.path.join(self.path, "energy_uj"))
+        return self._energy_path[1]
 
     def sort_key(self) -> tuple:
         return (len(self.ids) > 1, self.ctype != PRIMARY_TYPE, self.ctype, self.ids)
@@ -320,6 +327,9 @@ class RaplSensor(Sensor, DeviceInfoSource):
     (:meth:`max_poll_interval_s`) and how long a gap can be bridged, never whether a step
     is energy: that takes a bound ten times higher (:class:`CounterTracker`).
     """
+
+    #: a package's frequency and temperature: drawn by the UI, recorded nowhere
+    device_info_recorded = False
 
     name = "rapl"
 

@@ -253,7 +253,8 @@ class SessionWriter:
         description changed (a sensor rediscovered): before its first sample row."""
         for d in snap.domains:
             dom = d.domain
-            if self._described.get(dom.id) != dom:
+            known = self._described.get(dom.id)
+            if known is not dom and known != dom:  # (the same object tick after tick)
                 self._described[dom.id] = dom
                 self._put(schema.domain_row(dom, snap.timestamp, snap.elapsed_s, self.host,
                                             self.session_id))

@@ -239,15 +239,25 @@ class MarkerServer:
         self.path = os.path.join(self.directory, f"{os.getpid()}-{next(_counter)}.sock")
         self.refused = 0  # messages refused (malformed, oversized, too slow)
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        # bound under another name, listening, then renamed into place: a client that
+        # finds the .sock connects to a socket that listens (between bind and listen it
+        # was refused: a mark sent as a session started found "no session")
+        early = self.path[:-len(".sock")] + ".new"
         try:
-            if os.path.exists(self.path):
-                os.unlink(self.path)
-            self._sock.bind(self.path)
-            os.chmod(self.path, 0o600)
+            for name in (early, self.path):
+                if os.path.lexists(name):
+                    os.unlink(name)
+            self._sock.bind(early)
+            os.chmod(early, 0o600)
             self._sock.listen(LISTEN_BACKLOG)
             self._sock.setblocking(False)
+            os.rename(early, self.path)
         except OSError:
             self._sock.close()
+            try:
+                os.unlink(early)
+            except OSError:
+                pass
             raise
         self._wake_r, self._wake_w = socket.socketpair()
         self._sel = selectors.DefaultSelector()

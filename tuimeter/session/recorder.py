@@ -9,6 +9,7 @@ never ends half-way through a row.
 from __future__ import annotations
 
 import threading
+from typing import Callable
 
 from ..model import Snapshot
 from .csvfile import SessionWriteError, SessionWriter
@@ -23,6 +24,7 @@ class Recorder:
         self.last_written: Snapshot | None = None  # the last tick wholly in the file
         self._header_done = False
         self._lock = threading.Lock()
+        self._on_failure: list[Callable[[], None]] = []
 
     @property
     def path(self) -> str:
@@ -47,6 +49,16 @@ class Recorder:
             if not self.failed.is_set():
                 self.last_written = snap
 
+    def on_failure(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once when the file fails (on the thread that was writing:
+        keep it quick, it must not raise), or now if it has: so a waiter for the end of
+        the recording (``record``'s main thread) sleeps without looking every so often."""
+        with self._lock:
+            if not self.failed.is_set():
+                self._on_failure.append(callback)
+                return
+        callback()
+
     def _guard(self, fn) -> None:
         if self.failed.is_set():
             return
@@ -55,6 +67,8 @@ class Recorder:
         except SessionWriteError as exc:
             self.error = str(exc)
             self.failed.set()
+            for callback in self._on_failure:
+                callback()
 
     def close(self) -> None:
         with self._lock:
@@ -86,6 +100,9 @@ class NoFile:
 
     def start(self, snap: Snapshot | None) -> None:
         pass
+
+    def on_failure(self, callback) -> None:
+        pass  # nothing can fail
 
     def __call__(self, snap: Snapshot) -> None:
         pass

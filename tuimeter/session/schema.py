@@ -157,12 +157,28 @@ def fmt_number(x: float | None, digits: int = 6) -> str:
     return f"{x:.{digits}f}".rstrip("0").rstrip(".") if x == x else ""
 
 
+#: the time cells of the last row rendered: ((wall_s, elapsed_s, interval_s), cells).
+#: Every row of a tick has the same three, so a tick renders them once (one tuple,
+#: swapped whole: safe from several threads)
+_last_time_cells: tuple[tuple, tuple[str, str, str]] = ((None, None, None), ("", "", ""))
+
+
+def _time_cells(wall: float, elapsed: float, interval: float) -> tuple[str, str, str]:
+    global _last_time_cells
+    key = (wall, elapsed, interval)
+    last = _last_time_cells
+    if last[0] == key and None not in key:
+        return last[1]
+    cells = (iso_utc(wall), fmt_number(elapsed), fmt_number(interval))
+    _last_time_cells = (key, cells)
+    return cells
+
+
 def render(row: Row) -> tuple[str, ...]:
     """The cells of ``row`` in COLUMNS order. Raises ValueError, TypeError or
     OverflowError for a value that is not what its column holds (the writer refuses
     that row alone)."""
-    return (iso_utc(row.wall_s), fmt_number(row.elapsed_s), fmt_number(row.interval_s),
-            row.host, row.session, row.kind, row.domain, row.source,
+    return (*_time_cells(row.wall_s, row.elapsed_s, row.interval_s), row.host, row.session, row.kind, row.domain, row.source,
             "" if row.in_total is None else ("1" if row.in_total else "0"),
             fmt_number(row.power_w), fmt_number(row.energy_j), fmt_number(row.co2_g, 9),
             row.provenance, row.label, "" if row.pid is None else str(int(row.pid)))
