@@ -425,14 +425,14 @@ def test_a_silent_client_is_still_timed_out_by_a_server_that_sleeps_when_idle(
     monkeypatch.setattr(markers, "SERVER_CONN_TIMEOUT_S", 0.3)
     srv = markers.start_marker_server(engine)
     try:
-        assert srv._wait_s() is None  # idle: until a client or close() wakes it
+        assert srv._timeout_s() is None  # idle: until a client or close() wakes it
         silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         silent.settimeout(20)
         silent.connect(srv.path)
         reply = json.loads(silent.makefile().readline())
         silent.close()
         assert reply == {"ok": False, "error": "timed out"}, reply
-        wait_for(lambda: srv._wait_s() is None, what="the connection dropped")
+        wait_for(lambda: srv._timeout_s() is None, what="the connection dropped")
     finally:
         srv.close()
     assert not srv._thread.is_alive()
