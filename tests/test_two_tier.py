@@ -22,6 +22,16 @@ from tuimeter.model import DomainKind
 SLEEPERS = range(100, 160)
 
 
+def assert_ticks_add_up(df, least: int, kind: str = "process") -> None:
+    """Each tick's ``kind`` rows (domain ``all``) in a session file add up to its total,
+    to the file's 6 decimals, over at least ``least`` ticks."""
+    totals = df[df.kind == "total"].set_index("timestamp").energy_j
+    sums = df[(df.kind == kind) & (df.domain == "all")].groupby("timestamp").energy_j.sum()
+    both = sums.index.intersection(totals.index)
+    assert len(both) >= least, kind
+    assert (sums[both] - totals[both]).abs().max() < 5e-5, kind
+
+
 def meter(proc: FakeProcFs, clock: FakeClock, full_scan_s: float | None, held=None):
     """An engine over ``proc`` with a package and a DRAM domain (attribution on);
     ``held``: stat files its scanner may hold open (None: as descriptors allow)."""
@@ -408,12 +418,8 @@ def test_record_without_a_job_reads_the_busy_process_between_full_scans(tmp_path
     mine = rows[rows.pid == busy.pid]
     # in more ticks than the (about 4) full scans: the ticks between read it too
     assert mine.timestamp.nunique() >= 8 and mine.energy_j.sum() > 0
-    totals = df[df.kind == "total"].set_index("timestamp").energy_j
     for kind in ("process", "cgroup"):
-        sums = df[(df.kind == kind) & (df.domain == "all")].groupby("timestamp").energy_j.sum()
-        both = sums.index.intersection(totals.index)
-        assert len(both) >= 5
-        assert (sums[both] - totals[both]).abs().max() < 5e-5, kind
+        assert_ticks_add_up(df, 5, kind)
 
 
 def test_a_kept_stat_file_reads_its_process_never_a_later_owner_of_its_pid(tmp_path):
@@ -490,11 +496,7 @@ def test_record_by_default_finds_a_process_started_after_it(tmp_path):
     rows = df[(df.kind == "process") & (df.pid == busy.pid)]
     ticks = rows[rows.domain == "all"].timestamp.nunique()
     assert ticks >= 8 and rows.energy_j.sum() > 0  # far more ticks than full scans
-    totals = df[df.kind == "total"].set_index("timestamp").energy_j
-    sums = df[(df.kind == "process") & (df.domain == "all")].groupby("timestamp").energy_j.sum()
-    both = sums.index.intersection(totals.index)
-    assert len(both) >= 10
-    assert (sums[both] - totals[both]).abs().max() < 5e-5
+    assert_ticks_add_up(df, 10)
 
 
 def test_a_sweep_reads_a_process_again_only_once_it_has_run(tmp_path):
@@ -610,11 +612,7 @@ def _assert_read_in_its_ticks(session, pid):
     mine = df[(df.kind == "process") & (df.pid == pid)]
     assert mine[mine.domain == "all"].energy_j.sum() > 0
     assert (mine.domain != "settled").all()
-    totals = df[df.kind == "total"].set_index("timestamp").energy_j
-    sums = df[(df.kind == "process") & (df.domain == "all")].groupby("timestamp").energy_j.sum()
-    both = sums.index.intersection(totals.index)
-    assert len(both) >= 3
-    assert (sums[both] - totals[both]).abs().max() < 5e-5
+    assert_ticks_add_up(df, 3)
 
 
 def test_record_reads_a_cold_daemon_in_the_ticks_it_woke(tmp_path):
