@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import datetime
 import json
+import socket
 import subprocess
 import sys
 import threading
@@ -785,3 +786,73 @@ def test_a_redirect_is_not_followed(server):
     lc.fetch_once()
     assert lc.current().source.endswith("(electricitymaps failed: HTTP 302)")
     assert [path for path, _ in server.requests] == ["/v3/carbon-intensity/latest?zone=DE"]
+
+
+# -- closing while a fetch is under way ---------------------------------------------------
+def _syn_sent_to(port: int) -> int:
+    """How many sockets of this machine are in SYN_SENT towards 127.0.0.1:``port``."""
+    with open("/proc/net/tcp") as f:
+        return sum(1 for line in f.readlines()[1:]
+                   if line.split()[2:4] == [f"0100007F:{port:04X}", "02"])
+
+
+def test_close_cuts_short_a_connect_that_never_completes():
+    """A host that never answers the SYN (here: a listener whose backlog is full) holds a
+    connect until its timeout; close() shuts the socket under it and the fetch thread is
+    gone when close() returns (a thread left in a fetch at exit can crash the process)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    filler = []
+    try:
+        for _ in range(4):  # fill the accept queue: later SYNs are dropped
+            c = socket.socket()
+            c.setblocking(False)
+            c.connect_ex(("127.0.0.1", port))
+            filler.append(c)
+        assert wait_for(lambda: _syn_sent_to(port), 10)  # the queue is full
+        waiting = _syn_sent_to(port)
+        settings = LiveSettings(ELECTRICITYMAPS, "DE", TOKEN, f"http://127.0.0.1:{port}")
+        warned: list[str] = []
+        lc = LiveCarbon(ELECTRICITYMAPS, make_fetch(settings, 60.0), TABLE,
+                        warn=warned.append)
+        lc.start()
+        assert wait_for(lambda: _syn_sent_to(port) > waiting, 10)  # inside connect()
+        lc.close()
+        assert not lc._thread.is_alive()
+        assert lc.answers == 0 and warned == []  # stopped, not failed: nothing to say
+    finally:
+        for c in filler:
+            c.close()
+        listener.close()
+
+
+def test_close_stops_a_fetch_that_has_not_connected_yet(server):
+    """close() before the thread reaches the server: no request is made after it."""
+    server.answer = (200, em_answer(212))
+    lc = live(server)
+    lc.fetch.abort()
+    with pytest.raises(Exception, match="stopped"):
+        lc.fetch()
+    assert server.requests == []
+
+
+def test_record_ends_cleanly_while_the_https_fetch_is_under_way(tmp_path):
+    """``record -- true`` with a live source over https: the process ends while the fetch
+    thread is loading the CA certificates or connecting. It used to crash at exit in about
+    one run of four (SIGSEGV in OpenSSL's clean-up while the thread was inside OpenSSL);
+    30 runs, each must exit 0 with its summary."""
+    fake = FakePowercap(tmp_path / "sys").intel_desktop()
+    env = env_for(tmp_path, fake)
+    env.update({"TUIMETER_CARBON_SOURCE": "electricitymaps", "TUIMETER_CARBON_ZONE": "DE",
+                "TUIMETER_ELECTRICITYMAPS_TOKEN": "s3cr3t",
+                "TUIMETER_ELECTRICITYMAPS_URL": "https://127.0.0.1:9"})
+    for i in range(30):
+        out = tmp_path / f"s{i}.csv"
+        r = subprocess.run(tuimeter("record", "-o", str(out), "--no-gpu", "-i", "0.1",
+                                    "--", "true"),
+                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=60,
+                           stdin=subprocess.DEVNULL)
+        assert r.returncode == 0, (i, r.returncode, r.stderr[-400:])
+        assert f"-> {out}" in r.stderr

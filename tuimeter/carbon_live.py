@@ -37,6 +37,7 @@ This module imports no HTTP code until a fetch runs (``--help`` stays fast).
 
 from __future__ import annotations
 
+import atexit
 import json
 import math
 import re
@@ -76,6 +77,9 @@ TIMEOUT_S = 10.0
 #: the longest one fetch may take in all, s: connecting, the headers and the body (a
 #: server that sends a byte every few seconds passes every per-read timeout)
 DEADLINE_S = 20.0
+#: the longest close() waits for the fetch thread, s: a fetch under way is cut short
+#: at once, except a name lookup (getaddrinfo cannot be interrupted)
+CLOSE_WAIT_S = 2.0
 #: the largest answer read, bytes (the real ones are a few hundred)
 MAX_BODY_BYTES = 1 << 20
 
@@ -177,15 +181,16 @@ def choose_live(source: str | None, zone: str | None, pick: Pick,
 
 # -- fetching ------------------------------------------------------------------------
 class _Deadline:
-    """Ends a fetch at its deadline: the sockets it opened are shut down then, so a read
-    under way returns at once, however slowly the server drips its answer."""
+    """Ends a fetch at its deadline, or when :meth:`expire` is called (the fetcher is
+    closed): the sockets it opened are shut down then, so a connect or a read under way
+    returns at once, however slowly the server drips its answer."""
 
     def __init__(self, seconds: float):
         self.seconds = seconds
         self.expired = False
         self._socks: list[Any] = []
         self._lock = threading.Lock()
-        self._timer = threading.Timer(seconds, self._expire)
+        self._timer = threading.Timer(seconds, self.expire)
         self._timer.daemon = True
         self._timer.name = "tuimeter-carbon-deadline"
 
@@ -203,17 +208,42 @@ class _Deadline:
                 _shut(sock)
         return sock
 
-    def _expire(self) -> None:
+    def expire(self) -> None:
         with self._lock:
             self.expired = True
             for sock in self._socks:
                 _shut(sock)
 
+    def connect(self, address: tuple[str, int], timeout: Any = None,
+                source_address: Any = None, **_: Any) -> Any:
+        """``socket.create_connection``, but each socket is tracked *before* it connects:
+        a connect to a host that never answers is cut short by the deadline too (a
+        shutdown aborts a pending connect)."""
+        import socket
+
+        host, port = address
+        error: OSError | None = None
+        for family, kind, proto, _name, where in socket.getaddrinfo(
+                host, port, 0, socket.SOCK_STREAM):
+            sock = self.track(socket.socket(family, kind, proto))
+            try:
+                if self.expired:
+                    raise OSError("the fetch was stopped")
+                if timeout is not None and timeout is not socket._GLOBAL_DEFAULT_TIMEOUT:
+                    sock.settimeout(timeout)
+                if source_address:
+                    sock.bind(source_address)
+                sock.connect(where)
+                return sock
+            except OSError as exc:
+                error = exc
+                sock.close()
+        raise error if error is not None else OSError("getaddrinfo returned no address")
+
     def handlers(self) -> list[Any]:
         """urllib handlers whose connections :meth:`track` their sockets (a TLS one
         before its handshake, so a handshake that drips is bounded too)."""
         import http.client
-        import socket
         import urllib.request
 
         deadline = self
@@ -222,8 +252,7 @@ class _Deadline:
             class Conn(base):  # type: ignore[misc,valid-type]
                 def __init__(self, *args: Any, **kwargs: Any) -> None:
                     super().__init__(*args, **kwargs)
-                    self._create_connection = lambda *a, **k: deadline.track(
-                        socket.create_connection(*a, **k))
+                    self._create_connection = deadline.connect
             return Conn
 
         http_conn = tracked(http.client.HTTPConnection)
@@ -249,18 +278,54 @@ def _shut(sock: Any) -> None:
         pass
 
 
+class Abort:
+    """Stops the fetches it is handed to: :meth:`abort` ends the one under way at once
+    (its sockets are shut) and every later one before it connects."""
+
+    def __init__(self) -> None:
+        self.aborted = False
+        self._lock = threading.Lock()
+        self._current: _Deadline | None = None
+
+    def abort(self) -> None:
+        with self._lock:
+            self.aborted = True
+            current = self._current
+        if current is not None:
+            current.expire()
+
+    def _begin(self, deadline: _Deadline) -> None:
+        with self._lock:
+            self._current = deadline
+            aborted = self.aborted
+        if aborted:
+            deadline.expire()
+
+    def _end(self) -> None:
+        with self._lock:
+            self._current = None
+
+
 def get_json(url: str, headers: Mapping[str, str], timeout_s: float,
-             deadline_s: float = DEADLINE_S) -> tuple[Any, Any]:
+             deadline_s: float = DEADLINE_S, abort: Abort | None = None) -> tuple[Any, Any]:
     """(the decoded JSON, the response headers) of ``GET url``; FetchError with a short
     reason for anything else (a redirect too: the token is never sent elsewhere). Each
-    read waits at most ``timeout_s``, the whole fetch at most ``deadline_s``."""
+    read waits at most ``timeout_s``, the whole fetch at most ``deadline_s``; ``abort``
+    ends it sooner."""
     with _Deadline(deadline_s) as deadline:
+        if abort is not None:
+            abort._begin(deadline)
         try:
             answer = _get_json(url, headers, min(timeout_s, deadline_s), deadline.handlers())
         except FetchError:
+            if abort is not None and abort.aborted:
+                raise FetchError("stopped") from None
             if deadline.expired:
                 raise FetchError(f"no complete answer within {deadline_s:g} s") from None
             raise
+        finally:
+            if abort is not None:
+                abort._end()
     if deadline.expired:
         raise FetchError(f"no complete answer within {deadline_s:g} s")
     return answer
@@ -393,22 +458,43 @@ def parse_uk(obj: Any, outcode: str | None, now_s: float) -> Intensity:
     return Intensity(g, f"uk-carbon-intensity {name}: {g:g} g/kWh ({kind}{span})", refresh)
 
 
-def make_fetch(settings: LiveSettings, timeout_s: float = TIMEOUT_S,
-               wallclock: Callable[[], float] = time.time) -> Callable[[], Intensity]:
-    """The fetch of one answer for ``settings`` (raises FetchError)."""
-    import urllib.parse
+class Fetch:
+    """One answer for its settings each call (raises FetchError); :meth:`abort` stops
+    the call under way and every later one."""
 
-    if settings.source == ELECTRICITYMAPS:
-        url = (f"{settings.url}/v3/carbon-intensity/latest?"
-               f"{urllib.parse.urlencode({'zone': settings.zone})}")
-        headers = {"auth-token": settings.token or ""}
-        zone = settings.zone or ""
-        return lambda: parse_electricitymaps(
-            *get_json(url, headers, timeout_s, settings.deadline_s), zone)
-    path = ("/intensity" if settings.zone is None
-            else f"/regional/postcode/{urllib.parse.quote(settings.zone)}")
-    return lambda: parse_uk(get_json(settings.url + path, {}, timeout_s, settings.deadline_s)[0],
-                            settings.zone, wallclock())
+    def __init__(self, settings: LiveSettings, timeout_s: float,
+                 wallclock: Callable[[], float]):
+        import urllib.parse
+
+        self.settings = settings
+        self.timeout_s = timeout_s
+        self.wallclock = wallclock
+        self._abort = Abort()
+        if settings.source == ELECTRICITYMAPS:
+            self.url = (f"{settings.url}/v3/carbon-intensity/latest?"
+                        f"{urllib.parse.urlencode({'zone': settings.zone})}")
+            self.headers = {"auth-token": settings.token or ""}
+        else:
+            path = ("/intensity" if settings.zone is None
+                    else f"/regional/postcode/{urllib.parse.quote(settings.zone)}")
+            self.url, self.headers = settings.url + path, {}
+
+    def __call__(self) -> Intensity:
+        s = self.settings
+        obj, headers = get_json(self.url, self.headers, self.timeout_s, s.deadline_s,
+                                self._abort)
+        if s.source == ELECTRICITYMAPS:
+            return parse_electricitymaps(obj, headers, s.zone or "")
+        return parse_uk(obj, s.zone, self.wallclock())
+
+    def abort(self) -> None:
+        self._abort.abort()
+
+
+def make_fetch(settings: LiveSettings, timeout_s: float = TIMEOUT_S,
+               wallclock: Callable[[], float] = time.time) -> Fetch:
+    """The fetch of one answer for ``settings`` (raises FetchError)."""
+    return Fetch(settings, timeout_s, wallclock)
 
 
 # -- the background fetcher ---------------------------------------------------------------
@@ -455,15 +541,27 @@ class LiveCarbon:
         return self._value
 
     def start(self) -> None:
-        """Fetch now and then as the answers say, on a daemon thread (until close())."""
+        """Fetch now and then as the answers say, on a daemon thread (until close(),
+        which runs at interpreter exit too)."""
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="tuimeter-carbon",
                                             daemon=True)
             self._thread.start()
+            atexit.register(self.close)
 
     def close(self) -> None:
-        """Stop fetching (a fetch under way ends by its own timeout; nothing waits)."""
+        """Stop fetching: the fetch under way is cut short (its sockets shut) and the
+        thread is waited for, at most :data:`CLOSE_WAIT_S`. The wait matters at exit: a
+        thread left inside OpenSSL (loading the CA certificates, a handshake) while the
+        process exits crashes it (SIGSEGV in OPENSSL_cleanup)."""
         self._stop.set()
+        abort = getattr(self.fetch, "abort", None)
+        if abort is not None:
+            abort()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(CLOSE_WAIT_S)
+        atexit.unregister(self.close)
 
     def _run(self) -> None:
         delay = 0.0
@@ -475,6 +573,8 @@ class LiveCarbon:
         try:
             answer = self.fetch()
         except FetchError as exc:
+            if self._stop.is_set():  # closed under it: nothing to say
+                return 0.0
             return self._failed(str(exc))
         except Exception as exc:  # noqa: BLE001 - a bug here must not end the fetching
             return self._failed(f"{type(exc).__name__}: {_short(exc)}")
