@@ -346,16 +346,27 @@ class StackSampler:
         late_s = 1.5 * period
         clock, wait, stopped = self.clock, self._stop.wait, self._stop.is_set
         behind, seen = True, self.signal_samples  # from the start: CPU time, not wall
+        sleep, next_t = time.sleep, clock() + period
         while True:
-            if behind:
-                time.sleep(period)
+            if behind:  # on a grid of periods: the GIL's wait is not added to each
+                gap = next_t - clock()
+                if gap > 0:
+                    sleep(gap)
                 if stopped():
                     break
+                next_t += period
+                now = clock()
+                if next_t < now:  # fell behind (a busy machine): skip, do not burst
+                    next_t = now + period
             elif wait(WATCH_S):
                 break
+            else:
+                next_t = clock() + period
             handler_sampled, seen = self.signal_samples != seen, self.signal_samples
-            if clock() - self._last_t <= late_s:  # a sample came in time
-                behind = behind and not handler_sampled
+            # the handler's samples come in time: stand down (when behind, a recent
+            # sample may be this thread's own, which is no reason to skip a period)
+            if clock() - self._last_t <= late_s and (handler_sampled or not behind):
+                behind = False
                 continue
             behind = True
             if self._busy.acquire(False):
