@@ -429,3 +429,34 @@ def test_a_program_using_sigalrm_and_exec_runs_as_without_the_profiler(powered):
     r, _data = profile(env, tmp, "--", sys.executable, str(prog))
     assert r.returncode == 0, r.stderr
     assert "alarms True" in r.stdout and "after exec" in r.stdout
+
+
+def test_a_program_that_resets_every_signal_lives_and_is_still_sampled(powered):
+    """A program that sets every signal's handler back to the default (some daemonising
+    code does) while being profiled: the timer's signal is then handled by default, which
+    for a real-time signal ends the process; the profile's signal is one whose default is
+    to be ignored, so the program ends normally and the watcher thread samples the rest."""
+    env, tmp = powered
+    prog = script(tmp, "reset.py", """\
+        import signal
+
+        def before():
+            burn(0.3)
+
+        def after():
+            burn(0.6)
+
+        before()
+        for signo in range(1, signal.NSIG):
+            try:
+                signal.signal(signo, signal.SIG_DFL)
+            except (OSError, ValueError, RuntimeError):
+                pass
+        after()
+        print("done")
+        """)
+    r, data = profile(env, tmp, "--", sys.executable, str(prog))
+    assert r.returncode == 0, r.stderr
+    assert "done" in r.stdout
+    f = funcs(data)
+    assert f["after"]["samples"] >= 20, f["after"]

@@ -281,7 +281,7 @@ class StackSampler:
     def _arm(self):
         """The signal way: a handler on this thread, a timer sending it its signal every
         period of this thread's CPU time. False (nothing changed) where there is none:
-        not the main thread, not Linux, no ``ctypes``, no free real-time signal, or the
+        not the main thread, not Linux, no ``ctypes``, no free signal, or the
         timer refused."""
         if not _LINUX or threading.current_thread() is not threading.main_thread():
             return False
@@ -497,8 +497,14 @@ class SignalTimer:
 
 
 def _free_signal(signal):
-    """A real-time signal with no handler (from the top: programs and libraries that use
-    one take ``SIGRTMIN`` upwards), or None."""
+    """The signal the timer sends: ``SIGURG`` while it has no handler (its default action
+    is to be ignored, so a program that sets every handler back to the default loses its
+    samples, not its life: the watcher thread samples then), else a real-time signal with
+    no handler (from the top: programs and libraries that use one take ``SIGRTMIN``
+    upwards), or None."""
+    urg = getattr(signal, "SIGURG", None)
+    if urg is not None and signal.getsignal(urg) == signal.SIG_DFL:
+        return urg
     low, high = getattr(signal, "SIGRTMIN", None), getattr(signal, "SIGRTMAX", None)
     if low is None or high is None:
         return None
