@@ -19,6 +19,11 @@ from ``/proc/PID/stat`` at both ends; the load average is printed with each figu
   --no-attribution`` of another checkout (``git archive COMMIT | tar -x -C DIR``), in
   the same run, so that a change is measured beside what it changes.
 
+``--together N`` starts every command at once and measures them over the same window,
+N windows in a row, then the median of each: each figure then has its peer's from the
+same seconds (on this VM the price of a wake-up moves between hours, so sequential runs
+minutes apart do not compare well).
+
 ``--threads`` adds each thread's share and wake-ups a second
 (``/proc/PID/task/*/schedstat``), in the order the threads were made.
 
@@ -98,31 +103,81 @@ def thread_lines(before: dict, after: dict, seconds: float) -> list[str]:
     return lines
 
 
+def start(cmd: list[str], env: dict) -> subprocess.Popen:
+    # from the temporary folder: `-m tuimeter` puts the working folder first on sys.path,
+    # which would shadow a --baseline-root's PYTHONPATH from the checkout
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            cwd=tempfile.gettempdir())
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def measure(procs: dict[str, subprocess.Popen], seconds: float,
+            per_thread: dict[str, list[str]] | None = None) -> dict[str, float]:
+    """% of one core each of ``procs`` used over the same ``seconds`` (with
+    ``per_thread``, each one's thread lines are put in it)."""
+    for name, proc in procs.items():
+        if proc.poll() is not None:
+            raise SystemExit(f"{name} ended early: {proc.stderr.read().decode()[-400:]}")
+    before = {n: (cpu_s(p.pid), threads(p.pid)) for n, p in procs.items()}
+    t0 = time.monotonic()
+    time.sleep(seconds)
+    t1 = time.monotonic()
+    after = {n: (cpu_s(p.pid), threads(p.pid)) for n, p in procs.items()}
+    if per_thread is not None:
+        for n in procs:
+            per_thread[n] = thread_lines(before[n][1], after[n][1], t1 - t0)
+    return {n: 100.0 * (after[n][0] - before[n][0]) / (t1 - t0) for n in procs}
+
+
 def share(cmd: list[str], env: dict, warmup_s: float, seconds: float,
           per_thread: list[str] | None = None) -> float:
     """% of one core that ``cmd`` used over ``seconds`` after ``warmup_s`` (with
     ``per_thread``, its threads' lines are added to it)."""
-    # from the temporary folder: `-m tuimeter` puts the working folder first on sys.path,
-    # which would shadow a --baseline-root's PYTHONPATH from the checkout
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            cwd=tempfile.gettempdir())
+    proc = start(cmd, env)
     try:
         time.sleep(warmup_s)
-        if proc.poll() is not None:
-            raise SystemExit(f"{cmd[:3]} ended early: {proc.stderr.read().decode()[-400:]}")
-        c0, t0, th0 = cpu_s(proc.pid), time.monotonic(), threads(proc.pid)
-        time.sleep(seconds)
-        c1, t1, th1 = cpu_s(proc.pid), time.monotonic(), threads(proc.pid)
-        if per_thread is not None:
-            per_thread.extend(thread_lines(th0, th1, t1 - t0))
+        lines: dict[str, list[str]] | None = {} if per_thread is not None else None
+        pct = measure({"it": proc}, seconds, lines)["it"]
+        if per_thread is not None and lines:
+            per_thread.extend(lines["it"])
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return 100.0 * (c1 - c0) / (t1 - t0)
+        stop(proc)
+    return pct
+
+
+def together(cmds: dict[str, tuple[list[str], dict]], warmup_s: float, seconds: float,
+             windows: int, with_threads: bool) -> None:
+    """Every command at once; ``windows`` windows of ``seconds``, each command's share in
+    each, then the median of each over the windows."""
+    import statistics
+
+    procs = {name: start(cmd, env) for name, (cmd, env) in cmds.items()}
+    try:
+        time.sleep(warmup_s)
+        got: dict[str, list[float]] = {n: [] for n in procs}
+        for w in range(windows):
+            lines: dict[str, list[str]] | None = {} if with_threads else None
+            pct = measure(procs, seconds, lines)
+            print(f"window {w + 1} of {windows}, {seconds:g} s, all at once; {load()}")
+            for n, v in pct.items():
+                got[n].append(v)
+                print(f"  {n:55} {v:6.2f}% of a core")
+                print("\n".join((lines or {}).get(n, [])), end="\n" if lines else "")
+        print(f"median of {windows} windows")
+        for n, vs in got.items():
+            print(f"  {n:55} {statistics.median(vs):6.2f}% of a core "
+                  f"(min {min(vs):.2f}, max {max(vs):.2f})")
+    finally:
+        for proc in procs.values():
+            stop(proc)
 
 
 def load() -> str:
@@ -143,6 +198,10 @@ def main() -> int:
     p.add_argument("--baseline-root", metavar="DIR",
                    help="also run record and record --no-attribution from the checkout "
                         "in DIR (git archive of an older commit), in the same run")
+    p.add_argument("--together", type=int, metavar="WINDOWS", default=0,
+                   help="run every command at once and measure them over the same "
+                        "--seconds, WINDOWS times in a row (the fairest 'same run': on "
+                        "this VM the price of a wake-up moves between hours)")
     p.add_argument("--full-scan-every", metavar="S",
                    help="also run record with the two-tier scan, a full scan every S s")
     args = p.parse_args()
@@ -154,12 +213,6 @@ def main() -> int:
             n_procs = sum(1 for d in os.listdir("/proc") if d.isdigit())
             print(f"{n_procs} processes; {args.seconds:g} s each after {args.warmup:g} s; "
                   f"{load()}")
-            if args.codecarbon_python:
-                lines: list[str] | None = [] if args.threads else None
-                pct = share([args.codecarbon_python, "-c", CODECARBON], os.environ.copy(),
-                            args.warmup, args.seconds, lines)
-                print(f"{'codecarbon tracker at 1 s':46} {pct:6.2f}% of a core; {load()}")
-                print("\n".join(lines or []), end="\n" if lines else "")
             base = [sys.executable, "-m", "tuimeter", "record", "-i", args.interval, "-q",
                     "--no-gpu"]
             runs = [(f"record at {args.interval} s", []),
@@ -172,15 +225,24 @@ def main() -> int:
                 old = {**env, "PYTHONPATH": os.path.abspath(args.baseline_root)}
                 runs += [(f"{what} (baseline)", extra, old) for what, extra in runs
                          if "full-scan" not in what]
-            for what, extra, *run_env in runs:
+            cmds: dict[str, tuple[list[str], dict]] = {}
+            if args.codecarbon_python:
+                cmds["codecarbon tracker at 1 s"] = (
+                    [args.codecarbon_python, "-c", CODECARBON], os.environ.copy())
+            for i, (what, extra, *run_env) in enumerate(runs):
                 if args.only and not any(w in what for w in args.only):
                     continue
-                out = os.path.join(tmp, "s.csv")
-                lines = [] if args.threads else None
-                pct = share(base + ["-o", out, "--overwrite", *extra],
-                            run_env[0] if run_env else env, args.warmup, args.seconds, lines)
-                print(f"tuimeter {what:37} {pct:6.2f}% of a core; {load()}")
-                print("\n".join(lines or []), end="\n" if lines else "")
+                out = os.path.join(tmp, f"s{i}.csv")
+                cmds[f"tuimeter {what}"] = (base + ["-o", out, "--overwrite", *extra],
+                                            run_env[0] if run_env else env)
+            if args.together:
+                together(cmds, args.warmup, args.seconds, args.together, args.threads)
+            else:
+                for name, (cmd, run_env) in cmds.items():
+                    lines: list[str] | None = [] if args.threads else None
+                    pct = share(cmd, run_env, args.warmup, args.seconds, lines)
+                    print(f"{name:55} {pct:6.2f}% of a core; {load()}")
+                    print("\n".join(lines or []), end="\n" if lines else "")
     finally:
         for s in sleepers:
             s.terminate()

@@ -18,6 +18,11 @@ rows of one run, not runs on different days (these machines are noisy).
     .venv/bin/python bench/bench_ui_pty.py [--seconds 60] [--warmup 10] [--size 120x40]
         [--only ui1,rec1,ui1help,ui01,rec01] [--first-frame N] [--profile FILE]
 
+``--together N`` runs the ``--only`` phases at once (the aged ones ``--aged`` seconds
+earlier) and measures them over the same ``--seconds``, N windows in a row, then each
+one's median: every figure has the recorder's from the same seconds (on this VM the
+price of a wake-up moves between hours, so phases minutes apart do not compare well).
+
 ``ui1help`` is the 1 s UI with the help (a modal) open while measured; ``--first-frame N``
 first launches the UI N times (to its first frame, its first power figure), the
 recorder (to its first tick in the file) and ``python -c pass`` (the floor), then N
@@ -173,6 +178,73 @@ def phase(name: str, args: list[str], env: dict, size, warmup: float, seconds: f
           f"load {os.getloadavg()[0]:.2f})", flush=True)
     print(wakes_line(w0, w1, t1 - t0), flush=True)
     return pct
+
+
+def together(specs: list[tuple], env: dict, warmup: float, seconds: float, windows: int,
+             aged_s: float) -> None:
+    """Every phase of ``specs`` (name, args, size, keys, aged) at once, measured over the
+    same windows: the aged ones start ``aged_s`` before the others (their history), the
+    keys are typed after the warm-up. Then ``windows`` windows of ``seconds``: each
+    phase's share of a core in each, and the median."""
+    procs: dict[str, tuple[subprocess.Popen, int | None, bytes]] = {}
+
+    def launch(spec):
+        name, args, size, keys = spec[:4]
+        proc, master = spawn(args, env, size)
+        procs[name] = (proc, master, keys)
+
+    try:
+        old = [sp for sp in specs if sp[4]]
+        for sp in old:
+            launch(sp)
+        if old:
+            time.sleep(max(0.0, aged_s - warmup))
+        for sp in specs:
+            if not sp[4]:
+                launch(sp)
+        time.sleep(warmup)
+        for name, (proc, master, keys) in procs.items():
+            if keys and master is not None:
+                os.write(master, keys)
+        time.sleep(1.0)
+        got: dict[str, list[float]] = {n: [] for n in procs}
+        for w in range(windows):
+            for name, (proc, _, _) in procs.items():
+                if proc.poll() is not None:
+                    raise SystemExit(f"{name}: tuimeter exited early ({proc.returncode})")
+            ps = {n: psutil.Process(p.pid) for n, (p, _, _) in procs.items()}
+            c0 = {n: cpu_s(x) for n, x in ps.items()}
+            w0 = {n: thread_stats(p.pid) for n, (p, _, _) in procs.items()}
+            t0 = time.monotonic()
+            time.sleep(seconds)
+            t1 = time.monotonic()
+            c1 = {n: cpu_s(x) for n, x in ps.items()}
+            w1 = {n: thread_stats(p.pid) for n, (p, _, _) in procs.items()}
+            print(f"window {w + 1} of {windows}: {t1 - t0:.1f} s, all at once, load "
+                  f"{os.getloadavg()[0]:.2f}", flush=True)
+            for n in procs:
+                pct = 100.0 * (c1[n] - c0[n]) / (t1 - t0)
+                got[n].append(pct)
+                print(f"  {n:<22} {pct:6.2f} % of one core", flush=True)
+                print("  " + wakes_line(w0[n], w1[n], t1 - t0), flush=True)
+        print(f"median of {windows} windows:")
+        for n, vs in got.items():
+            print(f"  {n:<22} {statistics.median(vs):6.2f} % of one core (min {min(vs):.2f}, "
+                  f"max {max(vs):.2f})", flush=True)
+    finally:
+        for name, (proc, master, keys) in procs.items():
+            if master is not None:
+                os.write(master, b"\x1bq" if keys == b"?" else b"q")
+            else:
+                proc.terminate()
+        for name, (proc, master, keys) in procs.items():
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            if master is not None:
+                os.close(master)
 
 
 #: the first frame: the domain table's total row; with real numbers: a power figure
@@ -343,6 +415,9 @@ def main() -> int:
     ap.add_argument("--only", default="rec1,ui1,rec01,ui01")
     ap.add_argument("--aged", type=float, default=30.0, metavar="S",
                     help="ui1aged: seconds at 0.1 s before the measured 1 s (default 30)")
+    ap.add_argument("--together", type=int, default=0, metavar="WINDOWS",
+                    help="run the --only phases at once and measure them over the same "
+                         "--seconds, WINDOWS times (the aged ones start --aged s earlier)")
     ap.add_argument("--profile", metavar="FILE")
     ap.add_argument("--profile-interval", type=float, default=1.0, metavar="S",
                     help="the interval of the profiled UI run (default 1)")
@@ -392,7 +467,14 @@ def main() -> int:
     try:
         if a.first_frame:
             first_frames(env, (cols, rows), tmp, a.first_frame)
-        for key in a.only.split(",") if a.only else ():
+        if a.together:
+            specs = []
+            for key in a.only.split(",") if a.only else ():
+                name, args, size, *keys = phases[key]
+                specs.append((name, args, size, keys[0] if keys else b"",
+                              keys[1:] == ["aged"]))
+            together(specs, env, a.warmup, a.seconds, a.together, a.aged)
+        for key in (a.only.split(",") if a.only and not a.together else ()):
             name, args, size, *keys = phases[key]
             aged = a.aged if keys[1:] == ["aged"] else 0.0
             phase(name, args, env, size, a.warmup, a.seconds, *keys[:1], aged_s=aged)
