@@ -188,22 +188,6 @@ def test_a_long_non_ascii_label_fits_in_one_message(server, engine):
     assert [m.label for m in engine.tick().new_markers] == [label]
 
 
-def test_a_silent_client_is_refused_at_its_deadline(server, monkeypatch):
-    """The listener sleeps until a client comes (no poll twice a second), and then only
-    until the first open connection's deadline: a client that sends nothing is answered
-    ``timed out`` and closed, not held until another client wakes the listener."""
-    monkeypatch.setattr(markers, "SERVER_CONN_TIMEOUT_S", 0.3)
-    assert server._timeout_s() is None  # nothing open: no wake-up before a client
-    idle = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    idle.settimeout(10)
-    idle.connect(server.path)
-    try:
-        reply = _reply(idle)
-    finally:
-        idle.close()
-    assert reply is not None and reply["ok"] is False and "timed out" in reply["error"]
-
-
 def test_a_message_read_after_its_deadline_is_refused_not_recorded(server, engine):
     """A stopped session reads its queued markers on SIGCONT, after the client reported
     them as not delivered: it must not record them then."""
