@@ -115,6 +115,10 @@ class ProcFsScanner:
         self._sched: dict[int, int] = {}
         self._sched_seen: dict[int, bytes | None] = {}
         self._sched_zero = 0  # schedstat files that read "0 0 0" (scheduler stats off)
+        #: pid -> gated reads in a row that found its schedstat unchanged, and the pids
+        #: with at least :attr:`quiet_reads` of them (asleep that long: see sweep_pids)
+        self._still: dict[int, int] = {}
+        self._quiet: set[int] = set()
         self._stat_fd: int | None = None  # /proc/stat, held open
         #: forks since boot (``processes`` in /proc/stat, threads included) at the last
         #: :meth:`machine_cpu_s`; None where the line is missing
@@ -151,9 +155,24 @@ class ProcFsScanner:
         self.busy_s = sum(ticks[:3]) * self.tick_s
         return sum(ticks) * self.tick_s
 
+    #: reads in a row with an unchanged schedstat after which a process is *quiet*: at
+    #: one sweep a second, a minute asleep
+    quiet_reads = 60
+
     def held_pids(self):
         """The pids whose stat file is held open (a view: copy it to keep it)."""
         return self._fds.keys()
+
+    def sweep_pids(self) -> set[int]:
+        """The held pids a sweep reads: all but the quiet ones (single-threaded processes
+        whose schedstat has not moved in :attr:`quiet_reads` reads: a ``sleep``, an idle
+        shell or getty). Those are read by the full scans, and by a sweep whose
+        machine CPU time the others do not explain (:meth:`quiet_pids`)."""
+        return self._fds.keys() - self._quiet
+
+    def quiet_pids(self) -> set[int]:
+        """The held pids a sweep leaves out (see :meth:`sweep_pids`)."""
+        return self._quiet & self._fds.keys()
 
     def scan_pids(self, pids) -> dict[int, ProcStat]:
         """Only ``pids`` now (those gone are left out), through the same cache as
@@ -182,6 +201,7 @@ class ProcFsScanner:
         out: dict[int, ProcStat] = {}
         cache, parse, fds = self._cache, self._parse, self._fds
         sched, seen = self._sched, self._sched_seen
+        still, quiet, quiet_reads = self._still, self._quiet, self.quiet_reads
         pread, close = os.pread, os.close
         for pid in pids:
             sfd = sched.get(pid)
@@ -190,9 +210,16 @@ class ProcFsScanner:
                     now = pread(sfd, 128, 0)
                 except OSError:
                     now = b""
-                if gate and now and now == seen[pid] and pid in cache:
-                    out[pid] = cache[pid][1]  # not run since: nothing else to read
-                    continue
+                if now and now == seen[pid] and pid in cache:
+                    n = still[pid] = still.get(pid, 0) + 1
+                    if n == quiet_reads:
+                        quiet.add(pid)
+                    if gate:
+                        out[pid] = cache[pid][1]  # not run since: nothing else to read
+                        continue
+                elif still.get(pid):
+                    still[pid] = 0
+                    quiet.discard(pid)
                 seen[pid] = now or None
             fd = fds.get(pid)
             if fd is None:
@@ -254,6 +281,8 @@ class ProcFsScanner:
     def _unsched(self, pid: int) -> None:
         fd = self._sched.pop(pid, None)
         self._sched_seen.pop(pid, None)
+        self._still.pop(pid, None)
+        self._quiet.discard(pid)
         if fd is not None:
             os.close(fd)
 
@@ -289,6 +318,7 @@ class ProcFsScanner:
         fds, self._fds = self._fds, {}
         fds.update({-2 - i: fd for i, fd in enumerate(self._sched.values())})
         self._sched, self._sched_seen = {}, {}
+        self._still, self._quiet = {}, set()
         if self._stat_fd is not None:
             fds[-1], self._stat_fd = self._stat_fd, None
         for fd in fds.values():

@@ -59,6 +59,14 @@ DEFAULT_FULL_SCAN_S = 10.0
 SWEEP_GAP_S = 1.0
 
 
+#: a sweep reads the quiet processes too (those asleep a minute, ProcFsScanner.sweep_pids)
+#: when the machine's CPU time in the tick is more than the others read used by more than
+#: this many clock ticks or this share of the interval, whichever is more: the rounding of
+#: the counters (whole ticks; /proc/stat's sampled at the timer tick)
+WAKE_TICKS = 3
+WAKE_SHARE = 0.02
+
+
 class Window:
     """Two-tier state (sampler thread only)."""
 
