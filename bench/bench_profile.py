@@ -15,7 +15,7 @@ Overhead: a CPU-bound program and an I/O-bound one (4 KiB pwrite/pread pairs), e
 by itself (a fixed amount of work: 2-3 s by default, so the interpreter's start does not
 dominate), run plainly and under the sampler's bootstrap at 100 Hz and at 1000 Hz (the
 signal way, the default), and at 100 Hz the thread way (``TUIMETER_PROFILE_SAMPLER=thread``:
-the peer, each sample a GIL hand-off), alternating, median of ``--runs`` (5) each:
+the peer, each sample a GIL hand-off), alternating (each round in another order), median of ``--runs`` (5) each:
 (median with - median without) / median without. The engine's own cost is not
 in it (it runs in tuimeter's process, a separate one). On a shared machine the wall
 times are noisy, so the sampler's own CPU time over the run is printed too (in the signal way the handler's
@@ -202,14 +202,19 @@ def overhead(tmp: Path, runs: int, n: int, body: str = WORK,
                                     str(tmp / "s100 other.jsonl"), "--rate", "100", "--",
                                     str(prog), str(n)]
     times: dict[str, list[float]] = {k: [] for k in variants}
-    for _ in range(runs):
-        for name, cmd in variants.items():
+    names = list(variants)
+    for r in range(runs):
+        # a different order each round: the variant that runs first after another
+        # (the machine's state after the previous program) must not always be the same
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            cmd = variants[name]
             env = dict(os.environ)
             if name.endswith("thread"):
                 env[sampler.SAMPLER_ENV] = "thread"
             r = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
             times[name].append(float(r.stdout.strip().splitlines()[-1]))
     med = {k: statistics.median(v) for k, v in times.items()}
+    med.update({f"{k} all": v for k, v in times.items()})
     for k in variants:
         if k != "plain":
             med[f"{k} cpu"], med[f"{k} got"] = sampler_cpu_share(
@@ -227,6 +232,7 @@ def main() -> None:
                     help="loop count of the CPU-bound overhead program (about 3 s)")
     ap.add_argument("--io-work", type=int, default=2_000_000,
                     help="write+read pairs of the I/O-bound overhead program (about 2 s)")
+    ap.add_argument("--verbose", action="store_true", help="print every run's time")
     ap.add_argument("--other-sampler", metavar="PATH",
                     help="also time this sampler.py at 100 Hz (e.g. an older version: "
                          "git show REV:tuimeter/profile/sampler.py > /tmp/old.py)")
@@ -277,6 +283,9 @@ def main() -> None:
                       f"sampler's own CPU: {100 * med[k + ' cpu']:.2f}% of the run, "
                       f"{med[k + ' got']:.0f} samples/s; load average "
                       + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+            if a.verbose:
+                for k in ("plain", "100 Hz", "1000 Hz", "100 Hz thread"):
+                    print(f"    {k:>14}: " + " ".join(f"{x:.3f}" for x in med[k + " all"]))
 
 
 if __name__ == "__main__":
