@@ -726,3 +726,41 @@ def test_a_meter_reads_a_cold_daemon_in_the_ticks_it_woke(tmp_path, monkeypatch)
         driver.halt.set()
         driver.join()
     _assert_read_in_its_ticks(out, pid)
+
+
+def test_new_processes_are_found_by_the_last_pid_without_listing_proc(monkeypatch):
+    """Over the real /proc: after a process and a thread are born, ``new_pids`` finds the
+    process (its Tgid is its pid) and not the thread, from /proc/loadavg's last pid,
+    without listing /proc; more births than ``probe_max`` list /proc instead."""
+    import subprocess
+    import threading
+
+    scanner = ProcFsScanner()
+    known = set(scanner.pids())
+    known |= scanner.new_pids(known)  # the first call lists /proc and notes the last pid
+    listed = []
+    real = scanner.pids
+    monkeypatch.setattr(scanner, "pids", lambda: listed.append(1) or real())
+    stop = threading.Event()
+    worker = threading.Thread(target=stop.wait)
+    worker.start()
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        found = scanner.new_pids(known)
+        assert child.pid in found and worker.native_id not in found, (found, child.pid)
+        assert listed == []  # probed, not listed
+        assert scanner.new_pids(known | found) == set()  # nothing born since
+        monkeypatch.setattr(scanner, "probe_max", 0)
+        extra = subprocess.Popen(["sleep", "30"])
+        try:
+            assert extra.pid in scanner.new_pids(known | found)
+            assert listed == [1]  # more than probe_max: listed
+        finally:
+            extra.kill()
+            extra.wait()
+    finally:
+        stop.set()
+        worker.join()
+        child.kill()
+        child.wait()
+    scanner.close()

@@ -369,7 +369,7 @@ class Attributor:
         # new processes are found by listing /proc each tick the fork counter moved
         blind = (self._root is not None or self._trees) and not scanner.lists_children()
         if (sweep or blind) and tier.must_list(scanner.forks):
-            read.update(scanner.pids() - self._procs.keys())
+            read.update(scanner.new_pids(self._procs.keys()))
         quiet: set[int] = set()
         if sweep:  # every process whose stat file is held (the quiet ones aside), the new
             read.update(scanner.sweep_pids())
