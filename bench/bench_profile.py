@@ -13,9 +13,9 @@ so the shares show the spreading model itself:
 
 Overhead: a CPU-bound program and an I/O-bound one (4 KiB pwrite/pread pairs), each timed
 by itself (a fixed amount of work: 2-3 s by default, so the interpreter's start does not
-dominate), run plainly and under the sampler's bootstrap at 100 Hz and at 1000 Hz (the
-signal way, the default), and at 100 Hz the thread way (``TUIMETER_PROFILE_SAMPLER=thread``:
-the peer, each sample a GIL hand-off), alternating (each round in another order), median of ``--runs`` (5) each:
+dominate), run plainly and under the sampler's bootstrap at 100 Hz the thread way (the
+default: each sample a GIL hand-off), and at 100 and 1000 Hz the signal way
+(``TUIMETER_PROFILE_SAMPLER=signal``: a handler on the main thread), alternating (each round in another order), median of ``--runs`` (5) each:
 (median with - median without) / median without. The engine's own cost is not
 in it (it runs in tuimeter's process, a separate one). On a shared machine the wall
 times are noisy, so the sampler's own CPU time over the run is printed too (in the signal way the handler's
@@ -191,8 +191,9 @@ def overhead(tmp: Path, runs: int, n: int, body: str = WORK,
     boot = os.path.abspath(sampler.__file__)
     variants = {"plain": [sys.executable, str(prog), str(n)]}
     for hz in (100, 1000):
-        variants[f"{hz} Hz"] = [sys.executable, boot, "--out", str(tmp / f"s{hz}.jsonl"),
-                                "--rate", str(hz), "--", str(prog), str(n)]
+        variants[f"{hz} Hz signal"] = [sys.executable, boot, "--out",
+                                       str(tmp / f"s{hz} signal.jsonl"), "--rate", str(hz),
+                                       "--", str(prog), str(n)]
     # the peer: the thread way (every sample a GIL hand-off), same file, same run
     variants["100 Hz thread"] = [sys.executable, boot, "--out",
                                  str(tmp / "s100 thread.jsonl"), "--rate", "100", "--",
@@ -209,8 +210,9 @@ def overhead(tmp: Path, runs: int, n: int, body: str = WORK,
         for name in names[r % len(names):] + names[:r % len(names)]:
             cmd = variants[name]
             env = dict(os.environ)
-            if name.endswith("thread"):
-                env[sampler.SAMPLER_ENV] = "thread"
+            env.pop(sampler.SAMPLER_ENV, None)
+            if name.endswith("signal"):
+                env[sampler.SAMPLER_ENV] = "signal"
             r = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
             times[name].append(float(r.stdout.strip().splitlines()[-1]))
     med = {k: statistics.median(v) for k, v in times.items()}
@@ -276,7 +278,7 @@ def main() -> None:
         for what, body, n in (("CPU-bound", WORK, a.work), ("I/O-bound", WORK_IO, a.io_work)):
             med = overhead(tmp, a.runs, n, body, a.other_sampler)
             base = med["plain"]
-            for k in ("100 Hz", "1000 Hz", "100 Hz thread") + (
+            for k in ("100 Hz thread", "100 Hz signal", "1000 Hz signal") + (
                     ("100 Hz other",) if a.other_sampler else ()):
                 print(f"{what} overhead {k:>12}: {med[k]:.3f} s vs {base:.3f} s plain "
                       f"({100 * (med[k] - base) / base:+.1f}%), median of {a.runs}; the "
@@ -284,7 +286,7 @@ def main() -> None:
                       f"{med[k + ' got']:.0f} samples/s; load average "
                       + " ".join(f"{x:.2f}" for x in os.getloadavg()))
             if a.verbose:
-                for k in ("plain", "100 Hz", "1000 Hz", "100 Hz thread"):
+                for k in ("plain", "100 Hz thread", "100 Hz signal", "1000 Hz signal"):
                     print(f"    {k:>14}: " + " ".join(f"{x:.3f}" for x in med[k + " all"]))
 
 

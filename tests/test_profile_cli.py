@@ -280,11 +280,11 @@ def test_pid_with_py_spy_profiles_a_running_program(powered):
 
 
 # -- the two ways of sampling (issue 25 item 3) -------------------------------------
-# The bootstrap samples in a signal handler of the program's main thread (a POSIX timer;
-# no GIL hand-off per sample), ``TUIMETER_PROFILE_SAMPLER=thread`` on a thread of its
-# own (a hand-off per sample). Both give the same profile: same fields, same shares.
+# The bootstrap samples on a thread of its own (a hand-off per sample; the default), or
+# with ``TUIMETER_PROFILE_SAMPLER=signal`` in a signal handler of the program's main
+# thread (a POSIX timer). Both give the same profile: same fields, same shares.
 
-WAYS = {"signal": {}, "thread": {"TUIMETER_PROFILE_SAMPLER": "thread"}}
+WAYS = {"signal": {"TUIMETER_PROFILE_SAMPLER": "signal"}, "thread": {}}
 
 
 @pytest.mark.parametrize("way", list(WAYS))
@@ -395,7 +395,7 @@ def test_a_worker_is_sampled_while_the_main_thread_is_in_a_long_c_call(powered):
 
         derive()
         """)
-    r, data = profile(env, tmp, "--", sys.executable, str(prog))
+    r, data = profile({**env, **WAYS["signal"]}, tmp, "--", sys.executable, str(prog))
     assert r.returncode == 0, r.stderr
     f = funcs(data)
     assert f["worker"]["samples"] >= 20, f["worker"]
@@ -455,7 +455,7 @@ def test_a_program_that_resets_every_signal_lives_and_is_still_sampled(powered):
         after()
         print("done")
         """)
-    r, data = profile(env, tmp, "--", sys.executable, str(prog))
+    r, data = profile({**env, **WAYS["signal"]}, tmp, "--", sys.executable, str(prog))
     assert r.returncode == 0, r.stderr
     assert "done" in r.stdout
     f = funcs(data)
