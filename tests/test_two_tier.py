@@ -764,3 +764,27 @@ def test_new_processes_are_found_by_the_last_pid_without_listing_proc(monkeypatc
         child.kill()
         child.wait()
     scanner.close()
+
+
+def test_a_full_scan_reads_a_quiet_process_again_once_its_parent_has_gone(tmp_path,
+                                                                         monkeypatch):
+    """A full scan takes a quiet process's last stat line while its schedstat has not
+    moved, unless its parent has gone: then it was re-parented, and the next full scan
+    reads its new parent (the trees and the job's membership follow the parent)."""
+    monkeypatch.setattr(ProcFsScanner, "quiet_reads", 3)
+    proc = FakeProcFs(tmp_path, ncpu=2)
+    proc.spawn(1, 0, "init")
+    proc.spawn(50, 1, "parent")
+    proc.spawn(51, 50, "child")
+    proc.write()
+    scanner = ProcFsScanner(str(proc.root), boot_clock=proc.boot_clock)
+    for _ in range(6):
+        proc.tick(1.0, {})
+        assert scanner.scan()[51].ppid == 50
+    assert 51 in scanner.quiet_pids()
+    proc.exit(50)
+    proc.procs[51]["ppid"] = 1
+    proc.write()
+    ppids = [scanner.scan()[51].ppid for _ in range(2)]
+    assert ppids[-1] == 1, ppids
+    scanner.close()

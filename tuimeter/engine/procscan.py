@@ -200,7 +200,8 @@ class ProcFsScanner:
         the process has not run since: its CPU time and its reaped children's time
         (reaping is its own doing) are unchanged, and its last line stands. ``gate``
         False (the full scans) reads every stat line still, which also refreshes what
-        can change without the process running (its parent, when it is re-parented).
+        can change without the process running (its parent, when it is re-parented),
+        except a quiet process's (:meth:`sweep_pids`) whose parent is still known.
         A multi-threaded process is always read (schedstat is its main thread's alone)."""
         out: dict[int, ProcStat] = {}
         cache, parse, fds = self._cache, self._parse, self._fds
@@ -218,8 +219,11 @@ class ProcFsScanner:
                     n = still[pid] = still.get(pid, 0) + 1
                     if n == quiet_reads:
                         quiet.add(pid)
-                    if gate:
-                        out[pid] = cache[pid][1]  # not run since: nothing else to read
+                    # not run since: nothing else to read. A full scan reads the stat
+                    # line anyway (a parent that exited: the process was re-parented),
+                    # except a quiet one's whose parent is still known
+                    if gate or (n > quiet_reads and cache[pid][1].ppid in cache):
+                        out[pid] = cache[pid][1]
                         continue
                 elif still.get(pid):
                     still[pid] = 0
