@@ -147,6 +147,26 @@ def wakes_line(before: dict, after: dict, seconds: float) -> str:
     return f"{'':14} threads: {total:.1f} wake-ups/s: " + ", ".join(parts)
 
 
+def ask_to_quit(proc: subprocess.Popen, master: int | None, keys: bytes) -> None:
+    """As a user ends it: ``q`` in its terminal (Esc first where the help is open), or
+    SIGTERM for the recorder."""
+    if master is not None:
+        os.write(master, b"\x1bq" if keys == b"?" else b"q")
+    else:
+        proc.terminate()
+
+
+def wait_quit(proc: subprocess.Popen, master: int | None) -> None:
+    """Wait for it to end (killed after 15 s) and close its terminal."""
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    if master is not None:
+        os.close(master)
+
+
 def phase(name: str, args: list[str], env: dict, size, warmup: float, seconds: float,
           keys: bytes = b"", aged_s: float = 0.0) -> float:
     proc, master = spawn(args, env, size)
@@ -162,17 +182,8 @@ def phase(name: str, args: list[str], env: dict, size, warmup: float, seconds: f
         time.sleep(seconds)
         c1, w1, t1 = cpu_s(ps), thread_stats(proc.pid), time.monotonic()
     finally:
-        if master is not None:
-            os.write(master, b"\x1bq" if keys == b"?" else b"q")
-        else:
-            proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if master is not None:
-            os.close(master)
+        ask_to_quit(proc, master, keys)
+        wait_quit(proc, master)
     pct = 100.0 * (c1 - c0) / (t1 - t0)
     print(f"{name:<14} {pct:6.2f} % of one core   ({c1 - c0:.2f} CPU s over {t1 - t0:.1f} s, "
           f"load {os.getloadavg()[0]:.2f})", flush=True)
@@ -232,19 +243,10 @@ def together(specs: list[tuple], env: dict, warmup: float, seconds: float, windo
             print(f"  {n:<22} {statistics.median(vs):6.2f} % of one core (min {min(vs):.2f}, "
                   f"max {max(vs):.2f})", flush=True)
     finally:
-        for name, (proc, master, keys) in procs.items():
-            if master is not None:
-                os.write(master, b"\x1bq" if keys == b"?" else b"q")
-            else:
-                proc.terminate()
-        for name, (proc, master, keys) in procs.items():
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            if master is not None:
-                os.close(master)
+        for proc, master, keys in procs.values():
+            ask_to_quit(proc, master, keys)
+        for proc, master, _ in procs.values():
+            wait_quit(proc, master)
 
 
 #: the first frame: the domain table's total row; with real numbers: a power figure

@@ -243,10 +243,8 @@ def _record_loop(live: LiveSession, args: argparse.Namespace, forward: Forward,
     watched = child.pid if child is not None else args.pid
     fd = None if watched is None or (child is not None and child.returncode is not None) \
         else exit_fd(watched)
-    on_failure = getattr(recorder, "on_failure", None)  # a stand-in recorder may lack it
-    if on_failure is not None:
-        on_failure(stop.poke)
-    polled = (watched is not None and fd is None) or on_failure is None
+    recorder.on_failure(stop.poke)
+    polled = watched is not None and fd is None
     try:
         while True:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())

@@ -363,7 +363,6 @@ class Attributor:
             return (*self._apply_scan(table), True, True,
                     set(table) if tier is not None else set())
         read = self._read_set(tier)
-        complete = False
         sweep = tier.sweep(now_s, interval_s)
         # where the kernel lists no children (CONFIG_PROC_CHILDREN off), a followed job's
         # new processes are found by listing /proc each tick the fork counter moved
@@ -374,12 +373,13 @@ class Attributor:
         if sweep:  # every process whose stat file is held (the quiet ones aside), the new
             read.update(scanner.sweep_pids())
             quiet = scanner.quiet_pids() - read
-            unheld = self._procs.keys() - read - quiet
-            if unheld and not self._warned_unheld:
-                self._warned_unheld = True
-                log.warning("attribution: %d processes past the open-file limit are read "
-                            "only by the full scans (every %g s; their CPU time settled "
-                            "there)", len(unheld), tier.full_scan_s)
+            if not self._warned_unheld:  # (said once: not looked for again after)
+                unheld = self._procs.keys() - read - quiet
+                if unheld:
+                    self._warned_unheld = True
+                    log.warning("attribution: %d processes past the open-file limit are "
+                                "read only by the full scans (every %g s; their CPU time "
+                                "settled there)", len(unheld), tier.full_scan_s)
         table = scanner.scan_pids(read)
         if quiet and self._unexplained(table, tier, interval_s):
             table.update(scanner.scan_pids(quiet))

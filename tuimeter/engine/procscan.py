@@ -175,8 +175,9 @@ class ProcFsScanner:
         return self._fds.keys() - self._quiet
 
     def quiet_pids(self) -> set[int]:
-        """The held pids a sweep leaves out (see :meth:`sweep_pids`)."""
-        return self._quiet & self._fds.keys()
+        """The held pids a sweep leaves out (see :meth:`sweep_pids`; a quiet pid's
+        schedstat is held, and a schedstat only beside its stat file)."""
+        return set(self._quiet)
 
     def scan_pids(self, pids) -> dict[int, ProcStat]:
         """Only ``pids`` now (those gone are left out), through the same cache as
@@ -323,15 +324,16 @@ class ProcFsScanner:
 
     def close(self) -> None:
         """Close the stat files kept open (idempotent; the scanner still works after)."""
-        fds, self._fds = self._fds, {}
-        fds.update({-2 - i: fd for i, fd in enumerate(self._sched.values())})
-        self._sched, self._sched_seen = {}, {}
+        fds = [*self._fds.values(), *self._sched.values()]
+        self._fds, self._sched, self._sched_seen = {}, {}, {}
         self._still, self._quiet = {}, set()
         if self._stat_fd is not None:
-            fds[-1], self._stat_fd = self._stat_fd, None
+            fds.append(self._stat_fd)
+            self._stat_fd = None
         if type(self._loadavg_fd) is int:
-            fds[-(1 << 40)], self._loadavg_fd = self._loadavg_fd, None
-        for fd in fds.values():
+            fds.append(self._loadavg_fd)
+            self._loadavg_fd = None
+        for fd in fds:
             try:
                 os.close(fd)
             except OSError:
@@ -381,9 +383,9 @@ class ProcFsScanner:
     def _last_pid(self) -> int | None:
         """The last pid given out (``/proc/loadavg``'s last field), or None where it cannot
         be trusted: ``/proc`` not this process's namespace's, or unreadable."""
+        if self._loadavg_fd is False:
+            return None
         if self._loadavg_fd is None:
-            if self._loadavg_fd is False:
-                return None
             try:
                 if os.readlink(f"{self.root}/self") != str(os.getpid()):
                     raise OSError("another pid namespace's /proc")

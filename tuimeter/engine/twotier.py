@@ -85,7 +85,7 @@ class Window:
         self.prev_busy_s: float | None = None
         self.sweep_gap_s = SWEEP_GAP_S
         self.last_sweep_s: float | None = None
-        self.forks_listed: int | None = None  # the fork counter when /proc was last listed
+        self.forks_listed: int | None = None  # the fork counter at the last look for new ones
         self.last_complete_s: float | None = None  # the last tick that read every process
 
     def due(self, now_s: float) -> bool:
@@ -103,8 +103,8 @@ class Window:
         return True
 
     def must_list(self, forks: int | None) -> bool:
-        """Whether a sweep lists /proc: the fork counter moved since the last listing (or
-        is unknown); if so, the listing is noted."""
+        """Whether a sweep looks for new processes (``ProcFsScanner.new_pids``): the fork
+        counter moved since the last look (or is unknown); if so, the look is noted."""
         if forks is not None and forks == self.forks_listed:
             return False
         self.forks_listed = forks

@@ -268,8 +268,9 @@ class StackSampler:
         """Write the start record, then sample until :meth:`stop`: on a daemon thread, or
         with ``signals`` (from the main thread, on Linux) in a signal handler of the
         calling thread, a POSIX timer sending it a signal every period (the thread way
-        where that cannot be set up). The thread way costs an I/O-bound program a GIL
-        hand-off per sample (docs/profile.md, "Overhead"); the signal way none."""
+        where that cannot be set up). The thread way costs a GIL hand-off per sample,
+        the signal way none, but it slowed the program's own thread more
+        (docs/profile.md, "Why the thread way is the default")."""
         self.begin(startup_cpu_s)
         if signals and self._arm():
             target = self._watch
@@ -556,7 +557,7 @@ class FileSink:
         self._ident = (st.st_dev, st.st_ino)
         self.reopened = 0
         self.clock = clock
-        self._lines = []
+        self._records = []
         self._flushed = clock()
         self._lock = threading.Lock()
         if hasattr(os, "register_at_fork"):
@@ -570,7 +571,7 @@ class FileSink:
         with self._lock:
             if self.fd is None:
                 return
-            self._lines.append(record)
+            self._records.append(record)
             if record[0] == "S" and self.clock() - self._flushed >= FLUSH_EVERY_S:
                 self._flush()
 
@@ -602,8 +603,8 @@ class FileSink:
     def _flush(self):
         data = "".join([encode_sample(r) if r[0] == "S" else
                         json.dumps(r, separators=(",", ":")) + "\n"
-                        for r in self._lines]).encode("utf-8", "surrogateescape")
-        self._lines = []
+                        for r in self._records]).encode("utf-8", "surrogateescape")
+        self._records = []
         self._flushed = self.clock()
         fd = self._own_fd()
         try:
@@ -619,7 +620,7 @@ class FileSink:
 
     def _forget(self):
         self._lock = threading.Lock()  # held by another thread of the parent, maybe
-        self._lines = []
+        self._records = []
         self.fd = None  # the parent's: never written from here
 
     def close(self):

@@ -178,7 +178,8 @@ def render(row: Row) -> tuple[str, ...]:
     """The cells of ``row`` in COLUMNS order. Raises ValueError, TypeError or
     OverflowError for a value that is not what its column holds (the writer refuses
     that row alone)."""
-    return (*_time_cells(row.wall_s, row.elapsed_s, row.interval_s), row.host, row.session, row.kind, row.domain, row.source,
+    return (*_time_cells(row.wall_s, row.elapsed_s, row.interval_s),
+            row.host, row.session, row.kind, row.domain, row.source,
             "" if row.in_total is None else ("1" if row.in_total else "0"),
             fmt_number(row.power_w), fmt_number(row.energy_j), fmt_number(row.co2_g, 9),
             row.provenance, row.label, "" if row.pid is None else str(int(row.pid)))
