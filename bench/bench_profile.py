@@ -12,21 +12,32 @@ so the shares show the spreading model itself:
   worker's and join's shares (join ~0).
 
 Overhead: a CPU-bound program and an I/O-bound one (4 KiB pwrite/pread pairs), each timed
-by itself (a fixed amount of work: 2-3 s by default, so the interpreter's start does not
-dominate), run plainly and under the sampler's bootstrap at 100 Hz the thread way (the
-default: each sample a GIL hand-off), and at 100 and 1000 Hz the signal way
-(``TUIMETER_PROFILE_SAMPLER=signal``: a handler on the main thread), alternating (each round in another order), median of ``--runs`` (5) each:
-(median with - median without) / median without. The engine's own cost is not
-in it (it runs in tuimeter's process, a separate one). On a shared machine the wall
-times are noisy, so the sampler's own CPU time over the run is printed too (in the signal way the handler's
-time on the program's own thread): while it samples it holds the GIL, so for a
-single-threaded program that is the least taken from it.
+by itself (a fixed amount of work, about half a second here, so the interpreter's start
+is not in it), run plainly and under the sampler's bootstrap at 100 Hz the signal way (the default: a
+handler on the main thread, no thread of tuimeter's in a program without threads) and the
+thread way (``TUIMETER_PROFILE_SAMPLER=thread``: each sample a GIL hand-off), and at
+1000 Hz the signal way.
+
+On a shared VM one run of the same program varies by +-15% from the next (no trend: the
+host), and a program's speed also depends on where its stack and heap happen to land
+(the size of its environment and arguments moves them; up to several % either way, the
+same every run). So the bench runs many short runs (``--runs``, 40 each) instead of a few
+long ones, every round in a new random order, each run with an environment variable of a
+random length (0-4 KiB: the layout bias becomes noise, as Mytkowicz et al. advise), and
+prints each variant's overhead as (median with - median without) / median without with
+a 95% interval (bootstrap over the runs). The control: a second plain variant timed the
+same way, whose "overhead" is the noise floor of the same run. Beside the wall times,
+figures the host's noise does not move: the sampler's own CPU over the run (the thread
+way: its thread; the signal way: the handler's time on the main thread), the time the
+program's main thread did not run (wall minus its CPU, CPU-bound: waiting for the GIL the
+sampler held), and its voluntary context switches per second (each a hand-off: it slept
+and had to be woken).
 
 ``--other-sampler PATH`` times another ``sampler.py`` at 100 Hz in the same run (an older
 version: ``git show REV:tuimeter/profile/sampler.py > /tmp/old.py``), so a change is
 measured beside what it replaces under the same load.
 
-  python bench/bench_profile.py [--real] [--runs 5] [--scale 1.0] [--only-overhead]
+  python bench/bench_profile.py [--real] [--runs 40] [--scale 1.0] [--only-overhead]
                                 [--other-sampler /tmp/old.py]
 """
 
@@ -35,6 +46,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -95,6 +107,28 @@ CASES = {
         """,
 }
 
+#: what the overhead programs print after their work: wall s, the main thread's CPU s, and
+#: its voluntary context switches (Linux; 0 elsewhere)
+REPORT = """
+def _switches():
+    try:
+        with open("/proc/thread-self/status") as f:
+            for line in f:
+                if line.startswith("voluntary_ctxt_switches"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+def main():
+    s, c, t = _switches(), time.thread_time(), time.perf_counter()
+    work(int(sys.argv[1]))
+    t, c = time.perf_counter() - t, time.thread_time() - c
+    print(t, c, _switches() - s)
+
+main()
+"""
+
 WORK = """\
 import sys, time
 
@@ -103,14 +137,7 @@ def work(n):
     for i in range(n):
         x += i * i % 7
     return x
-
-def main():
-    t = time.perf_counter()
-    work(int(sys.argv[1]))
-    print(time.perf_counter() - t)
-
-main()
-"""
+""" + REPORT
 
 
 #: an I/O-bound program: small writes and reads of a file, each a system call that lets
@@ -128,14 +155,7 @@ def work(n):
     finally:
         os.close(fd)
         os.unlink(path)
-
-def main():
-    t = time.perf_counter()
-    work(int(sys.argv[1]))
-    print(time.perf_counter() - t)
-
-main()
-"""
+""" + REPORT
 
 
 class _Skip(Exception):
@@ -182,58 +202,105 @@ def sampler_cpu_share(path: Path) -> tuple[float, float]:
     return sum(s[4] for s in log.samples) / span, len(log.samples) / span
 
 
+def _interval(with_: list[float], without: list[float], rng: random.Random,
+              rounds: int = 2000) -> tuple[float, float]:
+    """A 95% bootstrap interval of (median with - median without) / median without."""
+    est = []
+    for _ in range(rounds):
+        a = statistics.median(rng.choices(with_, k=len(with_)))
+        b = statistics.median(rng.choices(without, k=len(without)))
+        est.append((a - b) / b)
+    est.sort()
+    return est[int(0.025 * rounds)], est[int(0.975 * rounds) - 1]
+
+
 def overhead(tmp: Path, runs: int, n: int, body: str = WORK,
-             other: str | None = None) -> dict[str, float]:
-    """Median seconds of each variant (plain, the sampler at 100 and 1000 Hz, and at
-    100 Hz the sampler file ``other`` where given: an older version, in the same run)."""
+             other: str | None = None, seed: int = 1) -> dict[str, dict]:
+    """Each variant's runs (wall s, main-thread CPU s, voluntary switches): plain twice
+    (the second is the control), the sampler at 100 Hz both ways and at 1000 Hz the
+    signal way, and at 100 Hz the sampler file ``other`` where given (an older version,
+    in the same run). Every round in a new random order; every run with a padding
+    variable of random length in its environment."""
     prog = tmp / "work.py"
     prog.write_text(body)
     boot = os.path.abspath(sampler.__file__)
-    variants = {"plain": [sys.executable, str(prog), str(n)]}
-    for hz in (100, 1000):
-        variants[f"{hz} Hz signal"] = [sys.executable, boot, "--out",
-                                       str(tmp / f"s{hz} signal.jsonl"), "--rate", str(hz),
-                                       "--", str(prog), str(n)]
-    # the peer: the thread way (every sample a GIL hand-off), same file, same run
-    variants["100 Hz thread"] = [sys.executable, boot, "--out",
-                                 str(tmp / "s100 thread.jsonl"), "--rate", "100", "--",
-                                 str(prog), str(n)]
+    plain = [sys.executable, str(prog), str(n)]
+    variants = {"plain": plain, "plain again": plain}
+
+    def boot_cmd(path: str, name: str, hz: int) -> list[str]:
+        return [sys.executable, path, "--out", str(tmp / f"{name}.jsonl"), "--rate",
+                str(hz), "--", str(prog), str(n)]
+
+    variants["100 Hz thread"] = boot_cmd(boot, "100 Hz thread", 100)
+    variants["100 Hz signal"] = boot_cmd(boot, "100 Hz signal", 100)
+    variants["1000 Hz signal"] = boot_cmd(boot, "1000 Hz signal", 1000)
     if other:
-        variants["100 Hz other"] = [sys.executable, other, "--out",
-                                    str(tmp / "s100 other.jsonl"), "--rate", "100", "--",
-                                    str(prog), str(n)]
-    times: dict[str, list[float]] = {k: [] for k in variants}
+        variants["100 Hz other"] = boot_cmd(other, "100 Hz other", 100)
+    rng = random.Random(seed)
+    res: dict[str, dict] = {k: {"wall": [], "cpu": [], "sw": [], "own": [], "got": []}
+                            for k in variants}
     names = list(variants)
-    for r in range(runs):
-        # a different order each round: the variant that runs first after another
-        # (the machine's state after the previous program) must not always be the same
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            cmd = variants[name]
+    for _ in range(runs):
+        rng.shuffle(names)
+        for name in names:
             env = dict(os.environ)
             env.pop(sampler.SAMPLER_ENV, None)
-            if name.endswith("signal"):
-                env[sampler.SAMPLER_ENV] = "signal"
-            r = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
-            times[name].append(float(r.stdout.strip().splitlines()[-1]))
-    med = {k: statistics.median(v) for k, v in times.items()}
-    med.update({f"{k} all": v for k, v in times.items()})
-    for k in variants:
-        if k != "plain":
-            med[f"{k} cpu"], med[f"{k} got"] = sampler_cpu_share(
-                tmp / f"s{k.replace(' Hz', '')}.jsonl")
-    return med
+            if name.endswith("thread"):
+                env[sampler.SAMPLER_ENV] = "thread"
+            env["TUIMETER_BENCH_PAD"] = "x" * rng.randrange(4096)
+            r = subprocess.run(variants[name], capture_output=True, text=True, check=True,
+                               env=env)
+            wall, cpu, sw = r.stdout.strip().splitlines()[-1].split()
+            row = res[name]
+            row["wall"].append(float(wall))
+            row["cpu"].append(float(cpu))
+            row["sw"].append(int(sw) / float(wall))
+            if not name.startswith("plain"):
+                own, got = sampler_cpu_share(tmp / f"{name}.jsonl")
+                row["own"].append(own)
+                row["got"].append(got)
+    return res
+
+
+def print_overhead(what: str, res: dict[str, dict], verbose: bool, seed: int) -> None:
+    rng = random.Random(seed)
+    base = res["plain"]["wall"]
+    mb = statistics.median(base)
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"{what}: plain {mb:.3f} s (median of {len(base)}; runs from "
+          f"{min(base):.3f} to {max(base):.3f} s); load average {load}")
+    for k, row in res.items():
+        if k == "plain":
+            continue
+        walls = row["wall"]
+        lo, hi = _interval(walls, base, rng)
+        lost = statistics.median([(w - c) / w for w, c in zip(walls, row["cpu"])])
+        line = (f"  {k:>14}: {100 * (statistics.median(walls) - mb) / mb:+5.1f}% "
+                f"(95%: {100 * lo:+.1f} to {100 * hi:+.1f})  main thread not running "
+                f"{100 * lost:4.2f}%, {statistics.median(row['sw']):4.0f} sleeps/s")
+        if row["own"]:
+            line += (f"; the sampler's own CPU {100 * statistics.median(row['own']):.2f}%,"
+                     f" {statistics.median(row['got']):.0f} samples/s")
+        else:
+            line += "  (the control: the noise floor)"
+        print(line)
+        if verbose:
+            print("      " + " ".join(f"{x:.3f}" for x in walls))
+    if verbose:
+        print("      plain: " + " ".join(f"{x:.3f}" for x in base))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--real", action="store_true", help="use this machine's sensors")
-    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=40, help="runs of each overhead variant")
+    ap.add_argument("--seed", type=int, default=1, help="of the order and the padding")
     ap.add_argument("--scale", type=float, default=1.0, help="multiply the burn times")
     ap.add_argument("--only-overhead", action="store_true")
-    ap.add_argument("--work", type=int, default=60_000_000,
-                    help="loop count of the CPU-bound overhead program (about 3 s)")
-    ap.add_argument("--io-work", type=int, default=2_000_000,
-                    help="write+read pairs of the I/O-bound overhead program (about 2 s)")
+    ap.add_argument("--work", type=int, default=6_000_000,
+                    help="loop count of the CPU-bound overhead program (about 0.6 s)")
+    ap.add_argument("--io-work", type=int, default=400_000,
+                    help="write+read pairs of the I/O-bound overhead program (about 0.5 s)")
     ap.add_argument("--verbose", action="store_true", help="print every run's time")
     ap.add_argument("--other-sampler", metavar="PATH",
                     help="also time this sampler.py at 100 Hz (e.g. an older version: "
@@ -276,18 +343,8 @@ def main() -> None:
                 driver.halt.set()
                 driver.join()
         for what, body, n in (("CPU-bound", WORK, a.work), ("I/O-bound", WORK_IO, a.io_work)):
-            med = overhead(tmp, a.runs, n, body, a.other_sampler)
-            base = med["plain"]
-            for k in ("100 Hz thread", "100 Hz signal", "1000 Hz signal") + (
-                    ("100 Hz other",) if a.other_sampler else ()):
-                print(f"{what} overhead {k:>12}: {med[k]:.3f} s vs {base:.3f} s plain "
-                      f"({100 * (med[k] - base) / base:+.1f}%), median of {a.runs}; the "
-                      f"sampler's own CPU: {100 * med[k + ' cpu']:.2f}% of the run, "
-                      f"{med[k + ' got']:.0f} samples/s; load average "
-                      + " ".join(f"{x:.2f}" for x in os.getloadavg()))
-            if a.verbose:
-                for k in ("plain", "100 Hz thread", "100 Hz signal", "1000 Hz signal"):
-                    print(f"    {k:>14}: " + " ".join(f"{x:.3f}" for x in med[k + " all"]))
+            res = overhead(tmp, a.runs, n, body, a.other_sampler, a.seed)
+            print_overhead(what, res, a.verbose, a.seed)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ and ``sys.path[0]`` as ``python SCRIPT`` (or ``python -m MODULE``) would and run
 program unmodified with :mod:`runpy`. ``Meter(profile=True)`` imports the same
 :class:`StackSampler` and runs it on a thread of the calling process.
 
-Each sample (every ``1 / rate_hz`` s, on a daemon thread) records, for every Python
+Each sample (every ``1 / rate_hz`` s: in a signal handler of the main thread, or on a
+daemon thread, :meth:`StackSampler.start`) records, for every Python
 thread but tuimeter's own, its stack (``sys._current_frames()``) and the CPU seconds it
 used since the previous sample (its per-thread CPU clock: on Linux the kernel's clock of
 the thread id, which ``clock_gettime`` reads without opening /proc). A thread waiting on
@@ -44,10 +45,11 @@ DEFAULT_RATE_HZ = 100.0
 FLUSH_EVERY_S = 0.25
 #: the longest the sampler's thread sleeps before it looks whether it was stopped, s
 STOP_POLL_S = 0.05
-#: in the signal way, how often the watcher thread looks whether the signals still come, s
+#: in the signal way, the wall timer's period (a waiting host is sampled that often), and
+#: how often the watcher thread looks whether the signals still come, s
 WATCH_S = 0.25
-#: ``TUIMETER_PROFILE_SAMPLER=signal`` in the program's environment: the signal way (the
-#: thread way is the default)
+#: ``TUIMETER_PROFILE_SAMPLER=thread`` in the program's environment: the thread way (the
+#: signal way is the default where it can be set up)
 SAMPLER_ENV = "TUIMETER_PROFILE_SAMPLER"
 #: the function name given to the CPU time of tuimeter's own threads
 TUIMETER_FRAME = "[tuimeter]"
@@ -142,7 +144,9 @@ class StackSampler:
         #: handler's is the program's), the handler's CPU so far, the timer
         self.host_ident = None
         self._handler_cpu = 0.0
-        self._timer = None
+        self._timer = self._wall_timer = None
+        self._guarded = self._real_signal = None
+        self._started = False
         self._busy = threading.Lock()  # one sample at a time (handler or watcher)
         self.signal_samples = 0
 
@@ -267,16 +271,30 @@ class StackSampler:
     def start(self, startup_cpu_s=None, signals=False):
         """Write the start record, then sample until :meth:`stop`: on a daemon thread, or
         with ``signals`` (from the main thread, on Linux) in a signal handler of the
-        calling thread, a POSIX timer sending it a signal every period (the thread way
-        where that cannot be set up). The thread way costs a GIL hand-off per sample,
-        the signal way none, but it slowed the program's own thread more
-        (docs/profile.md, "Why the thread way is the default")."""
+        calling thread, two POSIX timers sending it a signal (one every period of its CPU
+        time, one every :data:`WATCH_S` of wall time), and no thread of tuimeter's own
+        until the program has a second thread of its own (the thread way where the timers
+        cannot be set up). A process's first extra thread makes the C library take its
+        locks and cancellation points on every ``malloc`` and system call, 4% more
+        instructions for a program of small reads and writes, and each of the thread
+        way's samples is a GIL hand-off; the signal way has neither (docs/profile.md,
+        "Overhead")."""
         self.begin(startup_cpu_s)
+        self._started = True
         if signals and self._arm():
-            target = self._watch
-        else:
-            target = self._run
-        self._thread = threading.Thread(target=target, name="tuimeter-profiler",
+            if threading.active_count() > 1:  # the program's own threads: watch them
+                self._start_watcher()
+            return
+        self._thread = threading.Thread(target=self._run, name="tuimeter-profiler",
+                                        daemon=True)
+        self._thread.start()
+
+    def _start_watcher(self):
+        """The signal way's thread (:meth:`_watch`), once: when the host cannot run the
+        handler while other threads run (they exist, or the program took the signal)."""
+        if self._thread is not None or self._stop.is_set():
+            return
+        self._thread = threading.Thread(target=self._watch, name="tuimeter-profiler",
                                         daemon=True)
         self._thread.start()
 
@@ -297,6 +315,11 @@ class StackSampler:
             timer = SignalTimer(signo, tid, thread_cpu_clock(tid))
         except (OSError, ImportError, AttributeError, ValueError):
             return False
+        try:
+            wall = SignalTimer(signo, tid, time.CLOCK_MONOTONIC)
+        except (OSError, AttributeError, ValueError):
+            timer.delete()
+            return False
         own_cpu = self.own_cpu
         self.host_ident = threading.get_ident()
         self._handler_cpu = 0.0
@@ -305,13 +328,30 @@ class StackSampler:
         try:
             signal.signal(signo, self._on_signal)
             timer.arm(self.period_s)
+            wall.arm(WATCH_S)
         except (OSError, ValueError):
             signal.signal(signo, signal.SIG_IGN)
             timer.delete()
+            wall.delete()
             self.host_ident, self.own_cpu = None, own_cpu
             return False
-        self._timer = timer
+        self._timer, self._wall_timer = timer, wall
+        self._guard(signal, signo)
         return True
+
+    def _guard(self, signal, signo):
+        """``signal.signal`` wrapped: a program that gives the timers' signal another
+        handler (or the default) has the watcher thread sample from then on."""
+        real = self._real_signal = signal.signal
+
+        def signal_(signalnum, handler):
+            old = real(signalnum, handler)
+            if signalnum == signo and handler != self._on_signal:
+                self._start_watcher()
+            return old
+
+        signal_.__doc__, signal_.__wrapped__ = real.__doc__, real
+        signal.signal = self._guarded = signal_
 
     def _handler_cpu_s(self):
         return self._handler_cpu
@@ -323,31 +363,39 @@ class StackSampler:
         thread samples from then on)."""
         if frame is None or not self._busy.acquire(False):
             return  # the watcher is sampling: this period is in its sample
+        lost = False
         try:
+            if self.clock() - self._last_t < 0.5 * self.period_s:
+                return  # the wall timer's signal just after the CPU timer's sample
             start = time.thread_time()
             self.sample(frame)
             self.signal_samples += 1
             self._handler_cpu += time.thread_time() - start
         except Exception:
             self._disarm()
+            lost = True
         finally:
             self._busy.release()
+        if self._thread is None and (lost or threading.active_count() > 1):
+            self._start_watcher()  # the program's threads run while the host waits
 
     def _watch(self):
-        """The signal way's thread. The timer counts the host thread's CPU time, so a
-        host that waits (``sleep``, ``join()``, I/O) is not woken by it, and one inside a
-        long C call that lets the GIL go cannot run the handler: then this thread
-        samples. Every :data:`WATCH_S` it looks whether the last sample is older than
-        1.5 periods; if so it samples every period itself, as the thread way does (the
-        host is not holding the GIL then), until the handler samples in time again (so
-        too from the start until the handler's first sample, a CPU-period into the
-        program). Each of its wake-ups takes the GIL: it stands down at once. Its CPU
-        time is tuimeter's (its name). Between looks it waits on the stop event
-        (:meth:`stop` need not wait for it)."""
+        """The signal way's thread, started once the program has a thread of its own (or
+        has taken the signal). The CPU timer counts the host thread's CPU time, so a host
+        that waits (``sleep``, ``join()``, I/O) is not signalled by it but every
+        :data:`WATCH_S` by the wall timer, and one inside a long C call that lets the
+        GIL go cannot run the handler at all, while the program's other threads run:
+        then this thread samples. Every :data:`WATCH_S` it looks whether the CPU
+        timer's samples still come (twice since the last look, the last within 1.5
+        periods); if not it samples every period itself, as the thread way does (the
+        host is not holding the GIL then), until the handler samples in two periods in a
+        row. Each of its wake-ups takes the GIL: it stands down at once. Its CPU time is
+        tuimeter's (its name). Between looks it waits on the stop event (:meth:`stop`
+        need not wait for it)."""
         period = self.period_s
         late_s = 1.5 * period
         clock, wait, stopped = self.clock, self._stop.wait, self._stop.is_set
-        behind, seen = True, self.signal_samples  # from the start: CPU time, not wall
+        behind, seen, streak = True, self.signal_samples, 0
         sleep, next_t = time.sleep, clock() + period
         while True:
             if behind:  # on a grid of periods: the GIL's wait is not added to each
@@ -364,10 +412,14 @@ class StackSampler:
                 break
             else:
                 next_t = clock() + period
-            handler_sampled, seen = self.signal_samples != seen, self.signal_samples
-            # the handler's samples come in time: stand down (when behind, a recent
-            # sample may be this thread's own, which is no reason to skip a period)
-            if clock() - self._last_t <= late_s and (handler_sampled or not behind):
+            new, seen = self.signal_samples - seen, self.signal_samples
+            # the handler's samples come in time: stand down. The CPU timer's, that is:
+            # the wall timer's come once every WATCH_S (a waiting host), so behind, the
+            # handler must have sampled in two periods in a row, and standing down, twice
+            # since the last look (when behind, a recent sample may be this thread's own)
+            streak = streak + 1 if new and behind else 0
+            recent = clock() - self._last_t <= late_s
+            if recent and (streak >= 2 if behind else new >= 2):
                 behind = False
                 continue
             behind = True
@@ -379,15 +431,20 @@ class StackSampler:
 
     def _disarm(self):
         """No more signals (the handler ignores any still on its way: never the default
-        action, which ends the process)."""
+        action, which ends the process); ``signal.signal`` is the program's own again."""
         timer, self._timer = self._timer, None
+        wall, self._wall_timer = self._wall_timer, None
         if timer is None:
             return
         import signal
 
         timer.delete()
+        if wall is not None:
+            wall.delete()
+        if getattr(signal, "signal", None) is self._guarded:
+            signal.signal = self._real_signal
         try:
-            signal.signal(timer.signo, signal.SIG_IGN)
+            self._real_signal(timer.signo, signal.SIG_IGN)
         except ValueError:  # not the main thread (a failed sample in the watcher)
             pass
 
@@ -426,16 +483,18 @@ class StackSampler:
         """Stop sampling after one last sample and the end record (idempotent).
         ``caller_is_ours``: the calling thread runs tuimeter's code from now on (the
         bootstrap's exit handler), so its CPU time goes to :data:`TUIMETER_FRAME`."""
-        if self._thread is None:
+        if not self._started:
             return
+        self._started = False
         if caller_is_ours:
             self.ignore.add(threading.get_ident())
         signalled = self.host_ident is not None
         if signalled:
             self._disarm()
         self._stop.set()
-        self._thread.join(5.0)
-        self._thread = None
+        if self._thread is not None:
+            self._thread.join(5.0)
+            self._thread = None
         if signalled:  # the thread way's thread takes these itself
             with self._busy:
                 self.sample()  # up to the end
@@ -693,10 +752,10 @@ def main(argv=None):
         sys.path[0] = os.path.dirname(os.path.abspath(script))
     sink = FileSink(out)
     sampler = StackSampler(sink, rate, cut=[runpy._run_code.__code__])
-    # the thread way by default: in the same runs on a quiet machine it cost a CPU-bound
-    # program +1.5-3.6% at 100 Hz against the signal way's +8.5-11%, and an I/O-bound
-    # one +3.9-17.8% against +10.2-14.9% (docs/profile.md, "Overhead")
-    sampler.start(startup_cpu, signals=os.environ.get(SAMPLER_ENV, "") == "signal")
+    # the signal way by default: no GIL hand-off per sample, and no thread of ours in a
+    # program that has none (docs/profile.md, "Overhead"); TUIMETER_PROFILE_SAMPLER=thread
+    # for the thread way
+    sampler.start(startup_cpu, signals=os.environ.get(SAMPLER_ENV, "") != "thread")
 
     def finish():  # after the program's non-daemon threads have ended
         sampler.stop(caller_is_ours=True)
