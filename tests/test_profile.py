@@ -520,3 +520,20 @@ def test_a_rate_the_sampler_could_not_reach_is_said_in_the_notes_and_the_json(as
     assert bool(notes) is said
     if said:
         assert "asked for 1000 samples/s, reached 225/s" in notes[0]
+
+
+def test_a_waiting_programs_long_samples_are_not_a_rate_shortfall():
+    """The signal way samples a waiting main thread every 0.25 s (its CPU timer does not
+    run while it waits): 1 s of samples at the 100/s asked and 1 s of waiting in four
+    samples is the rate reached, not 52/s and a note telling the user to lower it."""
+    run = [(1000.0 + i * 0.01, 0.01, [(0, 0.01)], 0.0, 0.0) for i in range(1, 101)]
+    wait = [(1001.0 + i * 0.25, 0.25, [(0, 0.0)], 0.0, 0.0) for i in range(1, 5)]
+    log = log_of(*run, *wait, begin=(1000.0, 0.0))
+    log.rate_hz = 100.0
+    clock = FakeClock(1000.0)
+    ticks = TickLog(clock=clock)
+    clock.advance(2.0)
+    ticks(snap(2.0, 2.0, 3.0))
+    out = json.loads(dumps(make_profile(log, ticks)))
+    assert out["reached_rate_hz"] == pytest.approx(100.0)
+    assert not [n for n in out.get("notes", []) if "samples/s" in n]

@@ -88,14 +88,22 @@ RATE_SHORTFALL = 0.9
 RATE_MIN_SAMPLES = 20
 
 
+#: a sample at least this long (and 4 periods) covers a wait, not a shortfall: the
+#: signal way's wall timer samples a waiting main thread every 0.25 s, and its CPU timer
+#: (``--rate`` per second of the main thread's CPU) does not run meanwhile
+WAIT_SAMPLE_S = 0.2
+
+
 def reached_hz(log: SampleLog) -> float | None:
-    """Samples per second between the first and the last sample (None below
-    RATE_MIN_SAMPLES samples)."""
-    n = len(log.samples)
-    if n < RATE_MIN_SAMPLES:
+    """Samples per second the sampler reached while the program ran: the samples and the
+    time they cover, leaving out those that cover a wait (at least :data:`WAIT_SAMPLE_S`
+    and 4 asked periods). None below RATE_MIN_SAMPLES samples."""
+    long_s = max(WAIT_SAMPLE_S, 4.0 / log.rate_hz) if log.rate_hz else float("inf")
+    short = [s[1] for s in log.samples[1:] if s[1] is not None and s[1] < long_s]
+    if len(short) < RATE_MIN_SAMPLES:
         return None
-    span = log.samples[-1][0] - log.samples[0][0]
-    return (n - 1) / span if span > 0 else None
+    span = sum(short)
+    return len(short) / span if span > 0 else None
 
 
 def make_profile(log: SampleLog, ticks: TickLog) -> Profile:
@@ -117,8 +125,9 @@ def make_profile(log: SampleLog, ticks: TickLog) -> Profile:
     if log.rate_hz and profile.reached_hz is not None \
             and profile.reached_hz < RATE_SHORTFALL * log.rate_hz:
         profile.notes.append(
-            f"asked for {log.rate_hz:g} samples/s, reached {profile.reached_hz:.0f}/s: each "
-            f"sample costs more than the period allows here (ask for a lower --rate)")
+            f"asked for {log.rate_hz:g} samples/s, reached {profile.reached_hz:.0f}/s while "
+            f"the program ran: the kernel's timer tick, the GIL's switch interval or a busy "
+            f"machine caps it here (ask for a lower --rate)")
     if log.bad_lines:
         profile.notes.append(f"{log.bad_lines} malformed sample record(s) skipped")
     if log.begin_t is None:
