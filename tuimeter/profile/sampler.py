@@ -184,11 +184,16 @@ class StackSampler:
         if frame is not None:  # not the handler's own frames: what it interrupted
             frames[threading.get_ident()] = frame
         elif self.host_ident in frames:  # the watcher's sample: the host may be in the
-            f = frames[self.host_ident]  # handler (waiting for it): what it interrupted
-            while f is not None and f.f_code.co_filename == _HERE:
+            f = frames[self.host_ident]  # handler (waiting for it, or starting this very
+            handler = None               # thread): what the outermost handler interrupted
+            while f is not None:
+                if f.f_code is _HANDLER_CODE:
+                    handler = f
                 f = f.f_back
-            if f is not None:
-                frames[self.host_ident] = f
+            if handler is not None and handler.f_back is not None:
+                frames[self.host_ident] = handler.f_back
+            elif handler is not None:
+                del frames[self.host_ident]
         natives = self._native_ids
         if natives.keys() != frames.keys():  # threads came or went: look again
             natives = self._native_ids = self._natives()
@@ -370,14 +375,16 @@ class StackSampler:
             start = time.thread_time()
             self.sample(frame)
             self.signal_samples += 1
+            if self._thread is None and threading.active_count() > 1:
+                self._start_watcher()  # the program's threads run while the host waits
             self._handler_cpu += time.thread_time() - start
         except Exception:
             self._disarm()
             lost = True
         finally:
             self._busy.release()
-        if self._thread is None and (lost or threading.active_count() > 1):
-            self._start_watcher()  # the program's threads run while the host waits
+        if lost and self._thread is None:
+            self._start_watcher()
 
     def _watch(self):
         """The signal way's thread, started once the program has a thread of its own (or
@@ -499,6 +506,9 @@ class StackSampler:
             with self._busy:
                 self.sample()  # up to the end
             self.sink(["E", self.clock()])
+
+
+_HANDLER_CODE = StackSampler._on_signal.__code__
 
 
 class SignalTimer:
