@@ -203,6 +203,31 @@ def test_sampler_without_per_thread_clocks_records_none():
     assert records[-1][3][0][1] is None
 
 
+@pytest.mark.parametrize("name", [
+    "work", 'say "hi"', "back\\slash", "tab\tand\nnewline", "\x7f", "caf\u00e9",
+    "\u65e5\u672c", "\U0001f600", "\udcff", "\ud800 lone", ""])
+def test_the_sink_writes_what_json_reads_back(tmp_path, name):
+    """The sink formats its function records itself (no ``json`` import in the profiled
+    program): quotes, backslashes, control characters, non-ASCII, characters beyond the
+    BMP and the lone surrogates of an undecodable file name read back as written, and
+    the file is ASCII."""
+    from tuimeter.profile.sampler import FileSink
+
+    path = tmp_path / "s.jsonl"
+    sink = FileSink(str(path))
+    records = [["B", 1320.307056392, 0.0315, 100.0, 4242], ["F", 0, name, "/p/" + name, 7],
+               ["K", 0, [0]], ["S", 1320.32, 0.01, [[0, 0.0099]], 0.0, 0.0001],
+               ["E", 1320.33]]
+    for rec in records:
+        sink(rec)
+    sink.close()
+    data = path.read_bytes()
+    assert data.isascii()
+    back = [json.loads(line) for line in data.decode().splitlines()]
+    assert back[:3] == records[:3] and back[4] == records[4]
+    assert back[3] == records[3]  # to the microsecond, as these are
+
+
 def test_boot_arguments_script_and_module():
     assert parse_boot_args(["--out", "f", "--rate", "50", "--", "s.py", "-x"]) == (
         "f", 50.0, None, "s.py", ["-x"])
@@ -220,7 +245,7 @@ def test_child_command_runs_the_bootstrap_with_the_programs_interpreter(command,
     import sys
 
     got = child_command(command, "/tmp/s.jsonl", 100.0)
-    boot_at = next(i for i, a in enumerate(got) if a.endswith("sampler.py"))
+    boot_at = next(i for i, a in enumerate(got) if a.endswith("boot.py"))
     assert got[boot_at + 1:boot_at + 6] == ["--out", "/tmp/s.jsonl", "--rate", "100.0", "--"]
     got = got[:boot_at] + ["BOOT"] + got[boot_at + 6:]
     assert got == [sys.executable if a == "SYS" else a for a in expect]

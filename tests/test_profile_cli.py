@@ -365,6 +365,171 @@ def test_the_samplers_own_cpu_is_tuimeters_not_the_waiting_functions(powered, wa
     assert f["sleeper"]["total_energy_j"] < 0.05 * f["worker"]["total_energy_j"]
 
 
+def test_a_thread_started_while_the_main_thread_waits_is_sampled_from_its_start(powered):
+    """The signal way: the program's first thread starts the watcher at once (its profile
+    hook), not the handler's next sample, which comes up to 0.25 s later while the main
+    thread sleeps: the worker's first quarter second was then charged to the tick before
+    its first sample, ``[interpreter startup]``, a third of the process's energy
+    (the worker got 61% of it). The hook is gone once it has run: the program's threads
+    see no profile function."""
+    env, tmp = powered
+    prog = script(tmp, "hooked.py", """\
+        import sys
+        import threading
+        import time
+
+        seen = []
+
+        def worker():
+            seen.append(sys.getprofile())
+            burn(0.6)
+
+        t = threading.Thread(target=worker)
+        t.start()
+        time.sleep(0.05)
+        t.join()
+        print("profile functions", seen, threading.getprofile(), flush=True)
+        """)
+    r, data = profile(env, tmp, "--", sys.executable, str(prog))
+    assert r.returncode == 0, r.stderr
+    assert "profile functions [None] None" in r.stdout
+    f = funcs(data)
+    assert f["worker"]["total_energy_j"] > 0.8 * data["total_energy_j"]
+    assert f["[interpreter startup]"]["total_energy_j"] < 0.1 * data["total_energy_j"]
+
+
+def test_the_bootstraps_own_set_up_is_the_startup_not_the_programs_first_function(powered):
+    """The timers, the handler and the script's compiling happen before sampling begins,
+    as ``python SCRIPT`` compiles before it runs: their CPU time (14-20 ms here, from
+    importing ``ctypes.util`` and ``pkgutil``) used to be charged to the first stack
+    sampled, a function that only waits. And the bootstrap imports nothing the sampling
+    does not need: no ``json``, ``re``, ``subprocess`` or ``typing`` in a program that
+    does not import them (they were 30 ms of every profiled program's start), nor
+    ``runpy``: a source script runs at the bootstrap's top level."""
+    env, tmp = powered
+    prog = script(tmp, "waits_first.py", """\
+        import sys
+
+        def waiter():
+            time.sleep(0.6)
+
+        waiter()
+        print("modules", sorted({"json", "re", "subprocess", "typing", "pkgutil", "runpy",
+                                 "importlib.util", "ctypes.util", "tempfile"}
+                                & set(sys.modules)), flush=True)
+        """)
+    r, data = profile(env, tmp, "--", sys.executable, str(prog))
+    assert r.returncode == 0, r.stderr
+    f = funcs(data)
+    assert f["waiter"]["samples"] >= 2
+    assert f["waiter"]["total_cpu_s"] < 0.005
+    assert f["[interpreter startup]"]["total_cpu_s"] > 0
+    assert "modules []" in r.stdout
+
+
+PROBE = """\
+import pickle
+import sys
+
+
+class Point:
+    pass
+
+
+def where():
+    import traceback
+    return traceback.extract_stack()[-1]
+
+
+main = sys.modules["__main__"]
+print("name", __name__, "file", __file__, "argv", sys.argv[1:], "spec", __spec__,
+      "cached", __cached__, "package", __package__ or None, "doc", __doc__)
+print("main module", main.__dict__ is globals(), "path0", sys.path[0])
+print("pickled", type(pickle.loads(pickle.dumps(Point()))).__qualname__)
+frame = where()
+print("traceback", frame.filename, frame.lineno)
+"""
+
+
+def test_a_script_runs_as_python_runs_it(powered):
+    """The bootstrap compiles a source file itself (``runpy.run_path`` would import
+    ``pkgutil`` first): the script sees the same ``__name__``, ``__file__``, ``argv``,
+    ``sys.path[0]``, ``__main__`` module (pickling a class of the script works, as
+    ``multiprocessing`` needs) and line numbers as under ``python SCRIPT``."""
+    env, tmp = powered
+    prog = tmp / "probe.py"
+    prog.write_text(PROBE)
+    plain = subprocess.run([sys.executable, str(prog), "a", "-b"], env=env,
+                           capture_output=True, text=True, check=True)
+    r, data = profile(env, tmp, "--", sys.executable, str(prog), "a", "-b")
+    assert r.returncode == 0, r.stderr
+    assert "name __main__ file " + str(prog) in r.stdout
+    assert plain.stdout in r.stdout
+
+
+def test_an_uncaught_exception_is_reported_as_python_reports_it(powered):
+    """The script's own traceback, not the bootstrap's frames, through ``sys.excepthook``
+    (a program's own hook is called), and exit status 1; the profile is still written."""
+    env, tmp = powered
+    prog = tmp / "fails.py"
+    prog.write_text(BURN + textwrap.dedent("""\
+        import sys
+
+        def hook(kind, exc, tb):
+            print("hook", kind.__name__, tb.tb_frame.f_code.co_filename == __file__)
+            sys.__excepthook__(kind, exc, tb)
+
+        if "--hook" in sys.argv:
+            sys.excepthook = hook
+
+        def work():
+            burn(0.1)
+            raise ValueError("boom")
+
+        work()
+        """))
+    plain = subprocess.run([sys.executable, str(prog)], env=env, capture_output=True,
+                           text=True)
+    r, data = profile(env, tmp, "--", sys.executable, str(prog))
+    assert plain.returncode == r.returncode == 1
+    assert plain.stderr.strip() in r.stderr
+    assert "boot.py" not in r.stderr and "sampler.py" not in r.stderr
+    assert funcs(data)["work"]["samples"] >= 1
+    (tmp / "prof.json").unlink()
+    r, data = profile(env, tmp, "--", sys.executable, str(prog), "--hook")
+    assert r.returncode == 1 and "hook ValueError True" in r.stdout
+
+
+@pytest.mark.parametrize("kind", ["zipapp", "folder", "pyc", "syntax error"])
+def test_what_is_not_a_source_file_runs_as_python_runs_it(powered, kind):
+    """A zip application (a ``#!`` line before it too), a folder with ``__main__.py`` and
+    a compiled ``.pyc`` run as ``python PATH`` runs them (``runpy.run_path``), and a
+    script that does not compile fails as under ``python``: its ``SyntaxError``, exit
+    status 1."""
+    import py_compile
+    import zipapp
+
+    env, tmp = powered
+    app = tmp / "app"
+    app.mkdir()
+    (app / "__main__.py").write_text("import sys\nprint('ran', sys.argv[1:])\n")
+    target = {"folder": app, "zipapp": tmp / "app.pyz", "pyc": tmp / "app.pyc",
+              "syntax error": tmp / "bad.py"}[kind]
+    if kind == "zipapp":
+        zipapp.create_archive(app, target, interpreter="/usr/bin/env python3")
+    elif kind == "pyc":
+        py_compile.compile(str(app / "__main__.py"), cfile=str(target))
+    elif kind == "syntax error":
+        target.write_text("print('never')\ndef broken(:\n")
+    r, data = profile(env, tmp, "--", sys.executable, str(target), "x")
+    if kind == "syntax error":
+        assert r.returncode == 1
+        assert "SyntaxError" in r.stderr and "never" not in r.stdout
+    else:
+        assert r.returncode == 0, r.stderr
+        assert "ran ['x']" in r.stdout
+
+
 def test_by_default_a_program_without_threads_gets_no_thread_of_tuimeters(powered):
     """The default way adds no thread to a program that has none: a process's first
     extra thread puts the C library's locks and cancellation points on every ``malloc``

@@ -88,9 +88,9 @@ def child_command(command: list[str], samples_path: str, rate_hz: float) -> list
     """The command that runs ``command`` (``python [OPTIONS] SCRIPT|-m MODULE ARGS`` or
     ``SCRIPT.py ARGS``) under the sampler. ValueError (one line) when it is no Python
     program tuimeter can start that way."""
-    from . import sampler
+    from . import boot as entry
 
-    boot = [os.path.abspath(sampler.__file__), "--out", samples_path, "--rate", repr(rate_hz),
+    boot = [os.path.abspath(entry.__file__), "--out", samples_path, "--rate", repr(rate_hz),
             "--"]
     first = command[0]
     if first.endswith(".py") and not _PYTHON.match(os.path.basename(first)):
@@ -147,7 +147,8 @@ def _usage_problem(args: argparse.Namespace, command: list[str] | None) -> str |
     except ValueError as exc:
         return str(exc)
     script = target[target.index("--") + 1]
-    if script != "-m" and not os.path.isfile(script):
+    if script != "-m" and not os.path.isfile(script) \
+            and not os.path.isfile(os.path.join(script, "__main__.py")):  # python FOLDER
         return f"no such script: {script}"
     return None
 

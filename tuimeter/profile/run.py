@@ -1,5 +1,5 @@
 """Running a profiled program: tuimeter's live session follows the bootstrap process
-(``python sampler.py ... -- SCRIPT``) as ``tuimeter record -- CMD`` follows a command,
+(``python boot.py ... -- SCRIPT``) as ``tuimeter record -- CMD`` follows a command,
 a :class:`~.ticks.TickLog` keeps each tick's attributed energy, and at the end the
 sampler's file is read and the energy spread (:func:`~.ticks.make_profile`)."""
 

@@ -1,11 +1,14 @@
 """The stack sampler that runs inside the profiled program, and its bootstrap.
 
-Standard library only, no import of the rest of tuimeter: ``tuimeter profile`` runs this
-file *by its path* with the program's own interpreter (``python .../sampler.py --out FILE
---rate HZ -- SCRIPT ARGS``), which may be another Python than tuimeter's (a project's
-venv without tuimeter). As ``python -m cProfile`` does, the bootstrap sets ``sys.argv``
+Standard library only, no import of the rest of tuimeter: ``tuimeter profile`` runs
+``boot.py`` beside it *by its path* with the program's own interpreter (``python
+.../boot.py --out FILE --rate HZ -- SCRIPT ARGS``), which may be another Python than
+tuimeter's (a project's venv without tuimeter); it loads this file by its path and calls
+:func:`start_program` (``python sampler.py ...`` works too, through ``boot.py``). As
+``python -m cProfile`` does, the bootstrap sets ``sys.argv``
 and ``sys.path[0]`` as ``python SCRIPT`` (or ``python -m MODULE``) would and runs the
-program unmodified with :mod:`runpy`. ``Meter(profile=True)`` imports the same
+program unmodified (a source file at ``boot.py``'s top level, anything else with
+:mod:`runpy`). ``Meter(profile=True)`` imports the same
 :class:`StackSampler` and runs it on a thread of the calling process.
 
 Each sample (every ``1 / rate_hz`` s: in a signal handler of the main thread, or on a
@@ -32,9 +35,7 @@ Records (one JSON list per line in the file; a list per record in memory)::
 macOS, so the parent places samples on its own ticks. A sample covers ``(t_s - dt_s, t_s]``.
 """
 
-from __future__ import annotations
-
-import json
+import io
 import os
 import sys
 import threading
@@ -59,7 +60,6 @@ OUR_THREADS = "tuimeter-"
 
 
 _LINUX = sys.platform.startswith("linux")
-_HERE = __file__
 
 
 def thread_cpu_clock(native_id):
@@ -148,16 +148,20 @@ class StackSampler:
         self._guarded = self._real_signal = None
         self._started = False
         self._busy = threading.Lock()  # one sample at a time (handler or watcher)
+        self._watcher_lock = threading.Lock()  # one watcher (any thread may start it)
         self.signal_samples = 0
 
     # -- one sample -----------------------------------------------------------------
     def begin(self, startup_cpu_s=None):
         """The start record; every thread alive now counts its CPU from here.
-        ``startup_cpu_s``: CPU the process used before (the bootstrap's interpreter
-        start, which the engine counts too); None: none of it is the profile's."""
+        ``startup_cpu_s``: CPU the process used before (the engine counts it too); True:
+        all the process's CPU time so far (the bootstrap: the interpreter's start and its
+        own set-up, which ends here); None: none of it is the profile's."""
         now = self.clock()
         self._last_t = now
         self._last_proc = self.process_cpu()
+        if startup_cpu_s is True:
+            startup_cpu_s = self._last_proc
         self._last_own = self.own_cpu()
         natives = self._native_ids = self._natives()
         for ident, native in natives.items():
@@ -283,31 +287,51 @@ class StackSampler:
         locks and cancellation points on every ``malloc`` and system call, 4% more
         instructions for a program of small reads and writes, and each of the thread
         way's samples is a GIL hand-off; the signal way has neither (docs/profile.md,
-        "Overhead")."""
+        "Overhead"). The timers and the handler are set up before the start record (so
+        that their set-up is not in the first sample) and set going after it."""
+        ready = signals and self._prepare_signals()
         self.begin(startup_cpu_s)
         self._started = True
-        if signals and self._arm():
+        if ready and self._arm():
             if threading.active_count() > 1:  # the program's own threads: watch them
                 self._start_watcher()
+            elif getattr(threading, "getprofile", None) and threading.getprofile() is None:
+                threading.setprofile(self._on_new_thread)  # and once it starts one
             return
         self._thread = threading.Thread(target=self._run, name="tuimeter-profiler",
                                         daemon=True)
         self._thread.start()
 
+    def _on_new_thread(self, frame, event, arg):
+        """The profile function of the program's first thread (``threading.setprofile``:
+        each new thread calls it at its first event): the watcher starts at once, not at
+        the handler's next sample, up to :data:`WATCH_S` later while the host waits (the
+        new thread's work would be charged to the ticks after it ran). Called once: it
+        takes itself away."""
+        sys.setprofile(None)
+        self._unhook()
+        self._start_watcher()
+
+    def _unhook(self):
+        if getattr(threading, "getprofile", None) \
+                and threading.getprofile() == self._on_new_thread:
+            threading.setprofile(None)
+
     def _start_watcher(self):
         """The signal way's thread (:meth:`_watch`), once: when the host cannot run the
         handler while other threads run (they exist, or the program took the signal)."""
-        if self._thread is not None or self._stop.is_set():
-            return
-        self._thread = threading.Thread(target=self._watch, name="tuimeter-profiler",
-                                        daemon=True)
-        self._thread.start()
+        with self._watcher_lock:
+            if self._thread is not None or self._stop.is_set():
+                return
+            self._thread = threading.Thread(target=self._watch, name="tuimeter-profiler",
+                                            daemon=True)
+            self._thread.start()
 
-    def _arm(self):
-        """The signal way: a handler on this thread, a timer sending it its signal every
-        period of this thread's CPU time. False (nothing changed) where there is none:
-        not the main thread, not Linux, no ``ctypes``, no free signal, or the
-        timer refused."""
+    def _prepare_signals(self):
+        """The signal way, made ready: a handler on this thread, two timers to send it
+        its signal (:meth:`_arm` sets them going). False (nothing changed) where there is
+        none: not the main thread, not Linux, no ``ctypes``, no free signal, or the
+        timers refused."""
         if not _LINUX or threading.current_thread() is not threading.main_thread():
             return False
         import signal
@@ -325,23 +349,33 @@ class StackSampler:
         except (OSError, AttributeError, ValueError):
             timer.delete()
             return False
-        own_cpu = self.own_cpu
+        try:
+            signal.signal(signo, self._on_signal)
+        except (OSError, ValueError):
+            timer.delete()
+            wall.delete()
+            return False
+        self._thread_own_cpu = self.own_cpu
         self.host_ident = threading.get_ident()
         self._handler_cpu = 0.0
         self._last_own = 0.0
         self.own_cpu = self._handler_cpu_s
-        try:
-            signal.signal(signo, self._on_signal)
-            timer.arm(self.period_s)
-            wall.arm(WATCH_S)
-        except (OSError, ValueError):
-            signal.signal(signo, signal.SIG_IGN)
-            timer.delete()
-            wall.delete()
-            self.host_ident, self.own_cpu = None, own_cpu
-            return False
         self._timer, self._wall_timer = timer, wall
         self._guard(signal, signo)
+        return True
+
+    def _arm(self):
+        """The prepared timers set going: one every period of this thread's CPU time, one
+        every :data:`WATCH_S` of wall time. False (the signal way undone, the thread way
+        to follow) if the kernel refuses."""
+        try:
+            self._timer.arm(self.period_s)
+            self._wall_timer.arm(WATCH_S)
+        except OSError:
+            self._disarm()
+            self.host_ident, self.own_cpu = None, self._thread_own_cpu
+            self._last_own = self.own_cpu()
+            return False
         return True
 
     def _guard(self, signal, signo):
@@ -498,7 +532,9 @@ class StackSampler:
         signalled = self.host_ident is not None
         if signalled:
             self._disarm()
-        self._stop.set()
+            self._unhook()
+        with self._watcher_lock:  # no watcher starts after this
+            self._stop.set()
         if self._thread is not None:
             self._thread.join(5.0)
             self._thread = None
@@ -523,12 +559,11 @@ class SignalTimer:
 
     def __init__(self, signo, tid, clock_id):
         import ctypes
-        import ctypes.util
 
         c = ctypes
         libc = c.CDLL(None, use_errno=True)
         if not hasattr(libc, "timer_create"):  # glibc before 2.34: librt
-            libc = c.CDLL(c.util.find_library("rt") or "librt.so.1", use_errno=True)
+            libc = _librt(c)
         header = c.sizeof(c.c_void_p) + 2 * c.sizeof(c.c_int)
 
         class Sigevent(c.Structure):  # struct sigevent: 64 bytes on Linux
@@ -567,6 +602,18 @@ class SignalTimer:
             self._id = None
 
 
+def _librt(c):
+    """The C library's real-time part (``timer_create`` before glibc 2.34). By its usual
+    name first: ``ctypes.util`` imports ``subprocess``, ``shutil`` and ``tempfile``
+    (the second largest part of the bootstrap's start)."""
+    try:
+        return c.CDLL("librt.so.1", use_errno=True)
+    except OSError:
+        import ctypes.util
+
+        return c.CDLL(ctypes.util.find_library("rt") or "librt.so.1", use_errno=True)
+
+
 def _free_signal(signal):
     """The signal the timer sends: ``SIGURG`` while it has no handler (its default action
     is to be ignored, so a program that sets every handler back to the default loses its
@@ -583,6 +630,41 @@ def _free_signal(signal):
         if signal.getsignal(signo) == signal.SIG_DFL:
             return signo
     return None
+
+
+def _json_text(s):
+    """``s`` as a JSON string, every character outside printable ASCII escaped (a
+    lone surrogate from an undecodable file name too, as ``json.dumps`` does)."""
+    if s.isascii() and s.isprintable() and '"' not in s and "\\" not in s:
+        return '"' + s + '"'
+    out = []
+    for ch in s:
+        o = ord(ch)
+        if ch == '"' or ch == "\\":
+            out.append("\\" + ch)
+        elif 0x20 <= o < 0x7F:
+            out.append(ch)
+        elif o > 0xFFFF:
+            o -= 0x10000
+            out.append("\\u%04x\\u%04x" % (0xD800 | (o >> 10), 0xDC00 | (o & 0x3FF)))
+        else:
+            out.append("\\u%04x" % o)
+    return '"' + "".join(out) + '"'
+
+
+def _json(value):
+    """A start, function, stack or end record (strings, numbers, lists of them) as
+    JSON, without the ``json`` module: with the ``re`` it imports, it was the largest
+    part of the bootstrap's start (``python -X importtime``), for four kinds of record."""
+    if isinstance(value, str):
+        return _json_text(value)
+    if isinstance(value, list):
+        return "[" + ",".join([_json(v) for v in value]) + "]"
+    if value is None:
+        return "null"
+    if isinstance(value, float):
+        return repr(value)
+    return str(int(value))
 
 
 def encode_sample(record):
@@ -670,9 +752,8 @@ class FileSink:
         return fd
 
     def _flush(self):
-        data = "".join([encode_sample(r) if r[0] == "S" else
-                        json.dumps(r, separators=(",", ":")) + "\n"
-                        for r in self._records]).encode("utf-8", "surrogateescape")
+        data = "".join([encode_sample(r) if r[0] == "S" else _json(r) + "\n"
+                        for r in self._records]).encode("ascii")
         self._records = []
         self._flushed = self.clock()
         fd = self._own_fd()
@@ -739,7 +820,7 @@ def parse_boot_args(argv):
         i += 2
     rest = argv[i + 1:]
     if out is None or not rest:
-        _usage("usage: sampler.py --out FILE [--rate HZ] -- (-m MODULE | SCRIPT) ARGS...")
+        _usage("usage: boot.py --out FILE [--rate HZ] -- (-m MODULE | SCRIPT) ARGS...")
     if rest[0] == "-m":
         if len(rest) < 2:
             _usage("-m needs a module name")
@@ -747,36 +828,118 @@ def parse_boot_args(argv):
     return out, rate, None, rest[0], rest[1:]
 
 
-def main(argv=None):
-    """Run the program under the sampler (the process's exit status is the program's)."""
-    startup_cpu = time.process_time()
-    out, rate, module, script, args = parse_boot_args(sys.argv[1:] if argv is None else argv)
-    import atexit
-    import runpy
+#: the end of central directory record's signature, and how far from a zip file's end it
+#: can be (the record, 22 bytes, and a comment of at most 65535)
+_ZIP_END, _ZIP_TAIL = b"PK\x05\x06", 22 + 65535
 
+
+def _pyc_magic():
+    """The magic number a ``.pyc`` file of this interpreter starts with."""
+    frozen = sys.modules.get("_frozen_importlib_external")  # loaded at every start
+    magic = getattr(frozen, "MAGIC_NUMBER", None)
+    if magic is None:
+        import importlib.util
+
+        magic = importlib.util.MAGIC_NUMBER
+    return magic
+
+
+def source_code(path):
+    """The code object of the Python source file ``path``, compiled as ``python SCRIPT``
+    compiles it before running it, or None where ``runpy.run_path`` must run it: a
+    folder, a zip file (a ``zipapp``, maybe after a ``#!`` line), a compiled ``.pyc``, a
+    file that cannot be read or compiled (``run_path`` then raises what ``python SCRIPT``
+    would)."""
+    try:
+        with io.open_code(path) as f:
+            data = f.read()
+        if data.startswith(_pyc_magic()) or _ZIP_END in data[-_ZIP_TAIL:]:
+            return None
+        return compile(data, path, "exec", dont_inherit=True)
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
+def main_module(path):
+    """A new ``__main__`` module for the script ``path``, put in ``sys.modules`` as
+    ``python SCRIPT`` has it (``pickle`` and ``multiprocessing`` find the script's
+    classes and functions there) and as ``runpy`` fills it."""
+    import builtins
+
+    module = type(sys)("__main__")
+    module.__dict__.update(__file__=path, __cached__=None, __loader__=None,
+                           __package__=None, __spec__=None, __builtins__=builtins)
+    sys.modules["__main__"] = module
+    return module
+
+
+def start_program(argv, top):
+    """The bootstrap: parse ``argv``, set ``sys.argv`` and ``sys.path[0]`` as ``python
+    SCRIPT`` (or ``-m MODULE``) would, and sample from here to the process's end (its
+    exit handler writes the last sample). ``top``: the code object of the bootstrap's
+    frame that runs the program; stacks are cut there.
+
+    A source file is compiled here, before sampling begins, as ``python SCRIPT`` compiles
+    it before it runs it, and returned with its ``__main__`` module's namespace, for the
+    caller to ``exec`` at its top level: the program's frames then sit right above the
+    bootstrap's, as they sit above nothing under ``python SCRIPT``. Run through
+    ``runpy.run_path``'s four frames and two context managers, a loop of small reads and
+    writes ran 1.3% slower than under ``python SCRIPT`` (bench/bench_profile.py), and it
+    imports ``pkgutil`` and ``typing``. A module (``-m``), a folder, a zip file or a
+    ``.pyc`` is run here by :mod:`runpy`, and None is returned."""
+    out, rate, module, script, args = parse_boot_args(argv)
+    import atexit
+
+    code = path = None
+    cut = [top]
     if module is not None:
         sys.argv = [module] + list(args)
         sys.path[0] = os.getcwd()  # as `python -m`: the current folder first
     else:
         sys.argv = [script] + list(args)
-        sys.path[0] = os.path.dirname(os.path.abspath(script))
+        path = os.path.abspath(script)
+        sys.path[0] = os.path.dirname(path)
+        code = source_code(path)
+    if code is None:
+        import runpy
+
+        cut.append(runpy._run_code.__code__)
     sink = FileSink(out)
-    sampler = StackSampler(sink, rate, cut=[runpy._run_code.__code__])
+    sampler = StackSampler(sink, rate, cut=cut)
     # the signal way by default: no GIL hand-off per sample, and no thread of ours in a
     # program that has none (docs/profile.md, "Overhead"); TUIMETER_PROFILE_SAMPLER=thread
-    # for the thread way
-    sampler.start(startup_cpu, signals=os.environ.get(SAMPLER_ENV, "") != "thread")
+    # for the thread way. Everything the process did before is its start-up.
+    namespace = main_module(path).__dict__ if code is not None else None
+    sampler.start(True, signals=os.environ.get(SAMPLER_ENV, "") != "thread")
 
     def finish():  # after the program's non-daemon threads have ended
         sampler.stop(caller_is_ours=True)
         sink.close()
 
     atexit.register(finish)
+    if code is not None:
+        return code, namespace
     if module is not None:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
     else:
-        runpy.run_path(os.path.abspath(script), run_name="__main__")  # as python 3.9+
+        runpy.run_path(path, run_name="__main__")  # as python 3.9+
+    return None
 
 
-if __name__ == "__main__":
-    main()
+def uncaught(exc):
+    """An exception the program did not catch, reported as the interpreter reports it
+    under ``python SCRIPT``: through ``sys.excepthook`` (the program's, where it set
+    one), without the bootstrap's frame, and the exit status 1."""
+    tb = exc.__traceback__
+    if tb is not None:  # the hook shows the exception's own traceback
+        tb = tb.tb_next
+        exc.__traceback__ = tb
+    sys.excepthook(type(exc), exc, tb)
+    sys.exit(1)
+
+
+if __name__ == "__main__":  # ``python sampler.py --out FILE -- SCRIPT``: as boot.py
+    import runpy
+
+    runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "boot.py"),
+                   run_name="__main__")
