@@ -87,11 +87,14 @@ def _per_burst() -> float:
 def cluster_nodes(tmp_path):
     trees = {n: FakePowercap(tmp_path / n).intel_desktop(dram=True, psys=False) for n in NODES}
     ports = {n: free_port() for n in NODES}
-    procs = {n: _record(trees[n].sensor_root, n, ports[n], tmp_path / f"{n}.csv")
-             for n in NODES}
+    # Prometheus first: where it is not installed the test skips, and no recorder is left
+    # running behind it (they outlived the test run)
     prom = OwnPrometheus(tmp_path / "prom", [f"127.0.0.1:{p}" for p in ports.values()])
+    procs: dict[str, subprocess.Popen] = {}
     state = {"trees": trees, "ports": ports, "procs": procs, "prom": prom}
     try:
+        for n in NODES:
+            procs[n] = _record(trees[n].sensor_root, n, ports[n], tmp_path / f"{n}.csv")
         yield state
     finally:
         for p in state["procs"].values():
