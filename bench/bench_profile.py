@@ -466,7 +466,7 @@ def print_whole(what: str, res: dict[str, dict], verbose: bool, seed: int) -> No
         lost = statistics.median([(w - c) / w for w, c in zip(row["work"], row["cpu"])])
         print(f"  {k:>16}: {cells[0]:>9} {cells[1]:>9}  {paired[0]:>21} {paired[1]:>21}"
               f"   main thread not running {100 * lost:4.2f}%, "
-              f"{statistics.median(row['sw']):4.0f} sleeps/s; {_sampler_note(row, '/s')}")
+              f"{statistics.median(row['sw']):4.0f} sleeps/s; {_sampler_note(row, 'per s')}")
         if verbose:
             print("      work: " + " ".join(f"{x:.3f}" for x in row["work"]))
     if verbose:
