@@ -61,7 +61,8 @@ MODULES: dict[str, tuple[str, ...]] = {
                           "tests/test_device_info.py"),
     "engine/node.py": ("tests/test_node_power.py", "tests/test_pm_counters.py"),
     "sensors/node_poller.py": ("tests/test_ipmi.py", "tests/test_redfish.py"),
-    "profile/sampler.py": ("tests/test_profile.py", "tests/test_profile_cli.py"),
+    "profile/sampler.py": ("tests/test_profile.py", "tests/test_profile_cli.py",
+                           "tests/test_profile_api.py"),
 }
 
 _CMP = {"<": ("<=", ">="), "<=": ("<", ">"), ">": (">=", "<="), ">=": (">", "<"),

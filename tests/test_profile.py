@@ -132,6 +132,41 @@ def test_in_the_signal_way_the_handlers_cpu_is_tuimeters_and_its_stack_the_inter
     assert ours == pytest.approx(0.002) and other == pytest.approx(0.0)
 
 
+def test_the_signal_way_leaves_the_profile_function_and_the_signal_as_they_were():
+    """The signal way's one-shot hook (``threading.setprofile``, which starts the watcher
+    with the program's first thread) is set only where none is: one set before (a
+    ``sitecustomize``, a tool) is kept, and the sampler's own is gone after ``stop``, as
+    is its signal handler."""
+    import threading
+
+    def mine(frame, event, arg):
+        pass
+
+    import signal
+
+    before = signal.getsignal(signal.SIGURG)
+    s = StackSampler(lambda rec: None, 100.0)
+    s.start(None, signals=True)
+    try:
+        assert s.host_ident is not None  # the signal way (Linux, the main thread)
+        assert threading.getprofile() == s._on_new_thread  # a bound method: equal, not the same
+    finally:
+        s.stop()
+    assert threading.getprofile() is None
+    # the signal's handler as it was: an ignored one is inherited by child processes
+    # (they then chose a real-time signal, whose default action ends a program that
+    # resets every handler)
+    assert signal.getsignal(signal.SIGURG) == before
+    threading.setprofile(mine)
+    try:
+        s = StackSampler(lambda rec: None, 100.0)
+        s.start(None, signals=True)
+        s.stop()
+        assert threading.getprofile() is mine
+    finally:
+        threading.setprofile(None)
+
+
 def test_sampler_defines_each_function_and_stack_once_and_cuts_the_bootstrap():
     """Functions and stacks are written once, before first use; frames at and outside a
     ``cut`` code (the bootstrap's runpy frame) are left out."""
@@ -204,7 +239,7 @@ def test_sampler_without_per_thread_clocks_records_none():
 
 
 @pytest.mark.parametrize("name", [
-    "work", 'say "hi"', "back\\slash", "tab\tand\nnewline", "\x7f", "caf\u00e9",
+    "work", 'say "hi"', "back\\slash", "tab\tand\nnewline", "\x1f\x7f", "caf\u00e9",
     "\u65e5\u672c", "\U0001f600", "\udcff", "\ud800 lone", ""])
 def test_the_sink_writes_what_json_reads_back(tmp_path, name):
     """The sink formats its function records itself (no ``json`` import in the profiled
@@ -223,6 +258,7 @@ def test_the_sink_writes_what_json_reads_back(tmp_path, name):
     sink.close()
     data = path.read_bytes()
     assert data.isascii()
+    assert (b'"/p/say \\"hi\\""' in data) == (name == 'say "hi"')  # ASCII kept as it is
     back = [json.loads(line) for line in data.decode().splitlines()]
     assert back[:3] == records[:3] and back[4] == records[4]
     assert back[3] == records[3]  # to the microsecond, as these are

@@ -69,6 +69,22 @@ def test_meter_profile_gives_energy_per_function_and_phases(fake_root):
     assert not any("engine" in f.file and "sampler.py" in f.file for f in prof.functions)
 
 
+def test_meter_profile_samples_on_a_thread_and_leaves_the_signals_alone(fake_root):
+    """``Meter(profile=True)`` samples on a thread of its own (its caller need not be the
+    main thread, and the program's signals stay the program's): no handler for the
+    signal way's signal, no profile hook, a ``tuimeter-profiler`` thread while it runs."""
+    import signal
+    import threading
+
+    before = signal.getsignal(signal.SIGURG)
+    with tuimeter.Meter(profile=True, interval_s=0.1, gpu=False, powercap_root=fake_root):
+        heavy()
+        names = [t.name for t in threading.enumerate()]
+        assert signal.getsignal(signal.SIGURG) == before
+        assert threading.getprofile() is None
+    assert "tuimeter-profiler" in names
+
+
 def test_measure_decorator_with_profile(fake_root):
     @tuimeter.measure(profile=True, interval_s=0.1, gpu=False, powercap_root=fake_root)
     def job():

@@ -54,10 +54,11 @@ def script(tmp_path: Path, name: str, body: str) -> Path:
     return path
 
 
-def profile(env, tmp_path, *args, timeout=120):
+def profile(env, tmp_path, *args, timeout=120, preexec_fn=None):
     out = tmp_path / "prof.json"
     r = subprocess.run(tuimeter("profile", "-o", str(out), "-i", "0.25", "--no-gpu", *args),
-                       env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+                       env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                       preexec_fn=preexec_fn)
     data = json.loads(out.read_text()) if out.exists() else None
     return r, data
 
@@ -645,11 +646,17 @@ def test_a_program_using_sigalrm_and_exec_runs_as_without_the_profiler(powered):
     assert "alarms True" in r.stdout and "after exec" in r.stdout
 
 
-def test_a_program_that_resets_every_signal_lives_and_is_still_sampled(powered):
+@pytest.mark.parametrize("urg", ["default", "ignored"])
+def test_a_program_that_resets_every_signal_lives_and_is_still_sampled(powered, urg):
     """A program that sets every signal's handler back to the default (some daemonising
     code does) while being profiled: the timer's signal is then handled by default, which
     for a real-time signal ends the process; the profile's signal is one whose default is
-    to be ignored, so the program ends normally and the watcher thread samples the rest."""
+    to be ignored, so the program ends normally and the watcher thread samples the rest.
+    Also where ``tuimeter profile`` was started with that signal ignored (inherited from
+    its parent: a test's sampler once left it so, and the program died of a real-time
+    signal, exit status 190)."""
+    import signal
+
     env, tmp = powered
     prog = script(tmp, "reset.py", """\
         import signal
@@ -669,7 +676,10 @@ def test_a_program_that_resets_every_signal_lives_and_is_still_sampled(powered):
         after()
         print("done")
         """)
-    r, data = profile({**env, **WAYS["signal"]}, tmp, "--", sys.executable, str(prog))
+    ignore = (lambda: signal.signal(signal.SIGURG, signal.SIG_IGN)) if urg == "ignored" \
+        else None
+    r, data = profile({**env, **WAYS["signal"]}, tmp, "--", sys.executable, str(prog),
+                      preexec_fn=ignore)
     assert r.returncode == 0, r.stderr
     assert "done" in r.stdout
     f = funcs(data)

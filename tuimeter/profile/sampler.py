@@ -146,6 +146,7 @@ class StackSampler:
         self._handler_cpu = 0.0
         self._timer = self._wall_timer = None
         self._guarded = self._real_signal = None
+        self._old_handler = None  # the signal's handler before the sampler's
         self._started = False
         self._busy = threading.Lock()  # one sample at a time (handler or watcher)
         self._watcher_lock = threading.Lock()  # one watcher (any thread may start it)
@@ -349,6 +350,7 @@ class StackSampler:
         except (OSError, AttributeError, ValueError):
             timer.delete()
             return False
+        self._old_handler = signal.getsignal(signo)
         try:
             signal.signal(signo, self._on_signal)
         except (OSError, ValueError):
@@ -471,8 +473,13 @@ class StackSampler:
                     self._busy.release()
 
     def _disarm(self):
-        """No more signals (the handler ignores any still on its way: never the default
-        action, which ends the process); ``signal.signal`` is the program's own again."""
+        """No more signals, and the signal's handler as it was: ignored for an instant
+        first, which drops a signal still on its way (never the default action, which
+        for a real-time signal ends the process), then set back to what it was before
+        (a child process inherits an ignored signal: one left ignored made a profiled
+        program's ``tuimeter profile`` children choose a real-time signal). A handler
+        the program set meanwhile is left alone. ``signal.signal`` is the program's own
+        again."""
         timer, self._timer = self._timer, None
         wall, self._wall_timer = self._wall_timer, None
         if timer is None:
@@ -484,8 +491,13 @@ class StackSampler:
             wall.delete()
         if getattr(signal, "signal", None) is self._guarded:
             signal.signal = self._real_signal
+        signo = timer.signo
         try:
-            self._real_signal(timer.signo, signal.SIG_IGN)
+            now = signal.getsignal(signo)
+            if now == self._on_signal or now == signal.SIG_DFL:
+                self._real_signal(signo, signal.SIG_IGN)
+                self._real_signal(signo, self._old_handler if now == self._on_signal
+                                  else now)
         except ValueError:  # not the main thread (a failed sample in the watcher)
             pass
 
@@ -615,13 +627,13 @@ def _librt(c):
 
 
 def _free_signal(signal):
-    """The signal the timer sends: ``SIGURG`` while it has no handler (its default action
-    is to be ignored, so a program that sets every handler back to the default loses its
-    samples, not its life: the watcher thread samples then), else a real-time signal with
-    no handler (from the top: programs and libraries that use one take ``SIGRTMIN``
-    upwards), or None."""
+    """The signal the timer sends: ``SIGURG`` while it has no handler, by default or
+    ignored (its default action is to be ignored, so a program that sets every handler
+    back to the default loses its samples, not its life: the watcher thread samples
+    then), else a real-time signal with no handler (from the top: programs and libraries
+    that use one take ``SIGRTMIN`` upwards), or None."""
     urg = getattr(signal, "SIGURG", None)
-    if urg is not None and signal.getsignal(urg) == signal.SIG_DFL:
+    if urg is not None and signal.getsignal(urg) in (signal.SIG_DFL, signal.SIG_IGN):
         return urg
     low, high = getattr(signal, "SIGRTMIN", None), getattr(signal, "SIGRTMAX", None)
     if low is None or high is None:
