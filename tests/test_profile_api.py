@@ -85,6 +85,42 @@ def test_meter_profile_samples_on_a_thread_and_leaves_the_signals_alone(fake_roo
     assert "tuimeter-profiler" in names
 
 
+def test_meter_profile_in_a_forked_child_gets_each_functions_cpu(fake_root, tmp_path):
+    """A child made by ``os.fork`` (a pre-forking server's worker) profiles its own work:
+    Python 3.11 keeps the parent's task id on the child's main thread
+    (``threading.main_thread().native_id``; ``multiprocessing`` sets it again, a bare
+    fork does not), so its CPU clock was another process's, unreadable, and every
+    function of the child got 0 s of CPU (its energy then shared by samples alone)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    prog = tmp_path / "forked.py"
+    prog.write_text(textwrap.dedent(f"""\
+        import os, threading, time
+        import tuimeter
+
+        def heavy():
+            t = time.thread_time()
+            while time.thread_time() - t < 0.4:
+                pass
+
+        pid = os.fork()
+        if pid == 0:
+            with tuimeter.Meter(profile=True, interval_s=0.1, gpu=False,
+                                powercap_root={fake_root!r}, attach=False) as m:
+                heavy()
+            print("heavy cpu", m.profile.function("heavy").total_cpu_s, flush=True)
+            os._exit(0)
+        os.waitpid(pid, 0)
+        """))
+    r = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    cpu = float(r.stdout.split("heavy cpu")[1].split()[0])
+    assert 0.3 < cpu < 0.6
+
+
 def test_measure_decorator_with_profile(fake_root):
     @tuimeter.measure(profile=True, interval_s=0.1, gpu=False, powercap_root=fake_root)
     def job():

@@ -178,7 +178,17 @@ class StackSampler:
         threads = self.threads()
         self._ours = {t.ident for t in threads
                       if str(getattr(t, "name", "")).startswith(OUR_THREADS)}
-        return {t.ident: getattr(t, "native_id", None) for t in threads}
+        natives = {t.ident: getattr(t, "native_id", None) for t in threads}
+        # in a child made by os.fork, Python 3.11 keeps the parent's task id on the main
+        # thread (the forking thread, whose task id is now the process id): its CPU clock
+        # is another process's, unreadable, and its functions got no CPU time
+        main = threading.main_thread().ident
+        nid = natives.get(main)
+        pid = os.getpid()
+        if _LINUX and nid is not None and nid != pid and self.thread_cpu(nid) is None \
+                and self.thread_cpu(pid) is not None:
+            natives[main] = pid
+        return natives
 
     def sample(self, frame=None):
         """Take one sample now (the sampling thread calls this; tests call it directly).
