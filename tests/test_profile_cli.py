@@ -184,6 +184,8 @@ def test_a_module_runs_with_its_arguments_and_its_exit_status_is_kept(powered):
 
         def main():
             burn(0.2)
+            # its own __main__ module, as under python -m (pickle finds its names there)
+            print("main module", sys.modules["__main__"].__dict__ is globals(), flush=True)
             sys.exit(int(sys.argv[1]))
 
         main()
@@ -191,6 +193,7 @@ def test_a_module_runs_with_its_arguments_and_its_exit_status_is_kept(powered):
     env = {**env, "PYTHONPATH": str(tmp)}
     r, data = profile(env, tmp, "--", sys.executable, "-m", "mypkg", "3")
     assert r.returncode == 3, r.stderr
+    assert "main module True" in r.stdout
     assert funcs(data)["main"]["total_energy_j"] > 0
 
 
