@@ -130,6 +130,13 @@ def test_in_the_signal_way_the_handlers_cpu_is_tuimeters_and_its_stack_the_inter
     assert got == [(["main_fn", "engine_loop"], pytest.approx(0.008)),
                    (["main_fn", "wait"], pytest.approx(0.0))]
     assert ours == pytest.approx(0.002) and other == pytest.approx(0.0)
+    # the watcher samples while the host is inside the handler: what the handler
+    # interrupted, not the handler's frames
+    box.stacks[host] = Frame(main_fn, work, StackSampler._on_signal, engine_loop)
+    box.clock.advance(0.01)
+    box.run(host, 0.010)
+    got, _other, _ours = sample()
+    assert [stack for stack, _cpu in got] == [["main_fn", "wait"], ["main_fn", "work"]]
 
 
 def test_the_signal_way_leaves_the_profile_function_and_the_signal_as_they_were():
