@@ -284,6 +284,11 @@ def test_real_prometheus_scrapes_record_and_agrees_with_the_csv(tmp_path):
             os.unlink(target_file)
     assert proc.returncode == 0, err
     scrape_interval_s = 1.0
+    # Prometheus stamps a sample with the time its scrape began; the exporter reads the
+    # snapshot when the request arrives, which on a loaded machine can be after the next
+    # tick: the window reaches to the end of that scrape (its own scrape_duration_seconds)
+    durations = {float(t): float(v) for t, v in _query(
+        prom, f'scrape_duration_seconds{{tuimeter_test="{run_id}"}}[5m]')[0]["values"]}
     for metric, domain, csv_domain in (
             ("tuimeter_energy_joules_total", "package-0", "package-0"),
             ("tuimeter_energy_joules_total", "package-0/dram", "package-0/dram"),
@@ -296,10 +301,11 @@ def test_real_prometheus_scrapes_record_and_agrees_with_the_csv(tmp_path):
         ticks = csv_cumulative(csv_path, csv_domain)
         assert samples[-1][1] > 0
         for t, v in samples:
-            near = [cum for ts, cum in ticks if t - scrape_interval_s <= ts <= t + 0.1]
+            end = t + durations[t] + 0.01
+            near = [cum for ts, cum in ticks if t - scrape_interval_s <= ts <= end]
             assert any(abs(cum - v) < 1e-3 for cum in near), (
-                f"{metric} {domain}: scraped {v} J at {t}; CSV ticks within one scrape "
-                f"interval: {near}")
+                f"{metric} {domain}: scraped {v} J at {t} (scrape took {durations[t]} s); "
+                f"CSV ticks from one scrape interval before to the scrape's end: {near}")
     up = _query(prom, f'up{{tuimeter_test="{run_id}"}}')
     assert up and up[0]["value"][1] in ("0", "1")  # the target was known to Prometheus
 
