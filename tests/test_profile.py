@@ -144,12 +144,11 @@ def test_the_signal_way_leaves_the_profile_function_and_the_signal_as_they_were(
     with the program's first thread) is set only where none is: one set before (a
     ``sitecustomize``, a tool) is kept, and the sampler's own is gone after ``stop``, as
     is its signal handler."""
+    import signal
     import threading
 
     def mine(frame, event, arg):
         pass
-
-    import signal
 
     before = signal.getsignal(signal.SIGURG)
     s = StackSampler(lambda rec: None, 100.0)

@@ -97,7 +97,7 @@ def test_meter_profile_in_a_forked_child_gets_each_functions_cpu(fake_root, tmp_
 
     prog = tmp_path / "forked.py"
     prog.write_text(textwrap.dedent(f"""\
-        import os, threading, time
+        import os, time
         import tuimeter
 
         def heavy():
